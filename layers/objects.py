@@ -1,0 +1,188 @@
+"""Small pure readers over Kubernetes objects in their JSON (dict) form."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from layers.sources import K8sObject
+
+GPU_RESOURCE = "nvidia.com/gpu"
+SHARED_RESOURCE = "nvidia.com/gpu.shared"
+MIG_PREFIX = "nvidia.com/mig-"
+
+# NFD's PCI vendor labels for NVIDIA (vendor 10de); the operator keys
+# nvidia.com/gpu.present off the same three.
+NFD_NVIDIA_LABELS = (
+    "feature.node.kubernetes.io/pci-10de.present",
+    "feature.node.kubernetes.io/pci-0302_10de.present",
+    "feature.node.kubernetes.io/pci-0300_10de.present",
+)
+
+
+def name(obj: K8sObject) -> str:
+    return str(obj.get("metadata", {}).get("name", ""))
+
+
+def namespace(obj: K8sObject) -> str | None:
+    ns = obj.get("metadata", {}).get("namespace")
+    return str(ns) if ns else None
+
+
+def labels(obj: K8sObject) -> dict[str, str]:
+    return obj.get("metadata", {}).get("labels") or {}
+
+
+def annotations(obj: K8sObject) -> dict[str, str]:
+    return obj.get("metadata", {}).get("annotations") or {}
+
+
+def is_gpu_resource(resource: str) -> bool:
+    return resource in (GPU_RESOURCE, SHARED_RESOURCE) or resource.startswith(MIG_PREFIX)
+
+
+_SUFFIX = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+}  # fmt: skip
+_QTY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+
+
+def quantity(value: Any) -> Decimal:
+    """A Kubernetes resource quantity ("8", "500m", "16Gi") as a number; 0 when unreadable."""
+    m = _QTY.match(str(value).strip())
+    if not m:
+        return Decimal(0)
+    try:
+        number = Decimal(m.group(1))
+    except InvalidOperation:
+        return Decimal(0)
+    suffix = m.group(2)
+    if suffix and suffix not in _SUFFIX:
+        return Decimal(0)
+    return number * Decimal(_SUFFIX[suffix]) if suffix else number
+
+
+def gpu_resources(node: K8sObject, field: str) -> dict[str, int]:
+    """GPU resources of a node's status.capacity or status.allocatable, as integers."""
+    raw = (node.get("status") or {}).get(field) or {}
+    return {k: int(quantity(v)) for k, v in raw.items() if is_gpu_resource(k)}
+
+
+def advertised(node: K8sObject) -> dict[str, int]:
+    """GPU resources the node advertises: in capacity with a quantity above 0."""
+    return {k: v for k, v in gpu_resources(node, "capacity").items() if v > 0}
+
+
+def allocatable_gaps(node: K8sObject) -> dict[str, tuple[int, int]]:
+    """resource -> (capacity, allocatable) where capacity > allocatable."""
+    cap = gpu_resources(node, "capacity")
+    alloc = gpu_resources(node, "allocatable")
+    return {r: (c, alloc.get(r, 0)) for r, c in cap.items() if c > alloc.get(r, 0)}
+
+
+def has_nvidia_labels(node: K8sObject) -> bool:
+    return any(k.startswith("nvidia.com/") for k in labels(node))
+
+
+def is_gpu_node(node: K8sObject) -> bool:
+    """Advertises a GPU resource, or is labelled as a GPU node (spec: Terms)."""
+    if advertised(node):
+        return True
+    lab = labels(node)
+    if lab.get("nvidia.com/gpu.present") == "true" or "nvidia.com/gpu.count" in lab:
+        return True
+    return any(lab.get(k) == "true" for k in NFD_NVIDIA_LABELS)
+
+
+def is_unschedulable(node: K8sObject) -> bool:
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def node_info(node: K8sObject) -> dict[str, str]:
+    return (node.get("status") or {}).get("nodeInfo") or {}
+
+
+def node_ready(node: K8sObject) -> bool:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+# --- pods ----------------------------------------------------------------------
+
+
+def pod_node(pod: K8sObject) -> str | None:
+    return (pod.get("spec") or {}).get("nodeName") or None
+
+
+def pod_phase(pod: K8sObject) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Unknown")
+
+
+def containers(pod: K8sObject, init: bool = False) -> list[dict[str, Any]]:
+    key = "initContainers" if init else "containers"
+    return list((pod.get("spec") or {}).get(key) or [])
+
+
+def container_statuses(pod: K8sObject, init: bool = False) -> list[dict[str, Any]]:
+    key = "initContainerStatuses" if init else "containerStatuses"
+    return list((pod.get("status") or {}).get(key) or [])
+
+
+def pod_ready(pod: K8sObject) -> bool:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def pod_requests(pod: K8sObject) -> dict[str, int]:
+    """GPU resources a pod asks for (limits count where requests are absent, as for extended resources)."""
+    total: dict[str, int] = {}
+    for c in containers(pod):
+        res = c.get("resources") or {}
+        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        for k, v in merged.items():
+            if is_gpu_resource(k):
+                total[k] = total.get(k, 0) + int(quantity(v))
+    # Init containers run one at a time: the pod needs the largest of them.
+    for c in containers(pod, init=True):
+        res = c.get("resources") or {}
+        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        for k, v in merged.items():
+            if is_gpu_resource(k):
+                total[k] = max(total.get(k, 0), int(quantity(v)))
+    return total
+
+
+def waiting_reason(status: dict[str, Any]) -> str | None:
+    waiting = (status.get("state") or {}).get("waiting")
+    return str(waiting.get("reason")) if waiting and waiting.get("reason") else None
+
+
+def last_terminated_reason(status: dict[str, Any]) -> str | None:
+    for key in ("lastState", "state"):
+        term = (status.get(key) or {}).get("terminated")
+        if term and term.get("reason"):
+            return str(term["reason"])
+    return None
+
+
+def iter_all_statuses(pod: K8sObject) -> Iterator[tuple[bool, dict[str, Any]]]:
+    """(is_init, status) for every init and app container status."""
+    for s in container_statuses(pod, init=True):
+        yield True, s
+    for s in container_statuses(pod):
+        yield False, s
+
+
+def is_terminating_or_done(pod: K8sObject) -> bool:
+    return bool(pod.get("metadata", {}).get("deletionTimestamp")) or pod_phase(pod) in (
+        "Succeeded",
+        "Failed",
+    )

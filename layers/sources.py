@@ -1,0 +1,215 @@
+"""The two small read-only interfaces the layers read through.
+
+Objects are plain dicts shaped exactly as the Kubernetes API returns them in
+JSON (camelCase keys), so a scenario file, a must-gather bundle and a live
+cluster look the same to the layers.
+
+Errors: any read may raise SourceError. Layers turn it into an `unknown`
+finding that says what could not be read and how to fix it; only the read of
+the target itself (the pod) lets it escape to the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+K8sObject = dict[str, Any]
+
+ErrorKind = Literal["forbidden", "not_found", "unavailable", "bad_input"]
+
+
+class SourceError(Exception):
+    """A read that failed. `kind` decides the CLI exit code and the hint.
+
+    - forbidden: RBAC said no (HTTP 403); `verb`/`resource` name the missing rule.
+    - not_found: the object does not exist (HTTP 404).
+    - unavailable: backend unreachable, timed out, 5xx.
+    - bad_input: the request itself is malformed (e.g. an invalid name).
+    """
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        verb: str | None = None,
+        resource: str | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.message = message
+        self.verb = verb
+        self.resource = resource
+        self.namespace = namespace
+
+    def hint(self) -> str:
+        """What to grant or fix, in one line."""
+        if self.kind == "forbidden" and self.verb and self.resource:
+            where = f" in namespace {self.namespace}" if self.namespace else " cluster-wide"
+            return f"grant the bot's ServiceAccount '{self.verb}' on '{self.resource}'{where}"
+        if self.kind == "unavailable":
+            return "check that the backend is reachable and healthy"
+        return ""
+
+    def __str__(self) -> str:
+        h = self.hint()
+        return f"{self.message} ({h})" if h else self.message
+
+
+class Cluster(Protocol):
+    """Read-only view of a Kubernetes cluster.
+
+    Selectors follow the Kubernetes syntax (label selectors: equality, `!=`,
+    `in`, `notin`, existence; field selectors: equality) and are applied by
+    the server where there is one, never by listing everything.
+    """
+
+    @property
+    def source(self) -> str:
+        """Where the objects come from, for messages ("scenario x.yaml", "context prod")."""
+        ...
+
+    def get_pod(self, namespace: str, name: str) -> K8sObject: ...
+
+    def list_pods(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[K8sObject]: ...
+
+    def get_node(self, name: str) -> K8sObject: ...
+
+    def list_nodes(self, label_selector: str | None = None) -> list[K8sObject]: ...
+
+    def list_events(
+        self, namespace: str | None, kind: str | None = None, name: str | None = None
+    ) -> list[K8sObject]:
+        """Events of one object (by involvedObject kind/name) or of a namespace (kind and name None)."""
+        ...
+
+    def list_daemonsets(
+        self, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[K8sObject]: ...
+
+    def list_custom(self, group: str, version: str, plural: str) -> list[K8sObject]:
+        """Cluster-scoped custom objects, e.g. ("nvidia.com", "v1", "clusterpolicies").
+
+        A CRD that is not installed gives an empty list, not an error.
+        """
+        ...
+
+    def list_runtimeclasses(self) -> list[K8sObject]: ...
+
+    def pod_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        *,
+        previous: bool = False,
+        tail_lines: int | None = 500,
+    ) -> str:
+        """A container's log; raises SourceError(not_found) when there is none."""
+        ...
+
+
+class ClusterWriter(Protocol):
+    """The one write the bot makes: node scheduling (cordon/uncordon)."""
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> K8sObject:
+        """A strategic-merge patch of a node; returns the node after it."""
+        ...
+
+
+# --- telemetry -----------------------------------------------------------------
+
+# A selector alternative: label -> the values it may take. A series matches a
+# sequence of alternatives when it matches any one of them; an empty sequence
+# matches every series. Kept this small so the Prometheus adapter can turn it
+# into `m{a=~"x|y"} or m{b=~"x|y"}` and the in-memory one into a filter.
+Selector = Mapping[str, Sequence[str]]
+
+
+@dataclass(frozen=True)
+class Sample:
+    labels: Mapping[str, str]
+    value: float
+
+
+@dataclass(frozen=True)
+class RangeSeries:
+    labels: Mapping[str, str]
+    points: tuple[tuple[float, float], ...]  # (unix seconds, value), in time order
+
+
+class TelemetryError(Exception):
+    """Telemetry unreachable, slow, or answering with an error."""
+
+
+class Telemetry(Protocol):
+    """Fleet-wide metric reads, one call per signal (never per GPU).
+
+    Semantics follow PromQL evaluated at `now()`: `instant` uses the 5-minute
+    lookback, `increase`/`rate` extrapolate as Prometheus does, and every
+    result keeps the series' labels (including `__name__` where the source
+    has it; `increase`/`rate`/`max_over_time` drop it, as PromQL does).
+    """
+
+    @property
+    def source(self) -> str:
+        """Human description for messages, e.g. "Prometheus at http://prom:9090"."""
+        ...
+
+    def now(self) -> float:
+        """The evaluation instant (unix seconds)."""
+        ...
+
+    def instant(self, metric: str, match: Sequence[Selector] = ()) -> list[Sample]: ...
+
+    def increase(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]: ...
+
+    def rate(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]: ...
+
+    def max_over_time(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]: ...
+
+    def range(
+        self, metric: str, window_s: int, step_s: int, match: Sequence[Selector] = ()
+    ) -> list[RangeSeries]: ...
+
+
+class NoTelemetry:
+    """Used when no metrics source is configured: every read says so."""
+
+    source = "no metrics source"
+
+    def __init__(self, now: float) -> None:
+        self._now = now
+
+    def now(self) -> float:
+        return self._now
+
+    def _fail(self) -> list[Any]:
+        raise TelemetryError(
+            "no metrics source configured: pass --prometheus-url or set PROMETHEUS_URL"
+        )
+
+    def instant(self, metric: str, match: Sequence[Selector] = ()) -> list[Sample]:
+        return self._fail()
+
+    def increase(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+        return self._fail()
+
+    def rate(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+        return self._fail()
+
+    def max_over_time(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+        return self._fail()
+
+    def range(
+        self, metric: str, window_s: int, step_s: int, match: Sequence[Selector] = ()
+    ) -> list[RangeSeries]:
+        return self._fail()

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite, from a clean clone: installs what it needs, then lint,
+# types and tests. Redis and Prometheus are started by the tests themselves
+# (127.0.0.1, free ports) and stopped when they end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]} (Debian packages) ..."
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server prometheus >/dev/null
+fi
+# The Debian packages start their services on install; the tests want none running.
+for svc in redis-server prometheus; do
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
+    systemctl stop "$svc" || true
+  fi
+done
+
+python -m pip install -q -e '.[dev]'
+python -m ruff check .
+python -m ruff format --check .
+python -m mypy
+python -m pytest "$@"
