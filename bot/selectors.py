@@ -20,7 +20,9 @@ _EQ = re.compile(r"^\s*([A-Za-z0-9./_-]+)\s*(==|=|!=)\s*([A-Za-z0-9._-]*)\s*$")
 
 def _split_terms(selector: str) -> list[str]:
     """Split on commas that are not inside a set's parentheses."""
-    terms, depth, cur = [], 0, []
+    terms: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in selector:
         if ch == "(":
             depth += 1
@@ -35,6 +37,34 @@ def _split_terms(selector: str) -> list[str]:
     return [t for t in terms if t.strip()]
 
 
+def _label_equals(key: str, value: str, negate: bool) -> Matcher:
+    def check(lab: Mapping[str, str]) -> bool:
+        return (lab.get(key) == value) != negate
+
+    return check
+
+
+def _label_in(key: str, allowed: frozenset[str], negate: bool) -> Matcher:
+    def check(lab: Mapping[str, str]) -> bool:
+        return (lab.get(key) in allowed) != negate
+
+    return check
+
+
+def _label_exists(key: str, negate: bool) -> Matcher:
+    def check(lab: Mapping[str, str]) -> bool:
+        return (key in lab) != negate
+
+    return check
+
+
+def _field_equals(path: str, value: str, negate: bool) -> Callable[[Mapping[str, Any]], bool]:
+    def check(obj: Mapping[str, Any]) -> bool:
+        return (_field(obj, path) == value) != negate
+
+    return check
+
+
 def parse_label_selector(selector: str | None) -> Matcher:
     """Equality (=, ==, !=), set (in, notin) and existence (key, !key) terms, ANDed."""
     if not selector or not selector.strip():
@@ -44,24 +74,16 @@ def parse_label_selector(selector: str | None) -> Matcher:
         eq = _EQ.match(term)
         if eq:
             key, op, value = eq.groups()
-            if op == "!=":
-                checks.append(lambda lab, k=key, v=value: lab.get(k) != v)
-            else:
-                checks.append(lambda lab, k=key, v=value: lab.get(k) == v)
+            checks.append(_label_equals(key, value, negate=op == "!="))
             continue
         st = _SET.match(term)
         if st:
             neg, key, op, values = st.groups()
             if op:
-                allowed = {v.strip() for v in values.split(",") if v.strip()}
-                if op == "in":
-                    checks.append(lambda lab, k=key, a=allowed: lab.get(k) in a)
-                else:
-                    checks.append(lambda lab, k=key, a=allowed: lab.get(k) not in a)
-            elif neg:
-                checks.append(lambda lab, k=key: k not in lab)
+                allowed = frozenset(v.strip() for v in values.split(",") if v.strip())
+                checks.append(_label_in(key, allowed, negate=op == "notin"))
             else:
-                checks.append(lambda lab, k=key: k in lab)
+                checks.append(_label_exists(key, negate=bool(neg)))
             continue
         raise SourceError("bad_input", f"invalid label selector term {term.strip()!r}")
     return lambda lab: all(c(lab) for c in checks)
@@ -86,8 +108,5 @@ def parse_field_selector(selector: str | None) -> Callable[[Mapping[str, Any]], 
         if not m:
             raise SourceError("bad_input", f"invalid field selector term {term.strip()!r}")
         path, op, value = m.groups()
-        if op == "!=":
-            checks.append(lambda o, p=path, v=value: _field(o, p) != v)
-        else:
-            checks.append(lambda o, p=path, v=value: _field(o, p) == v)
+        checks.append(_field_equals(path, value, negate=op == "!="))
     return lambda o: all(c(o) for c in checks)

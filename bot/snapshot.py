@@ -113,7 +113,10 @@ class SnapshotCluster:
         if obj is None:
             where = f" in namespace {namespace}" if namespace else ""
             raise SourceError(
-                "not_found", f'{resource} "{name}" not found{where}', resource=resource, namespace=namespace or None
+                "not_found",
+                f'{resource} "{name}" not found{where}',
+                resource=resource,
+                namespace=namespace or None,
             )
         return obj
 

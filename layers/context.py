@@ -140,9 +140,7 @@ class WalkContext:
 
         def pick() -> list[str]:
             gpu = self.gpu_nodes()
-            pointed = [
-                o.name(n) for n in gpu if o.allocatable_gaps(n) or not o.advertised(n)
-            ]
+            pointed = [o.name(n) for n in gpu if o.allocatable_gaps(n) or not o.advertised(n)]
             return pointed or [o.name(n) for n in gpu]
 
         return self.cached("examined", pick)

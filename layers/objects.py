@@ -35,7 +35,7 @@ def labels(obj: K8sObject) -> dict[str, str]:
     return obj.get("metadata", {}).get("labels") or {}
 
 
-def annotations(obj: K8sObject) -> dict[str, str]:
+def annotations_of(obj: K8sObject) -> dict[str, str]:
     return obj.get("metadata", {}).get("annotations") or {}
 
 
@@ -43,7 +43,7 @@ def is_gpu_resource(resource: str) -> bool:
     return resource in (GPU_RESOURCE, SHARED_RESOURCE) or resource.startswith(MIG_PREFIX)
 
 
-_SUFFIX = {
+_SUFFIX: dict[str, int | Decimal] = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
     "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
     "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,

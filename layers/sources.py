@@ -157,6 +157,10 @@ class Telemetry(Protocol):
     lookback, `increase`/`rate` extrapolate as Prometheus does, and every
     result keeps the series' labels (including `__name__` where the source
     has it; `increase`/`rate`/`max_over_time` drop it, as PromQL does).
+
+    `metric` may name alternatives joined by `|` (e.g. the exporter's
+    `DCGM_EXP_XID_ERRORS_COUNT|DCGM_EXP_XID_ERRORS_TOTAL`): the result is the
+    union, as PromQL's `f(A) or f(B)` (left wins on an identical label set).
     """
 
     @property
@@ -193,9 +197,7 @@ class NoTelemetry:
         return self._now
 
     def _fail(self) -> list[Any]:
-        raise TelemetryError(
-            "no metrics source configured: pass --prometheus-url or set PROMETHEUS_URL"
-        )
+        raise TelemetryError("no metrics source configured: pass --prometheus-url or set PROMETHEUS_URL")
 
     def instant(self, metric: str, match: Sequence[Selector] = ()) -> list[Sample]:
         return self._fail()
