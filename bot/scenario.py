@@ -1,0 +1,420 @@
+"""Scenario files: a cluster frozen in one file (see spec/scenario.md).
+
+Every mistake in a scenario is reported as one ScenarioError line naming the
+file, the key path and what was expected, never a traceback: scenarios are
+written by hand and pasted from customers' clusters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+
+from bot.exposition import ExpositionError, parse_exposition
+from bot.series import SeriesData, SeriesTelemetry, prom_labels  # SeriesData is part of this API
+from bot.snapshot import SnapshotCluster
+
+TOP_LEVEL_KEYS = ("kind", "name", "description", "now", "objects", "logs", "metrics", "exposition")
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+_LOG_KEY = re.compile(r"[^/#\s]+/[^/#\s]+/[^/#\s]+(#previous)?\Z")
+_ABSOLUTE_SECONDS = 1e9  # numbers above this are Unix seconds, at or below 0 are relative to `now`
+_TIME_EXPECTED = "expected seconds relative to now (<= 0), Unix seconds (> 1e9) or an RFC 3339 time"
+
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """Safe YAML that leaves timestamps as text, as the Kubernetes JSON API has them."""
+
+    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, re.Pattern[str]]]]] = {
+        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
+    }
+
+
+class ScenarioError(Exception):
+    """One line: `<file>: <key path>: <what was expected>`."""
+
+    def __init__(self, source: str, key_path: str, message: str) -> None:
+        super().__init__(": ".join(p for p in (source, key_path, message) if p))
+        self.source = source
+        self.key_path = key_path
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    now: float  # unix seconds
+    objects: list[dict[str, Any]]
+    logs: dict[str, str]
+    series: list[SeriesData]
+    path: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # the `x-` keys, kept as written
+
+
+# --- reading ---------------------------------------------------------------------
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _read_text(text: str, source: str) -> object:
+    json_first = source.endswith(".json") or text.lstrip().startswith("{")
+    if json_first:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            if source.endswith(".json"):
+                raise ScenarioError(source, "", f"JSON syntax error at line {e.lineno}: {e.msg}") from None
+            # `{kind: Scenario, ...}` is YAML flow style, not JSON: let YAML judge it.
+    try:
+        return yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ScenarioError(source, "", f"YAML syntax error{where}: {e.problem or e.context}") from None
+    except yaml.YAMLError as e:
+        raise ScenarioError(source, "", f"YAML error: {e}") from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ScenarioError(source, "", "cannot read the file: not UTF-8 text") from None
+    except OSError as e:
+        raise ScenarioError(source, "", f"cannot read the file: {e.strerror or e}") from None
+    return parse_scenario(_read_text(text, source), source)
+
+
+def _rfc3339(t: float) -> str:
+    dt = datetime.fromtimestamp(t, tz=UTC)
+    text = dt.isoformat(timespec="milliseconds" if t % 1 else "seconds")
+    return text.replace("+00:00", "Z")
+
+
+def _parse_datetime(value: object) -> float | None:
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, str) and len(value.strip()) > 10:
+        try:
+            dt = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+    else:
+        return None
+    # Kubernetes times are UTC; a time written without an offset is read as UTC.
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _parse_now(value: object, source: str) -> float:
+    t = _parse_datetime(value)
+    if t is None:
+        n = _number(value)
+        t = n if n is not None and math.isfinite(n) and n > _ABSOLUTE_SECONDS else None
+    if t is None:
+        raise ScenarioError(
+            source, "now", f"expected an RFC 3339 time or Unix seconds (> 1e9), got {_show(value)}"
+        )
+    return t
+
+
+def _parse_time(value: object, now: float, source: str, path: str) -> float:
+    n = _number(value)
+    if n is not None and math.isfinite(n):
+        if n <= 0:
+            return now + n
+        if n > _ABSOLUTE_SECONDS:
+            return n
+    elif (t := _parse_datetime(value)) is not None:
+        return t
+    raise ScenarioError(source, path, f"{_TIME_EXPECTED}, got {_show(value)}")
+
+
+def _objects(raw: object, source: str, path: str, out: list[dict[str, Any]]) -> None:
+    if not isinstance(raw, list):
+        raise ScenarioError(source, path, f"expected a list of Kubernetes objects, got {_show(raw)}")
+    for i, obj in enumerate(raw):
+        where = f"{path}[{i}]"
+        if not isinstance(obj, dict):
+            raise ScenarioError(source, where, f"expected a Kubernetes object (a mapping), got {_show(obj)}")
+        kind = obj.get("kind")
+        if not isinstance(kind, str) or not kind:
+            raise ScenarioError(source, where, "expected a `kind` (e.g. Node, Pod, Event)")
+        if kind == "List" or (kind.endswith("List") and "items" in obj):
+            # A pasted `kubectl get ... -o yaml`: its items are the objects.
+            _objects(obj.get("items") or [], source, f"{where}.items", out)
+            continue
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise ScenarioError(source, f"{where}.metadata.name", f"expected the {kind}'s name")
+        out.append(obj)
+
+
+def _logs(raw: object, source: str) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise ScenarioError(
+            source, "logs", f'expected a mapping "namespace/pod/container" -> text, got {_show(raw)}'
+        )
+    for key, text in raw.items():
+        if not isinstance(key, str) or not _LOG_KEY.match(key):
+            raise ScenarioError(
+                source, f"logs[{key!r}]", 'expected a key "namespace/pod/container" (or "...#previous")'
+            )
+        if not isinstance(text, str):
+            raise ScenarioError(source, f"logs[{key!r}]", f"expected the log text, got {_show(text)}")
+    return raw
+
+
+def _labels(raw: object, source: str, path: str, checked: set[str]) -> dict[str, str]:
+    """`checked`: label names already found valid; they repeat across a fleet's series."""
+    if not isinstance(raw, dict):
+        raise ScenarioError(source, path, f"expected a label mapping with __name__, got {_show(raw)}")
+    labels: dict[str, str] = {}
+    for name, value in raw.items():
+        if name not in checked:
+            if not isinstance(name, str) or not _LABEL_NAME.match(name):
+                raise ScenarioError(source, path, f"invalid label name {_show(name)}")
+            checked.add(name)
+        if type(value) is not str:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ScenarioError(
+                    source, f"{path}.{name}", f"expected a string label value, got {_show(value)}"
+                )
+            value = str(value)  # `gpu: 3` written unquoted
+        if value != "":  # Prometheus: an empty label value is no label
+            labels[name] = value
+    metric = labels.get("__name__")
+    if not metric:
+        raise ScenarioError(source, path, "expected `__name__` (the metric name)")
+    if not _METRIC_NAME.match(metric):
+        raise ScenarioError(source, f"{path}.__name__", f"invalid metric name {metric!r}")
+    return labels
+
+
+def _point(pair: object, now: float, source: str, where: str) -> tuple[float, float]:
+    if not isinstance(pair, list) or len(pair) != 2:
+        raise ScenarioError(source, where, f"expected [time, value], got {_show(pair)}")
+    t = _parse_time(pair[0], now, source, f"{where}[0]")
+    v = _number(pair[1])
+    if v is None:
+        raise ScenarioError(source, f"{where}[1]", f"expected a number, got {_show(pair[1])}")
+    return t, v
+
+
+def _points(raw: object, now: float, source: str, path: str) -> list[tuple[float, float]]:
+    if not isinstance(raw, list) or not raw:
+        raise ScenarioError(source, path, f"expected a list of [time, value], got {_show(raw)}")
+    points: list[tuple[float, float]] = []
+    last = -math.inf
+    latest = now + 0.0005  # sub-millisecond slack: Prometheus keeps milliseconds
+    for j, pair in enumerate(raw):
+        # Fast path for the common [relative seconds, number]: a 40,000-series scenario loads in a blink.
+        if (
+            type(pair) is list
+            and len(pair) == 2
+            and type(pair[1]) in (int, float)
+            and type(pair[0]) in (int, float)
+        ):
+            t0 = pair[0]
+            t = now + t0 if t0 <= 0 else (t0 if t0 > _ABSOLUTE_SECONDS else math.nan)
+            v = float(pair[1])
+            if not math.isfinite(t):  # between 0 and 1e9, or not finite: the slow path explains it
+                t, v = _point(pair, now, source, f"{path}[{j}]")
+        else:
+            t, v = _point(pair, now, source, f"{path}[{j}]")
+        if not t <= latest or t <= last:
+            where = f"{path}[{j}]"
+            if t > latest:
+                raise ScenarioError(source, where, f"time {_rfc3339(t)} is after now ({_rfc3339(now)})")
+            raise ScenarioError(
+                source, where, f"times must increase: {_rfc3339(t)} is not after {_rfc3339(last)}"
+            )
+        points.append((t, v))
+        last = t
+    return points
+
+
+def _metrics(raw: object, now: float, source: str) -> list[SeriesData]:
+    if not isinstance(raw, list):
+        raise ScenarioError(
+            source, "metrics", f"expected a list of {{metric: ..., values: ...}}, got {_show(raw)}"
+        )
+    series: list[SeriesData] = []
+    seen: dict[frozenset[tuple[str, str]], int] = {}
+    checked: set[str] = set()
+    for i, entry in enumerate(raw):
+        where = f"metrics[{i}]"
+        if not isinstance(entry, dict):
+            raise ScenarioError(source, where, f"expected {{metric: ..., values: ...}}, got {_show(entry)}")
+        unknown = sorted(set(map(str, entry)) - {"metric", "values", "value"})
+        if unknown:
+            raise ScenarioError(source, f"{where}.{unknown[0]}", "unknown key (expected metric and values)")
+        labels = _labels(entry.get("metric"), source, f"{where}.metric", checked)
+        if "value" in entry:  # a pasted Prometheus instant-query result
+            points = _points([entry["value"]], now, source, f"{where}.value")
+        else:
+            points = _points(entry.get("values"), now, source, f"{where}.values")
+        key = frozenset(labels.items())
+        if key in seen:
+            raise ScenarioError(
+                source, where, f"same labels as metrics[{seen[key]}]: expected one entry per series"
+            )
+        seen[key] = i
+        series.append(SeriesData(labels, points))
+    return series
+
+
+def _add_exposition(raw: object, now: float, source: str, series: list[SeriesData]) -> None:
+    if not isinstance(raw, str):
+        raise ScenarioError(source, "exposition", f"expected /metrics text, got {_show(raw)}")
+    try:
+        samples = parse_exposition(raw)
+    except ExpositionError as e:
+        raise ScenarioError(source, "exposition", str(e)) from None
+    by_labels = {frozenset(s.labels.items()): s for s in series}
+    for labels, value in samples:
+        labels = prom_labels(labels)
+        key = frozenset(labels.items())
+        existing = by_labels.get(key)
+        if existing is None:
+            by_labels[key] = new = SeriesData(labels, [(now, value)])
+            series.append(new)
+        elif existing.points[-1][0] < now:
+            existing.points.append((now, value))
+        else:
+            raise ScenarioError(
+                source, "exposition", f"{labels['__name__']}{_show(labels)}: a second sample at now"
+            )
+
+
+def parse_scenario(data: object, source: str, now_default: float | None = None) -> Scenario:
+    if not isinstance(data, dict):
+        raise ScenarioError(
+            source, "", f"expected a mapping with `kind: Scenario` at the top, got {_show(data)}"
+        )
+    if data.get("kind") != "Scenario":
+        got = f", got {_show(data['kind'])}" if "kind" in data else ""
+        raise ScenarioError(source, "kind", f"expected `kind: Scenario`{got}")
+    extra: dict[str, Any] = {}
+    for key in data:
+        if isinstance(key, str) and key.startswith("x-"):
+            extra[key] = data[key]
+        elif key not in TOP_LEVEL_KEYS:
+            raise ScenarioError(
+                source, str(key), f"unknown key (expected one of {', '.join(TOP_LEVEL_KEYS)} or x-...)"
+            )
+    for key in ("name", "description"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise ScenarioError(source, key, f"expected text, got {_show(data[key])}")
+    if data.get("now") is not None:
+        now = _parse_now(data["now"], source)
+    else:
+        now = now_default if now_default is not None else float(int(time.time()))
+    objects: list[dict[str, Any]] = []
+    if data.get("objects") is not None:
+        _objects(data["objects"], source, "objects", objects)
+    logs = _logs(data["logs"], source) if data.get("logs") is not None else {}
+    series = _metrics(data["metrics"], now, source) if data.get("metrics") is not None else []
+    if data.get("exposition") is not None:
+        _add_exposition(data["exposition"], now, source, series)
+    path = None if source.startswith("<") else source
+    return Scenario(
+        name=data.get("name") or Path(source).stem,
+        description=data.get("description") or "",
+        now=now,
+        objects=objects,
+        logs=dict(logs),
+        series=series,
+        path=path,
+        extra=extra,
+    )
+
+
+# --- writing ---------------------------------------------------------------------
+
+
+class _Flow(list):  # type: ignore[type-arg]
+    """A list written on one line: a [time, value] pair, or a series' labels."""
+
+
+class _FlowMap(dict):  # type: ignore[type-arg]
+    pass
+
+
+def _plain(x: float) -> int | float | str:
+    if not math.isfinite(x):
+        return "NaN" if math.isnan(x) else ("+Inf" if x > 0 else "-Inf")
+    return int(x) if x.is_integer() and abs(x) < 2**53 else x
+
+
+def scenario_to_dict(s: Scenario) -> dict[str, Any]:
+    """The scenario as a YAML-ready mapping; sample times relative to `now`."""
+    out: dict[str, Any] = {"kind": "Scenario", "name": s.name}
+    if s.description:
+        out["description"] = s.description
+    out["now"] = _rfc3339(s.now)
+    out["objects"] = s.objects
+    out["logs"] = s.logs
+    out["metrics"] = [
+        {
+            "metric": _FlowMap(series.labels),
+            "values": _Flow(_Flow([_plain(round(t - s.now, 3)), _plain(v)]) for t, v in series.points),
+        }
+        for series in s.series
+    ]
+    out.update(s.extra)
+    return out
+
+
+class _Dumper(_BaseDumper):  # type: ignore[misc, valid-type]
+    pass
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    # Logs read best as literal blocks; PyYAML falls back to quoting when a block cannot hold the text.
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
+
+
+_Dumper.add_representer(str, _str)
+_Dumper.add_representer(_Flow, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
+_Dumper.add_representer(
+    _FlowMap, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v, flow_style=True)
+)
+
+
+def dump_scenario(s: Scenario) -> str:
+    return str(yaml.dump(scenario_to_dict(s), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120))
+
+
+def build_sources(s: Scenario) -> tuple[SnapshotCluster, SeriesTelemetry]:
+    """A cluster and telemetry over the scenario. The cluster gets its own copy of the
+    objects, so a cordon tried against it does not change the scenario."""
+    objects = pickle.loads(pickle.dumps(s.objects, protocol=pickle.HIGHEST_PROTOCOL))
+    source = f"scenario {s.name}"
+    return SnapshotCluster(objects, s.logs, source=source), SeriesTelemetry(s.series, s.now, source=source)

@@ -1,0 +1,252 @@
+"""In-memory telemetry over a scenario's series, with Prometheus 2.42's PromQL semantics.
+
+Times are held as integer milliseconds, as Prometheus stores them, so window
+edges compare exactly as they do in the real engine (range selection in 2.42
+is closed on both ends: now - window <= t <= now). Series are indexed by
+metric name, and lazily by label value, so a query on a 40,000-GPU fleet only
+touches the series it selects.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from layers.sources import RangeSeries, Sample, Selector
+
+LOOKBACK_MS = 5 * 60 * 1000  # Prometheus' default --query.lookback-delta
+
+
+@dataclass(frozen=True)
+class SeriesData:
+    """One series: its labels (with `__name__`) and (unix seconds, value) points in time order."""
+
+    labels: dict[str, str]
+    points: list[tuple[float, float]] = field(default_factory=list)
+
+
+def prom_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """Labels as Prometheus keeps them: an empty value is the same as no label."""
+    return {k: v for k, v in labels.items() if v != ""}
+
+
+def to_ms(t: float) -> int:
+    return round(t * 1000)
+
+
+class _Series:
+    __slots__ = ("labels", "times", "values")
+
+    def __init__(self, labels: dict[str, str], times: list[int], values: list[float]) -> None:
+        self.labels = labels
+        self.times = times
+        self.values = values
+
+    def window(self, start_ms: int, end_ms: int) -> tuple[int, int]:
+        """Index range of samples with start <= t <= end."""
+        return bisect_left(self.times, start_ms), bisect_right(self.times, end_ms)
+
+    def at(self, ts_ms: int) -> float | None:
+        """The instant value at ts: the last sample at or before it, within the lookback."""
+        i = bisect_right(self.times, ts_ms) - 1
+        if i < 0 or self.times[i] < ts_ms - LOOKBACK_MS:
+            return None
+        return self.values[i]
+
+
+class _Family:
+    """All series of one metric name, with a label index built on first use."""
+
+    def __init__(self) -> None:
+        self.series: list[_Series] = []
+        self._index: dict[str, dict[str, list[int]]] = {}
+
+    def _by_value(self, label: str) -> dict[str, list[int]]:
+        idx = self._index.get(label)
+        if idx is None:
+            idx = {}
+            for i, s in enumerate(self.series):
+                idx.setdefault(s.labels.get(label, ""), []).append(i)
+            self._index[label] = idx
+        return idx
+
+    def select(self, match: Sequence[Selector]) -> list[_Series]:
+        if not match:
+            return self.series
+        chosen: set[int] = set()
+        for alternative in match:
+            candidates: set[int] | None = None
+            # Narrow by the most selective label first; later labels only filter that set.
+            for label, allowed in sorted(alternative.items(), key=lambda kv: len(kv[1])):
+                by_value = self._by_value(label)
+                ids = {i for v in allowed for i in by_value.get(v, ())}
+                candidates = ids if candidates is None else candidates & ids
+                if not candidates:
+                    break
+            chosen |= set(range(len(self.series))) if candidates is None else candidates
+        return [self.series[i] for i in sorted(chosen)]
+
+
+def extrapolated_rate(
+    times: Sequence[int], values: Sequence[float], start_ms: int, end_ms: int, *, is_rate: bool
+) -> float | None:
+    """Prometheus' extrapolatedRate (promql/functions.go, v2.42) for a counter.
+
+    `times`/`values` are the samples inside [start, end]; None when fewer than two.
+    """
+    if len(times) < 2:
+        return None
+    result = values[-1] - values[0]
+    prev = values[0]
+    for v in values[1:]:
+        if v < prev:  # counter reset: the counter restarted from zero
+            result += prev
+        prev = v
+    duration_to_start = (times[0] - start_ms) / 1000
+    duration_to_end = (end_ms - times[-1]) / 1000
+    sampled_interval = (times[-1] - times[0]) / 1000
+    average_between = sampled_interval / (len(times) - 1)
+    if result > 0 and values[0] >= 0:
+        # A counter cannot go below zero: do not extrapolate past where it would hit it.
+        duration_to_zero = sampled_interval * (values[0] / result)
+        duration_to_start = min(duration_to_start, duration_to_zero)
+    threshold = average_between * 1.1
+    interval = sampled_interval
+    interval += duration_to_start if duration_to_start < threshold else average_between / 2
+    interval += duration_to_end if duration_to_end < threshold else average_between / 2
+    factor = interval / sampled_interval
+    if is_rate:
+        factor /= (end_ms - start_ms) / 1000
+    return result * factor
+
+
+def max_of(values: Sequence[float]) -> float:
+    """max_over_time as 2.42 computes it: NaN only wins when every sample is NaN."""
+    best = values[0]
+    for v in values:
+        if v > best or math.isnan(best):
+            best = v
+    return best
+
+
+def _without_name(labels: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in labels.items() if k != "__name__"}
+
+
+class SeriesTelemetry:
+    """layers.sources.Telemetry over fixed series, evaluated at a fixed instant."""
+
+    def __init__(self, series: Iterable[SeriesData], now: float, source: str = "scenario") -> None:
+        self._now = now
+        self._now_ms = to_ms(now)
+        self._source = source
+        self._families: dict[str, _Family] = {}
+        for s in series:
+            labels = prom_labels(s.labels)
+            name = labels.get("__name__", "")
+            times = [to_ms(t) for t, _ in s.points]
+            values = [float(v) for _, v in s.points]
+            self._families.setdefault(name, _Family()).series.append(_Series(labels, times, values))
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    def now(self) -> float:
+        return self._now
+
+    def _union(
+        self, metric: str, match: Sequence[Selector], one: Callable[[_Series], Sample | None]
+    ) -> list[Sample]:
+        """`f(A) or f(B)` over the `|`-separated names: left wins on an identical label set."""
+        out: list[Sample] = []
+        seen: set[frozenset[tuple[str, str]]] = set()
+        for name in metric.split("|"):
+            family = self._families.get(name.strip())
+            if family is None:
+                continue
+            for s in family.select(match):
+                sample = one(s)
+                if sample is None:
+                    continue
+                key = frozenset(sample.labels.items())
+                if key not in seen:
+                    seen.add(key)
+                    out.append(sample)
+        return out
+
+    def instant(self, metric: str, match: Sequence[Selector] = ()) -> list[Sample]:
+        def one(s: _Series) -> Sample | None:
+            v = s.at(self._now_ms)
+            return None if v is None else Sample(dict(s.labels), v)
+
+        return self._union(metric, match, one)
+
+    def _over_window(
+        self,
+        metric: str,
+        window_s: int,
+        match: Sequence[Selector],
+        fn: Callable[[_Series, int, int], float | None],
+    ) -> list[Sample]:
+        start_ms = self._now_ms - window_s * 1000
+
+        def one(s: _Series) -> Sample | None:
+            lo, hi = s.window(start_ms, self._now_ms)
+            v = fn(s, lo, hi) if hi > lo else None
+            return None if v is None else Sample(_without_name(s.labels), v)
+
+        return self._union(metric, match, one)
+
+    def _extrapolated(
+        self, metric: str, window_s: int, match: Sequence[Selector], is_rate: bool
+    ) -> list[Sample]:
+        start_ms = self._now_ms - window_s * 1000
+
+        def fn(s: _Series, lo: int, hi: int) -> float | None:
+            return extrapolated_rate(s.times[lo:hi], s.values[lo:hi], start_ms, self._now_ms, is_rate=is_rate)
+
+        return self._over_window(metric, window_s, match, fn)
+
+    def increase(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+        return self._extrapolated(metric, window_s, match, is_rate=False)
+
+    def rate(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+        return self._extrapolated(metric, window_s, match, is_rate=True)
+
+    def max_over_time(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+        return self._over_window(metric, window_s, match, lambda s, lo, hi: max_of(s.values[lo:hi]))
+
+    def range(
+        self, metric: str, window_s: int, step_s: int, match: Sequence[Selector] = ()
+    ) -> list[RangeSeries]:
+        """A range query from now - window to now: the instant value at each step, with lookback."""
+        if step_s <= 0:
+            raise ValueError(f"step must be positive, got {step_s}")
+        start_ms = self._now_ms - window_s * 1000
+        steps = range(start_ms, self._now_ms + 1, step_s * 1000)
+        out: list[RangeSeries] = []
+        seen: set[frozenset[tuple[str, str]]] = set()
+        for name in metric.split("|"):
+            family = self._families.get(name.strip())
+            if family is None:
+                continue
+            for s in family.select(match):
+                key = frozenset(s.labels.items())
+                if key in seen:
+                    continue
+                # Only steps where the series has a sample within the lookback can have a point.
+                lo = bisect_left(s.times, start_ms - LOOKBACK_MS)
+                if lo == len(s.times) or s.times[lo] > self._now_ms:
+                    continue
+                points = []
+                for ts in steps:
+                    v = s.at(ts)
+                    if v is not None:
+                        points.append((ts / 1000, v))
+                if points:
+                    seen.add(key)
+                    out.append(RangeSeries(dict(s.labels), tuple(points)))
+        return out
