@@ -1,0 +1,364 @@
+"""The live cluster: layers.sources.Cluster and ClusterWriter over the official kubernetes client.
+
+Objects come back as the API's own JSON (camelCase dicts, `_preload_content=False`
++ `json.loads`), so a live cluster looks exactly like a scenario file to the
+layers. Every failure becomes a SourceError naming what could not be read;
+nothing from the client (tokens included) leaks into messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from urllib3.util.retry import Retry
+
+from layers.sources import K8sObject, SourceError
+
+PAGE_SIZE = 500
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+# The NVIDIADriver CRD has only ever shipped as v1alpha1.
+_FALLBACK_VERSIONS = {"nvidiadrivers": "v1alpha1"}
+# 400s of the log endpoint that mean "this container has no log (yet)".
+_NO_LOG = re.compile(
+    r"not found|waiting to start|is not valid for pod|ContainerCreating|PodInitializing", re.I
+)
+
+
+def _status_message(exc: ApiException) -> str:
+    """The `message` of the API's Status body, else the HTTP reason."""
+    body = exc.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str) and body:
+        try:
+            status = json.loads(body)
+        except ValueError:
+            return body.strip().splitlines()[0][:300]
+        if isinstance(status, dict) and status.get("message"):
+            return str(status["message"])
+    return str(exc.reason or f"HTTP {exc.status}")
+
+
+class KubeCluster:
+    """A Kubernetes API server, read through one private ApiClient."""
+
+    def __init__(self, api_client: client.ApiClient, source: str, timeout_s: float = 10.0) -> None:
+        if not timeout_s > 0:
+            raise SourceError("bad_input", f"Kubernetes request timeout must be positive, got {timeout_s}")
+        self._api = api_client
+        self._source = source
+        self.timeout_s = timeout_s
+        self.page_size = PAGE_SIZE
+        self.server = str(api_client.configuration.host)
+        self.calls = 0  # HTTP requests made, for benchmarks
+        self._calls_lock = threading.Lock()
+        self._core = client.CoreV1Api(api_client)
+        self._apps = client.AppsV1Api(api_client)
+        self._node_api = client.NodeV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
+
+    # --- construction ------------------------------------------------------------
+
+    @classmethod
+    def from_config(
+        cls, kubeconfig: str | None = None, context: str | None = None, timeout_s: float = 10.0
+    ) -> KubeCluster:
+        """In-cluster credentials inside a pod, else the kubeconfig (argument, KUBECONFIG, ~/.kube/config)."""
+        cfg = client.Configuration()
+        explicit = kubeconfig or os.environ.get("KUBECONFIG") or context
+        if os.environ.get("KUBERNETES_SERVICE_HOST") and not explicit:
+            try:
+                config.load_incluster_config(client_configuration=cfg)
+            except (ConfigException, OSError) as err:
+                raise SourceError("bad_input", f"in-cluster Kubernetes credentials unusable: {err}") from None
+            source = "in-cluster"
+        else:
+            path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+            source = f"context {cls._load_kubeconfig(cfg, path, context)}"
+        # A dead server must fail fast: one connect retry, none on reads or statuses.
+        cfg.retries = Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0, raise_on_status=False)
+        api_client = client.ApiClient(configuration=cfg)
+        api_client.user_agent = "gpubot"
+        return cls(api_client, f"{source} ({cfg.host})", timeout_s)
+
+    @staticmethod
+    def _load_kubeconfig(cfg: client.Configuration, path: str, context: str | None) -> str:
+        """Load `path` (a KUBECONFIG list is allowed) into cfg; returns the context used."""
+        files = [os.path.expanduser(p) for p in path.split(os.pathsep) if p]
+        readable = [f for f in files if os.path.isfile(f) and os.access(f, os.R_OK)]
+        if not readable:
+            raise SourceError(
+                "bad_input", f"no readable kubeconfig at {path} (set KUBECONFIG or pass --kubeconfig)"
+            )
+        try:
+            contexts, current = config.list_kube_config_contexts(config_file=path)
+        except (ConfigException, OSError, ValueError, TypeError, KeyError) as err:
+            raise SourceError("bad_input", f"kubeconfig {path} is not usable: {err}") from None
+        names = [str(c.get("name")) for c in contexts or []]
+        chosen = context or (current or {}).get("name")
+        if not chosen or chosen not in names:
+            what = f"context {chosen!r} not found" if chosen else "no current context"
+            raise SourceError(
+                "bad_input", f"{what} in kubeconfig {path} (available: {', '.join(names) or 'none'})"
+            )
+        try:
+            config.load_kube_config(
+                config_file=path, context=chosen, client_configuration=cfg, persist_config=False
+            )
+        except (ConfigException, OSError, ValueError, TypeError, KeyError) as err:
+            raise SourceError("bad_input", f"kubeconfig {path}, context {chosen}: {err}") from None
+        return str(chosen)
+
+    def close(self) -> None:
+        self._api.close()
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    # --- the one place HTTP happens -------------------------------------------------
+
+    def _send(
+        self,
+        call: Callable[..., Any],
+        *args: Any,
+        verb: str,
+        resource: str,
+        namespace: str | None = None,
+        **kwargs: Any,
+    ) -> bytes:
+        """Run one API call; return the raw body or raise SourceError."""
+        with self._calls_lock:
+            self.calls += 1
+        try:
+            resp = call(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
+        except ApiException as exc:
+            raise self._api_error(exc, verb, resource, namespace) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise self._unreachable(exc, verb, resource) from None
+        except ValueError as exc:  # the client's own argument validation (pydantic)
+            first = str(exc).splitlines()[0]
+            raise SourceError(
+                "bad_input", f"cannot {verb} {resource}: {first}", namespace=namespace
+            ) from None
+        try:
+            return bytes(resp.data)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise self._unreachable(exc, verb, resource) from None
+        finally:
+            resp.release_conn()
+
+    def _unreachable(self, exc: Exception, verb: str, resource: str) -> SourceError:
+        reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason else exc
+        # NewConnectionError subclasses ConnectTimeoutError, so it is tested first.
+        if isinstance(reason, urllib3.exceptions.NameResolutionError):
+            why = "host name does not resolve"
+        elif isinstance(reason, urllib3.exceptions.NewConnectionError):
+            why = "cannot connect: " + str(reason).rsplit("connection: ", 1)[-1]
+        elif isinstance(reason, urllib3.exceptions.TimeoutError):
+            why = f"no answer within {self.timeout_s:g}s"
+        elif isinstance(reason, urllib3.exceptions.ProtocolError):
+            why = "connection dropped"
+        else:
+            why = type(reason).__name__
+        return SourceError(
+            "unavailable",
+            f"Kubernetes API at {self.server} unreachable ({why}) while trying to {verb} {resource}",
+        )
+
+    def _api_error(self, exc: ApiException, verb: str, resource: str, namespace: str | None) -> SourceError:
+        status = int(exc.status or 0)
+        where = f" in namespace {namespace}" if namespace else ""
+        if status == 0:  # TLS failure and the like, raised by the client with no HTTP status
+            first = str(exc.reason or "").splitlines()[0] if exc.reason else "no response"
+            return SourceError(
+                "unavailable",
+                f"Kubernetes API at {self.server} unreachable ({first}) while trying to {verb} {resource}",
+            )
+        message = _status_message(exc)
+        if status == 401:
+            return SourceError(
+                "unavailable",
+                f"Kubernetes API at {self.server}: credentials rejected (401) for {verb} {resource}",
+            )
+        if status == 403:
+            return SourceError("forbidden", message, verb=verb, resource=resource, namespace=namespace)
+        if status == 404 or (status == 400 and resource == "pods/log" and _NO_LOG.search(message)):
+            return SourceError("not_found", message, resource=resource, namespace=namespace)
+        if status >= 500 or status in (410, 429):  # 410: a paginated list outlived its snapshot
+            return SourceError(
+                "unavailable",
+                f"Kubernetes API at {self.server} answered {status} to {verb} {resource}{where}: {message}",
+            )
+        return SourceError("bad_input", f"{verb} {resource}{where} rejected ({status}): {message}")
+
+    def _get(
+        self, call: Callable[..., Any], *args: Any, resource: str, namespace: str | None = None
+    ) -> K8sObject:
+        obj: K8sObject = json.loads(
+            self._send(call, *args, verb="get", resource=resource, namespace=namespace)
+        )
+        return obj
+
+    def _list(
+        self, call: Callable[..., Any], *args: Any, resource: str, namespace: str | None = None, **kwargs: Any
+    ) -> list[K8sObject]:
+        """Every page of a list; items get the kind/apiVersion the server leaves off."""
+        items: list[K8sObject] = []
+        token: str | None = None
+        while True:
+            page_args = {k: v for k, v in kwargs.items() if v}
+            if token:
+                page_args["_continue"] = token
+            body = self._send(
+                call,
+                *args,
+                verb="list",
+                resource=resource,
+                namespace=namespace,
+                limit=self.page_size,
+                **page_args,
+            )
+            page = json.loads(body)
+            kind = str(page.get("kind") or "")
+            item_kind = kind[: -len("List")] if kind.endswith("List") else ""
+            for item in page.get("items") or ():
+                if item_kind:
+                    item.setdefault("kind", item_kind)
+                if page.get("apiVersion"):
+                    item.setdefault("apiVersion", page["apiVersion"])
+                items.append(item)
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    # --- Cluster ---------------------------------------------------------------------
+
+    def get_pod(self, namespace: str, name: str) -> K8sObject:
+        return self._get(
+            self._core.read_namespaced_pod, name, namespace, resource="pods", namespace=namespace
+        )
+
+    def list_pods(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[K8sObject]:
+        selectors = {"label_selector": label_selector, "field_selector": field_selector}
+        if namespace:
+            return self._list(
+                self._core.list_namespaced_pod, namespace, resource="pods", namespace=namespace, **selectors
+            )
+        return self._list(self._core.list_pod_for_all_namespaces, resource="pods", **selectors)
+
+    def get_node(self, name: str) -> K8sObject:
+        return self._get(self._core.read_node, name, resource="nodes")
+
+    def list_nodes(self, label_selector: str | None = None) -> list[K8sObject]:
+        return self._list(self._core.list_node, resource="nodes", label_selector=label_selector)
+
+    def list_events(
+        self, namespace: str | None, kind: str | None = None, name: str | None = None
+    ) -> list[K8sObject]:
+        terms = []
+        if kind:
+            terms.append(f"involvedObject.kind={kind}")
+        if name:
+            terms.append(f"involvedObject.name={name}")
+        field_selector = ",".join(terms) or None
+        # A node's events carry no namespace and usually land in "default": search everywhere.
+        if namespace and kind != "Node":
+            return self._list(
+                self._core.list_namespaced_event,
+                namespace,
+                resource="events",
+                namespace=namespace,
+                field_selector=field_selector,
+            )
+        return self._list(
+            self._core.list_event_for_all_namespaces, resource="events", field_selector=field_selector
+        )
+
+    def list_daemonsets(
+        self, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[K8sObject]:
+        if namespace:
+            return self._list(
+                self._apps.list_namespaced_daemon_set,
+                namespace,
+                resource="daemonsets.apps",
+                namespace=namespace,
+                label_selector=label_selector,
+            )
+        return self._list(
+            self._apps.list_daemon_set_for_all_namespaces,
+            resource="daemonsets.apps",
+            label_selector=label_selector,
+        )
+
+    def list_custom(self, group: str, version: str, plural: str) -> list[K8sObject]:
+        versions = [version]
+        fallback = _FALLBACK_VERSIONS.get(plural)
+        if fallback and fallback != version:
+            versions.append(fallback)
+        for v in versions:
+            try:
+                return self._list(
+                    self._custom.list_cluster_custom_object, group, v, plural, resource=f"{plural}.{group}"
+                )
+            except SourceError as err:
+                if err.kind != "not_found":
+                    raise
+        return []  # the CRD is not installed
+
+    def list_runtimeclasses(self) -> list[K8sObject]:
+        return self._list(self._node_api.list_runtime_class, resource="runtimeclasses.node.k8s.io")
+
+    def pod_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        *,
+        previous: bool = False,
+        tail_lines: int | None = 500,
+    ) -> str:
+        extra: dict[str, Any] = {"container": container}
+        if previous:
+            extra["previous"] = True
+        if tail_lines is not None:
+            extra["tail_lines"] = tail_lines
+        body = self._send(
+            self._core.read_namespaced_pod_log,
+            pod,
+            namespace,
+            verb="get",
+            resource="pods/log",
+            namespace=namespace,
+            **extra,
+        )
+        return body.decode("utf-8", "replace")
+
+    # --- ClusterWriter -----------------------------------------------------------------
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> K8sObject:
+        body = self._send(
+            self._core.patch_node,
+            name,
+            dict(patch),
+            verb="patch",
+            resource="nodes",
+            _content_type=STRATEGIC_MERGE,
+        )
+        node: K8sObject = json.loads(body)
+        return node
