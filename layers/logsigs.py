@@ -1,0 +1,259 @@
+"""Signatures of GPU failures in logs, events and scheduler messages.
+
+Pure text matching, shared by the layers. Real logs come with prefixes
+(`kubectl logs --timestamps`, `--prefix`, klog headers, Go's log dates, the
+systemd journal), in either quote style and any case; every pattern here is a
+case-insensitive search, so a prefix never hides a line. Evidence keeps the
+line as it was read (trimmed), never a paraphrase.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# --- prefixes --------------------------------------------------------------------
+
+# `kubectl logs --prefix`: "[pod/name/container] ".
+_KUBECTL_PREFIX = re.compile(r"^\[pod/[^\]\s]+\]\s+")
+# `kubectl logs --timestamps`: RFC 3339 with nanoseconds and Z or an offset.
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})\s+")
+# systemd journal: "May 05 18:42:19 host kubelet[1311]: ".
+_JOURNAL = re.compile(r"^[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}\s+\S+\s+[\w.@-]+(?:\[\d+\])?:\s+")
+# journal without the date (as pasted in issues): "kubelet[1311]: ".
+_PROCESS = re.compile(r"^[\w.@-]+\[\d+\]:\s+")
+# klog: "I0624 22:58:05.486593       1 health.go:159] ".
+_KLOG = re.compile(r"^[IWEF]\d{4}\s+\d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[\w./-]+:\d+\]\s+")
+# Go's log package: "2022/05/13 23:09:23 ".
+_GOLOG = re.compile(r"^\d{4}/\d{2}/\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?\s+")
+
+
+def strip_prefixes(line: str) -> str:
+    """The message of a log line without its transport and logger prefixes."""
+    text = line.strip()
+    for pattern in (_KUBECTL_PREFIX, _RFC3339, _JOURNAL, _PROCESS, _KLOG, _GOLOG):
+        text = pattern.sub("", text, count=1)
+    return text.strip()
+
+
+def lines_of(text: str | None) -> list[str]:
+    """Non-blank lines, trimmed."""
+    if not text:
+        return []
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+def tail(text: str | None, n: int = 5) -> list[str]:
+    """The last n non-blank lines, as evidence."""
+    return lines_of(text)[-n:] if n > 0 else []
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A failure recognised by any of `patterns`, unless a line also matches `unless`."""
+
+    name: str
+    patterns: tuple[re.Pattern[str], ...]
+    unless: tuple[re.Pattern[str], ...] = field(default=())
+
+    def matches(self, line: str) -> bool:
+        if not any(p.search(line) for p in self.patterns):
+            return False
+        return not any(u.search(line) for u in self.unless)
+
+    def find(self, text: str | None, limit: int = 5) -> list[str]:
+        """The first `limit` matching lines of a log (trimmed, prefixes kept)."""
+        out: list[str] = []
+        for line in lines_of(text):
+            if self.matches(line):
+                out.append(line)
+                if len(out) >= limit:
+                    break
+        return out
+
+    def first(self, texts: Iterable[str | None]) -> str | None:
+        for text in texts:
+            hit = self.find(text, 1)
+            if hit:
+                return hit[0]
+        return None
+
+
+def _re(*patterns: str) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
+
+
+# Quotes around "nvidia" may be ", ', escaped \" (kubelet journal, JSON) or &#34;.
+_Q = r"""(?:\\*["']|&#34;|&quot;)?"""
+
+NO_RUNTIME_NVIDIA = Signature(
+    "no-runtime-nvidia",
+    _re(rf"no\s+runtime\s+for\s+{_Q}nvidia{_Q}\s+is\s+configured"),
+)
+
+# The device plugin's NVML start-up failure (k8s-device-plugin factory.go / main.go).
+# Errors that merely mention NVML while building devices, such as an invalid
+# MIG configuration, are an operand failing, not NVML failing to start.
+DEVICE_PLUGIN_NVML_FAILED = Signature(
+    "device-plugin-nvml-failed",
+    _re(
+        r"failed\s+to\s+initiali[sz]e\s+NVML",
+        r"nvml\s+init\s+failed",
+        r"could\s+not\s+load\s+NVML\s+library",
+    ),
+    unless=_re(r"invalid\s+MIG", r"MIG\s+config", r"migEnabled"),
+)
+
+# The application finding no usable GPU (CUDA runtime, PyTorch, TensorFlow, nvidia-smi).
+APP_SEES_NO_GPU = Signature(
+    "app-sees-no-gpu",
+    _re(
+        r"no\s+CUDA-capable\s+device\s+is\s+detected",
+        r"CUDA\s+driver\s+version\s+is\s+insufficient",
+        r"cudaGetDeviceCount\(\)",
+        r"CUDA\s+Driver\s+UNAVAILABLE",
+        r"CUDA_ERROR_NO_DEVICE",
+        r"No\s+CUDA\s+GPUs\s+are\s+available",
+        r"Found\s+no\s+NVIDIA\s+driver\s+on\s+your\s+system",
+        r"failed\s+to\s+initiali[sz]e\s+NVML",
+        r"NVIDIA-SMI\s+has\s+failed",
+    ),
+)
+
+# Waiting reasons of a failing operand container (spec L2_OPERAND_FAILING).
+FAILING_WAIT_REASONS = frozenset(
+    {
+        "CrashLoopBackOff",
+        "Error",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "CreateContainerError",
+        "CreateContainerConfigError",
+        "RunContainerError",
+        "InvalidImageName",
+    }
+)
+_FAILING_LOWER = {r.lower(): r for r in FAILING_WAIT_REASONS}
+
+
+def failing_wait_reason(reason: str | None) -> str | None:
+    """The canonical failing reason, accepting kubectl's display form (`Init:CrashLoopBackOff`)."""
+    if not reason:
+        return None
+    bare = reason.strip().removeprefix("Init:").strip()
+    return _FAILING_LOWER.get(bare.lower())
+
+
+# --- events ------------------------------------------------------------------------
+
+
+def event_message(ev: Mapping[str, Any]) -> str:
+    """An Event's text: core/v1 `message`, events.k8s.io `note`."""
+    return str(ev.get("message") or ev.get("note") or "")
+
+
+def event_time(ev: Mapping[str, Any]) -> str:
+    """For ordering: RFC 3339 strings sort in time order."""
+    return str(ev.get("lastTimestamp") or ev.get("eventTime") or ev.get("firstTimestamp") or "")
+
+
+def event_line(ev: Mapping[str, Any]) -> str:
+    """An event as `kubectl describe` shows it: type, reason, (xN), source: message."""
+    count = ev.get("count") or (ev.get("series") or {}).get("count")
+    source = (ev.get("source") or {}).get("component") or ev.get("reportingComponent") or ""
+    times = f" (x{count})" if count and int(count) > 1 else ""
+    msg = " ".join(event_message(ev).split())
+    return " ".join(f"{ev.get('type') or 'Warning'} {ev.get('reason')}{times} {source}:".split()) + f" {msg}"
+
+
+# --- kube-scheduler's FailedScheduling message ---------------------------------------
+
+_AVAILABLE = re.compile(r"(\d+)\s*/\s*(\d+)\s+nodes?\s+(?:are|is)\s+available\s*:?\s*", re.IGNORECASE)
+_PREEMPTION = re.compile(r"\.?\s*preemption\s*:", re.IGNORECASE)
+# Reasons are "<count> <text>" joined by ", "; a comma inside a reason (the old
+# "had taint {k: v}, that the pod didn't tolerate") is not followed by a count.
+_REASON_SPLIT = re.compile(r",\s*(?=\d+\s)")
+_COUNTED = re.compile(r"^(\d+)\s+(.+)$", re.DOTALL)
+_TAINT = re.compile(r"taints?\s*\{\s*([^:{}]+?)\s*:\s*([^{}]*?)\s*\}", re.IGNORECASE)
+_INSUFFICIENT = re.compile(r"^insufficient\s+(\S+?)\.?$", re.IGNORECASE)
+_SELECTOR = re.compile(
+    r"didn'?t\s+match\s+(?:the\s+)?(?:node\s+selector|pod'?s\s+node\s+affinity|node\s+affinity)"
+    r"|didn'?t\s+satisfy\s+plugin\(s\)\s*\[\s*NodeAffinity",
+    re.IGNORECASE,
+)
+_UNSCHEDULABLE = re.compile(r"(?:were|was|is|are)\s+unschedulable", re.IGNORECASE)
+_TAINTED = re.compile(r"untolerated\s+taint|had\s+taints?\b|didn'?t\s+tolerate", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SchedulerReason:
+    count: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class SchedulingFailure:
+    """A parsed `0/N nodes are available: …` message (kube-scheduler framework/types.go)."""
+
+    message: str
+    total_nodes: int | None
+    reasons: tuple[SchedulerReason, ...]
+    preemption: str | None
+
+    @property
+    def insufficient(self) -> dict[str, int | None]:
+        """Resource → how many nodes lacked it (`Insufficient nvidia.com/gpu`)."""
+        out: dict[str, int | None] = {}
+        for r in self.reasons:
+            m = _INSUFFICIENT.match(r.text)
+            if m:
+                out[m.group(1)] = r.count
+        return out
+
+    @property
+    def selector_mismatch(self) -> bool:
+        return any(_SELECTOR.search(r.text) for r in self.reasons)
+
+    @property
+    def unschedulable(self) -> bool:
+        return any(_UNSCHEDULABLE.search(r.text) for r in self.reasons)
+
+    @property
+    def untolerated_taint(self) -> bool:
+        return any(_TAINTED.search(r.text) for r in self.reasons)
+
+    @property
+    def taints(self) -> list[tuple[str, str]]:
+        """(key, value) of every taint the scheduler named."""
+        return [(m.group(1), m.group(2)) for r in self.reasons for m in _TAINT.finditer(r.text)]
+
+
+def _split_reasons(body: str) -> tuple[SchedulerReason, ...]:
+    body = body.strip().rstrip(".").strip()
+    reasons: list[SchedulerReason] = []
+    # PreFilter messages ("pod has unbound immediate PersistentVolumeClaims") end with a
+    # period before the counted filter reasons; split on ". " first.
+    for sentence in re.split(r"\.\s+(?=\d|[A-Za-z])", body):
+        for piece in _REASON_SPLIT.split(sentence.strip()):
+            piece = piece.strip().strip(",").strip().rstrip(".").strip()
+            if not piece:
+                continue
+            m = _COUNTED.match(piece)
+            reasons.append(
+                SchedulerReason(int(m.group(1)), m.group(2)) if m else SchedulerReason(None, piece)
+            )
+    return tuple(reasons)
+
+
+def parse_failed_scheduling(message: str) -> SchedulingFailure:
+    """Split a FailedScheduling message into counted reasons; unknown shapes keep the whole text."""
+    text = " ".join(message.split())
+    m = _AVAILABLE.search(text)
+    if not m:
+        return SchedulingFailure(text, None, _split_reasons(text), None)
+    rest = text[m.end() :]
+    pre = _PREEMPTION.search(rest)
+    body, preemption = (rest[: pre.start()], rest[pre.end() :].strip()) if pre else (rest, None)
+    return SchedulingFailure(text, int(m.group(2)), _split_reasons(body), preemption)

@@ -1,0 +1,494 @@
+"""Layer 1 — scheduling: is the GPU resource advertised, and is any left.
+
+Capacity against allocatable is compared first, always: a gap means the
+device plugin marked devices unhealthy, which sends the walk to layer 5.
+For a bound pod that is all; an unbound pod is explained from its
+FailedScheduling messages checked against the nodes themselves.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from layers import objects as o
+from layers.context import WalkContext
+from layers.findings import Finding, LayerResult, finding, unknown
+from layers.logsigs import SchedulingFailure, event_line, event_message, event_time, parse_failed_scheduling
+from layers.sources import K8sObject, SourceError
+
+LAYER = 1
+MAX_LISTED = 10  # nodes named in one finding's evidence; the rest are counted
+# The cordon taint is the scheduler's "were unschedulable", not an untolerated taint.
+CORDON_TAINT = "node.kubernetes.io/unschedulable"
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def check(ctx: WalkContext) -> LayerResult:
+    findings: list[Finding] = []
+    pod = ctx.pod
+    try:
+        nodes = ctx.nodes()
+    except SourceError as err:
+        findings.append(unknown(LAYER, f"could not list nodes to compare capacity with allocatable: {err}"))
+        nodes = None
+
+    bound = ctx.bound_node
+    if nodes is not None:
+        if bound:
+            node = ctx.node(bound)
+            if node is None:
+                findings.append(unknown(LAYER, f"node {bound} is not in the cluster's node list", node=bound))
+            else:
+                findings.extend(allocatable_below_capacity([node]))
+        else:
+            gaps = allocatable_below_capacity(ctx.gpu_nodes())
+            findings.extend(gaps[:MAX_LISTED])
+            if len(gaps) > MAX_LISTED:  # a fleet-wide problem: the digest lists every node
+                more = [f.node or "" for f in gaps[MAX_LISTED:]]
+                findings.append(
+                    finding(
+                        "L1_ALLOCATABLE_BELOW_CAPACITY",
+                        f"{len(more)} more GPU nodes have allocatable below capacity",
+                        evidence=_listed(more),
+                        commands=[capacity_columns(o.GPU_RESOURCE)],
+                    )
+                )
+
+    if pod is None:  # a node walk: capacity against allocatable only
+        return LayerResult.build(LAYER, findings)
+    if bound:
+        findings.append(
+            finding(
+                "L1_POD_SCHEDULED",
+                f"{ctx.target.label} is scheduled on {bound}",
+                evidence=[f"spec.nodeName={bound}", f"status.phase={o.pod_phase(pod)}"],
+                commands=[f"kubectl get pod -n {o.namespace(pod)} {o.name(pod)} -o wide"],
+                node=bound,
+            )
+        )
+        return LayerResult.build(LAYER, findings)
+
+    failures, pending = pending_pod(ctx, pod)
+    findings.extend(pending)
+    if nodes is not None:
+        findings.extend(unbound_pod(ctx, pod, nodes, failures))
+    return LayerResult.build(LAYER, findings)
+
+
+# --- capacity and allocatable ------------------------------------------------------------
+
+
+def _res_column(resource: str) -> str:
+    return resource.replace(".", "\\.")
+
+
+def capacity_columns(resource: str) -> str:
+    col = _res_column(resource)
+    return (
+        "kubectl get nodes -o custom-columns="
+        f"'NODE:.metadata.name,CAP:.status.capacity.{col},ALLOC:.status.allocatable.{col}'"
+    )
+
+
+def allocatable_below_capacity(nodes: Iterable[K8sObject]) -> list[Finding]:
+    out = []
+    for node in nodes:
+        gaps = o.allocatable_gaps(node)
+        if not gaps:
+            continue
+        name = o.name(node)
+        evidence, parts = [], []
+        for resource, (cap, alloc) in sorted(gaps.items()):
+            evidence += [f"capacity {resource}={cap}", f"allocatable {resource}={alloc}"]
+            parts.append(f"{cap} {resource} but only {alloc} allocatable")
+        lost = sum(c - a for c, a in gaps.values())
+        out.append(
+            finding(
+                "L1_ALLOCATABLE_BELOW_CAPACITY",
+                f"{name} advertises {'; '.join(parts)}: {lost} device(s) marked unhealthy, look at the card",
+                evidence=evidence,
+                commands=[
+                    f"kubectl describe node {name} | sed -n '/Capacity/,/Allocated resources/p'",
+                    *(capacity_columns(r) for r in sorted(gaps)),
+                ],
+                node=name,
+            )
+        )
+    return out
+
+
+# --- the unbound pod ---------------------------------------------------------------------
+
+
+def pending_pod(ctx: WalkContext, pod: K8sObject) -> tuple[list[SchedulingFailure], list[Finding]]:
+    """L1_POD_PENDING with the scheduler's messages; the parsed messages for the other checks."""
+    ns, name = o.namespace(pod), o.name(pod)
+    findings: list[Finding] = []
+    messages: list[tuple[str, str]] = []  # (evidence line, raw message)
+    try:
+        events = [
+            e for e in ctx.events("Pod", ns, name) if str(e.get("reason", "")).lower() == "failedscheduling"
+        ]
+        for ev in sorted(events, key=event_time):
+            messages.append((event_line(ev), event_message(ev)))
+    except SourceError as err:
+        findings.append(unknown(LAYER, f"could not read the events of {ns}/{name}: {err}"))
+    # The PodScheduled condition repeats the last message; it outlives the events (1 h TTL).
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("message"):
+            msg = str(cond["message"])
+            if not any(" ".join(msg.split()) == " ".join(raw.split()) for _, raw in messages):
+                messages.append((f"condition PodScheduled={cond.get('reason', 'False')}: {msg}", msg))
+    requests = o.pod_requests(pod)
+    evidence = [f"status.phase={o.pod_phase(pod)}", "spec.nodeName is empty"]
+    evidence += [f"requests {r}={q}" for r, q in sorted(requests.items())] or ["requests no GPU resource"]
+    evidence += [line for line, _ in messages[-5:]] or ["no FailedScheduling event recorded (events expire)"]
+    findings.append(
+        finding(
+            "L1_POD_PENDING",
+            f"{ns}/{name} is Pending: not scheduled on any node"
+            + (f" ({' '.join(messages[-1][1].split())[:160]})" if messages else ""),
+            evidence=evidence,
+            commands=[
+                f"kubectl describe pod -n {ns} {name} | tail -20",
+                f"kubectl get events -n {ns} --field-selector involvedObject.name={name},reason=FailedScheduling",
+            ],
+        )
+    )
+    return [parse_failed_scheduling(raw) for _, raw in messages], findings
+
+
+def _listed(lines: Sequence[str]) -> list[str]:
+    extra = len(lines) - MAX_LISTED
+    return [*lines[:MAX_LISTED], *([f"… and {extra} more"] if extra > 0 else [])]
+
+
+def _one_node(names: Sequence[str]) -> str | None:
+    return names[0] if len(names) == 1 else None
+
+
+def unbound_pod(
+    ctx: WalkContext, pod: K8sObject, nodes: list[K8sObject], failures: list[SchedulingFailure]
+) -> list[Finding]:
+    out: list[Finding] = []
+    requests = o.pod_requests(pod)
+    gpu_nodes = [n for n in nodes if o.is_gpu_node(n)]
+    advertised = {o.name(n): o.advertised(n) for n in gpu_nodes}
+    labels_cmd = "kubectl get nodes -L nvidia.com/gpu.count,nvidia.com/gpu.product,nvidia.com/mig.strategy"
+
+    if not any(advertised.values()):
+        out.append(
+            finding(
+                "L1_NO_GPU_ADVERTISED",
+                "no node advertises a GPU resource: the device plugin is not registering GPUs anywhere",
+                evidence=[
+                    f"{len(nodes)} node(s), {len(gpu_nodes)} labelled as GPU nodes, none with "
+                    "nvidia.com/gpu, nvidia.com/mig-* or nvidia.com/gpu.shared in capacity"
+                ],
+                commands=[capacity_columns(o.GPU_RESOURCE), labels_cmd],
+            )
+        )
+    silent = [n for n in gpu_nodes if not advertised[o.name(n)]]
+    for node in silent[:MAX_LISTED]:
+        out.append(node_not_advertising(node))
+    if len(silent) > MAX_LISTED:
+        more = [o.name(n) for n in silent[MAX_LISTED:]]
+        out.append(
+            finding(
+                "L1_GPU_NODE_NOT_ADVERTISING",
+                f"{len(more)} more GPU nodes advertise no GPU resource",
+                evidence=_listed(more),
+                commands=[capacity_columns(o.GPU_RESOURCE)],
+            )
+        )
+    if not any(o.has_nvidia_labels(n) for n in nodes):
+        out.append(
+            finding(
+                "L1_NO_GPU_LABELS",
+                "no node carries any nvidia.com/* label: GPU Feature Discovery / Node Feature Discovery "
+                "are not running",
+                evidence=[f"{len(nodes)} node(s), none labelled nvidia.com/*"],
+                commands=[labels_cmd, "kubectl get pods -A -l app=gpu-feature-discovery -o wide"],
+            )
+        )
+
+    offered: dict[str, list[str]] = defaultdict(list)  # resource -> nodes advertising it
+    for name, res in advertised.items():
+        for r in res:
+            offered[r].append(name)
+    missing = sorted(r for r in requests if r not in offered)
+    if missing and offered:
+        out.append(resource_mismatch(missing, requests, offered, nodes, labels_cmd))
+
+    # Nodes that could take the pod: advertising a requested resource (or any GPU node).
+    relevant = [n for n in gpu_nodes if not requests or set(requests) & set(advertised[o.name(n)])]
+    if failures:
+        out.extend(scheduler_reasons(pod, relevant or gpu_nodes, failures))
+    fitting = [n for n in relevant if set(requests) <= set(advertised[o.name(n)])]
+    if requests and fitting:
+        out.extend(gpu_exhausted(ctx, pod, requests, fitting))
+    return out
+
+
+def node_not_advertising(node: K8sObject) -> Finding:
+    name, lab = o.name(node), o.labels(node)
+    keys = ("nvidia.com/gpu.present", "nvidia.com/gpu.count", "nvidia.com/gpu.product", *o.NFD_NVIDIA_LABELS)
+    return finding(
+        "L1_GPU_NODE_NOT_ADVERTISING",
+        f"{name} is labelled as a GPU node but advertises no GPU resource: "
+        "its device plugin never registered (often the driver failed on a new node)",
+        evidence=[*(f"{k}={lab[k]}" for k in keys if k in lab), "no GPU resource in status.capacity"],
+        commands=[
+            f"kubectl describe node {name} | sed -n '/Capacity/,/Allocatable/p'",
+            f"kubectl get pods -A -o wide --field-selector spec.nodeName={name} | grep -i nvidia",
+        ],
+        node=name,
+    )
+
+
+def resource_mismatch(
+    missing: list[str],
+    requests: Mapping[str, int],
+    offered: Mapping[str, list[str]],
+    nodes: list[K8sObject],
+    labels_cmd: str,
+) -> Finding:
+    strategies = sorted({o.labels(n).get("nvidia.com/mig.strategy", "") for n in nodes} - {""})
+    evidence = [f"pod requests {r}={requests[r]}; no node advertises it" for r in missing]
+    evidence += [
+        f"{r} advertised by {len(ns)} node(s): {', '.join(ns[:5])}" for r, ns in sorted(offered.items())
+    ]
+    if strategies:
+        evidence.append(f"nvidia.com/mig.strategy={','.join(strategies)}")
+    others = ", ".join(sorted(offered))
+    return finding(
+        "L1_RESOURCE_MISMATCH",
+        f"the pod requests {', '.join(missing)} but nodes advertise only {others}: "
+        "request the advertised resource (MIG mixed strategy / shared GPUs rename it) or change the config",
+        evidence=evidence,
+        commands=[capacity_columns(r) for r in [*missing, *sorted(offered)]] + [labels_cmd],
+    )
+
+
+# --- what the scheduler said, checked against the nodes ----------------------------------
+
+
+def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+    """The Kubernetes rule (ToleratesTaint): effect, key and operator Exists/Equal."""
+    for tol in tolerations:
+        effect = tol.get("effect") or ""
+        if effect and effect != taint.get("effect"):
+            continue
+        op = tol.get("operator") or "Equal"
+        key = tol.get("key") or ""
+        if not key:
+            if op == "Exists":
+                return True
+            continue
+        if key != taint.get("key"):
+            continue
+        if op == "Exists" or (op == "Equal" and (tol.get("value") or "") == (taint.get("value") or "")):
+            return True
+    return False
+
+
+def _taint_text(t: Mapping[str, Any]) -> str:
+    value = f"={t['value']}" if t.get("value") else ""
+    return f"{t.get('key')}{value}:{t.get('effect')}"
+
+
+def _term_matches(term: Mapping[str, Any], node: K8sObject) -> bool:
+    """One nodeSelectorTerm (matchExpressions on labels, matchFields on metadata.name)."""
+    lab = o.labels(node)
+    for expr in term.get("matchExpressions") or []:
+        if not _expr_matches(expr, lab.get(str(expr.get("key")))):
+            return False
+    for expr in term.get("matchFields") or []:
+        if expr.get("key") == "metadata.name" and not _expr_matches(expr, o.name(node)):
+            return False
+    return True
+
+
+def _expr_matches(expr: Mapping[str, Any], value: str | None) -> bool:
+    op, values = expr.get("operator"), [str(v) for v in expr.get("values") or []]
+    if op == "In":
+        return value in values
+    if op == "NotIn":
+        return value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and values:
+        try:
+            return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
+        except ValueError:
+            return False
+    return False
+
+
+def selector_misses(pod: K8sObject, node: K8sObject) -> list[str]:
+    """Why the pod's nodeSelector / required node affinity rejects the node (empty: it matches)."""
+    spec = pod.get("spec") or {}
+    lab = o.labels(node)
+    why = [
+        f"nodeSelector {k}={v}, node has {k}={lab[k]}"
+        if k in lab
+        else f"nodeSelector {k}={v}, node lacks {k}"
+        for k, v in (spec.get("nodeSelector") or {}).items()
+        if lab.get(k) != str(v)
+    ]
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if terms and not any(_term_matches(t, node) for t in terms):
+        why.append("required node affinity matches no label of the node")
+    return why
+
+
+def scheduler_reasons(
+    pod: K8sObject, nodes: list[K8sObject], failures: list[SchedulingFailure]
+) -> list[Finding]:
+    ns, name = o.namespace(pod), o.name(pod)
+    spec = pod.get("spec") or {}
+    out: list[Finding] = []
+
+    def said(flag: str) -> str:
+        """The latest message that reported this reason."""
+        return next(f.message for f in reversed(failures) if getattr(f, flag))
+
+    if any(f.untolerated_taint for f in failures):
+        tolerations = spec.get("tolerations") or []
+        by_taint: dict[str, list[str]] = defaultdict(list)
+        for node in nodes:
+            for taint in (node.get("spec") or {}).get("taints") or []:
+                if taint.get("effect") not in BLOCKING_EFFECTS or taint.get("key") == CORDON_TAINT:
+                    continue
+                if not tolerates(tolerations, taint):
+                    by_taint[_taint_text(taint)].append(o.name(node))
+        for taint_text, names in sorted(by_taint.items()):
+            out.append(
+                finding(
+                    "L1_UNTOLERATED_TAINT",
+                    f"{len(names)} GPU node(s) ({', '.join(names[:3])}) have taint {taint_text} that "
+                    f"{ns}/{name} does not tolerate: add a toleration or remove the taint",
+                    evidence=[
+                        f"scheduler: {said('untolerated_taint')}",
+                        *_listed([f"{n}: taint {taint_text}" for n in names]),
+                        f"pod tolerations: {tolerations or 'none'}",
+                    ],
+                    commands=[
+                        "kubectl get nodes -o custom-columns='NODE:.metadata.name,TAINTS:.spec.taints'",
+                        f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.tolerations}}'",
+                    ],
+                    node=_one_node(names),
+                )
+            )
+
+    if any(f.selector_mismatch for f in failures):
+        misses = {o.name(n): why for n in nodes if (why := selector_misses(pod, n))}
+        if misses:
+            names = sorted(misses)
+            out.append(
+                finding(
+                    "L1_SELECTOR_MISMATCH",
+                    f"{len(names)} of {len(nodes)} GPU node(s) do not match the node selector/affinity of "
+                    f"{ns}/{name}: fix the selector or the node labels",
+                    evidence=[
+                        f"scheduler: {said('selector_mismatch')}",
+                        f"pod nodeSelector: {spec.get('nodeSelector') or 'none'}",
+                        *_listed([f"{n}: {'; '.join(misses[n])}" for n in names]),
+                    ],
+                    commands=[
+                        f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.nodeSelector}} {{.spec.affinity}}'",
+                        f"kubectl get nodes --show-labels | grep -E '{'|'.join(names[:5])}'",
+                    ],
+                    node=_one_node(names),
+                )
+            )
+
+    if any(f.unschedulable for f in failures):
+        cordoned = [o.name(n) for n in nodes if o.is_unschedulable(n)]
+        if cordoned:
+            out.append(
+                finding(
+                    "L1_NODES_UNSCHEDULABLE",
+                    f"{len(cordoned)} GPU node(s) that advertise the requested resource are cordoned "
+                    f"({', '.join(cordoned[:3])}): uncordon them once they are healthy",
+                    evidence=[
+                        f"scheduler: {said('unschedulable')}",
+                        *_listed([f"{n}: spec.unschedulable=true" for n in cordoned]),
+                    ],
+                    commands=[
+                        "kubectl get nodes --field-selector spec.unschedulable=true",
+                        *(
+                            f"kubectl describe node {n} | grep -iE 'Taints|Unschedulable'"
+                            for n in cordoned[:3]
+                        ),
+                    ],
+                    node=_one_node(cordoned),
+                )
+            )
+    return out
+
+
+def gpu_exhausted(
+    ctx: WalkContext, pod: K8sObject, requests: Mapping[str, int], nodes: list[K8sObject]
+) -> list[Finding]:
+    """Allocatable minus what the node's non-terminated pods request, against the pod's request."""
+    try:
+        used = requested_by_node(ctx)
+    except SourceError as err:
+        return [unknown(LAYER, f"could not list pods to count the GPUs in use: {err}")]
+    lines: list[str] = []
+    for node in nodes:
+        name = o.name(node)
+        alloc = o.gpu_resources(node, "allocatable")
+        in_use = used.get(name, {})
+        short = [(r, want, alloc.get(r, 0) - in_use.get(r, 0)) for r, want in sorted(requests.items())]
+        short = [s for s in short if s[2] < s[1]]
+        if not short:
+            return []  # one node fits: not a capacity question
+        r, want, free = short[0]
+        lines.append(
+            f"{name}: allocatable {r}={alloc.get(r, 0)}, requested by pods={in_use.get(r, 0)}, "
+            f"free={max(free, 0)} < {want}"
+        )
+    wanted = ", ".join(f"{r}={q}" for r, q in sorted(requests.items()))
+    first = o.name(nodes[0])
+    return [
+        finding(
+            "L1_GPU_EXHAUSTED",
+            f"all {len(nodes)} node(s) advertising {', '.join(sorted(requests))} are fully allocated; "
+            f"no room for {wanted}: a capacity question, not a fault",
+            evidence=_listed(lines),
+            commands=[
+                capacity_columns(sorted(requests)[0]),
+                f"kubectl describe node {first} | sed -n '/Allocated resources/,/Events/p'",
+                f"kubectl get pods -A -o wide --field-selector spec.nodeName={first},"
+                "status.phase!=Succeeded,status.phase!=Failed",
+            ],
+            node=_one_node([o.name(n) for n in nodes]),
+        )
+    ]
+
+
+def requested_by_node(ctx: WalkContext) -> dict[str, dict[str, int]]:
+    """node -> GPU resource -> requested by its non-terminated pods; one pods list per walk."""
+
+    def read() -> dict[str, dict[str, int]]:
+        pods = ctx.cluster.list_pods(field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        used: dict[str, dict[str, int]] = defaultdict(dict)
+        for p in pods:
+            node = o.pod_node(p)
+            # Terminating pods still hold their devices; only finished ones free them.
+            if not node or o.pod_phase(p) in ("Succeeded", "Failed"):
+                continue
+            for r, q in o.pod_requests(p).items():
+                used[node][r] = used[node].get(r, 0) + q
+        return dict(used)
+
+    return ctx.cached("gpu_requested_by_node", read)
