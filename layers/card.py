@@ -1,0 +1,418 @@
+"""Layer 5 — the card itself: unhealthy devices, Xids, remapped rows, clock events.
+
+Two witnesses: the device plugin's log (it marks devices unhealthy and sees
+Xids DCGM cannot report: 79, 119, 120) and DCGM's series. "No Xid" is never
+concluded from DCGM alone; when telemetry is down the log is still read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from layers import gpufacts as gf
+from layers import objects as o
+from layers import xid
+from layers.context import WalkContext
+from layers.findings import Finding, LayerResult, finding, unknown
+from layers.sources import SourceError
+
+LAYER = 5
+DEVICE_PLUGIN_CONTAINERS = ("nvidia-device-plugin", "nvidia-device-plugin-ctr")
+SLOWDOWN_EVENTS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+_EVIDENCE_LINES = 5
+
+# Device plugin messages (k8s-device-plugin internal/rm/health.go, server.go), both
+# the v0.13+ klog format and the <= v0.12 log.Printf one.
+_XID_CRITICAL = re.compile(
+    r"XidCriticalError:\s*Xid\s*=\s*(?P<xid>\d+)(?:\s+on\s+Device\s*=\s*(?P<dev>[^\s;,]+))?", re.IGNORECASE
+)
+_MARKED = re.compile(
+    r"""['"]?(?P<res>[\w./-]+)['"]?\s+device marked unhealthy:\s*(?P<dev>[^\s;,]+)""", re.IGNORECASE
+)
+_OTHER_UNHEALTHY = re.compile(
+    r"marking (?:device (?P<dev>\S+) as unhealthy|all devices as unhealthy|it (?:as )?unhealthy)",
+    re.IGNORECASE,
+)
+# An Xid the plugin is told to ignore; "Skipping non-nvmlEventTypeXidCriticalError event" is not one.
+_SKIPPING = re.compile(r"Skipping event\s*\{.*?EventData:\s*(?P<xid>\d+)", re.IGNORECASE)
+
+# Timestamps: `kubectl logs --timestamps` (RFC 3339), klog (no year), Go's log package.
+_KUBECTL_PREFIX = re.compile(r"^\[[^\]]*\]\s+")
+_RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:?\d{2})?\s")
+_KLOG = re.compile(r"^[IWEF](\d{2})(\d{2})\s+(\d{2}):(\d{2}):(\d{2})")
+_GOLOG = re.compile(r"^(\d{4})/(\d{2})/(\d{2})\s+(\d{2}):(\d{2}):(\d{2})")
+
+
+def line_time(line: str, now: float) -> float | None:
+    """Unix time of a log line's own timestamp, or None when it has none we can read."""
+    text = _KUBECTL_PREFIX.sub("", line.strip(), count=1)
+    try:
+        m = _RFC3339.match(text)
+        if m:
+            frac = (m.group(3) or "0")[:6]
+            zone = m.group(4) or "Z"
+            if zone != "Z" and ":" not in zone:
+                zone = zone[:3] + ":" + zone[3:]
+            return datetime.fromisoformat(
+                f"{m.group(1)}T{m.group(2)}.{frac}{zone.replace('Z', '+00:00')}"
+            ).timestamp()
+        m = _KLOG.match(text)
+        if m:
+            # klog carries no year: take now's, or the year before when that lands in the future.
+            year = datetime.fromtimestamp(now, UTC).year
+            month, day, hh, mm, ss = (int(g) for g in m.groups())
+            ts = datetime(year, month, day, hh, mm, ss, tzinfo=UTC).timestamp()
+            if ts > now + gf.DAY_S:
+                ts = datetime(year - 1, month, day, hh, mm, ss, tzinfo=UTC).timestamp()
+            return ts
+        m = _GOLOG.match(text)
+        if m:
+            y, mo, d, hh, mm, ss = (int(g) for g in m.groups())
+            return datetime(y, mo, d, hh, mm, ss, tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+    return None
+
+
+@dataclass
+class PluginLog:
+    """What the device plugin's log says about one node."""
+
+    unhealthy: dict[str, tuple[int | None, str]] = field(default_factory=dict)  # device -> (xid, line)
+    xids: dict[int, list[str]] = field(default_factory=dict)  # Xid -> lines within 24 h
+    xid_devices: dict[int, set[str]] = field(default_factory=dict)  # Xid -> devices named within 24 h
+    read: list[str] = field(default_factory=list)  # "pod/container[ previous]" read
+    commands: list[str] = field(default_factory=list)
+
+    def scan(self, text: str, where: str, now: float, previous: bool) -> None:
+        for raw in text.splitlines():
+            line = raw.strip()
+            if not line:
+                continue
+            ts = line_time(line, now)
+            recent = ts is None or ts >= now - gf.DAY_S
+            shown = f"[{where}] {line[:300]}"
+            # The current instance's marks stand until the plugin restarts; a previous one's are history.
+            counts_unhealthy = not previous or recent
+            m = _XID_CRITICAL.search(line)
+            if m:
+                number = int(m.group("xid"))
+                if recent:
+                    self.xids.setdefault(number, []).append(shown)
+                    if m.group("dev"):
+                        self.xid_devices.setdefault(number, set()).add(m.group("dev"))
+                if counts_unhealthy:
+                    self.unhealthy.setdefault(m.group("dev") or "all devices", (number, shown))
+                continue
+            m = _SKIPPING.search(line)
+            if m:
+                number = int(m.group("xid"))
+                if number and recent:
+                    self.xids.setdefault(number, []).append(
+                        shown + " (Xid ignored by the plugin's health check)"
+                    )
+                continue
+            m = _MARKED.search(line) or _OTHER_UNHEALTHY.search(line)
+            if m and counts_unhealthy:
+                device = m.groupdict().get("dev") or "all devices"
+                self.unhealthy.setdefault(device, (None, shown))
+
+
+def read_plugin_log(ctx: WalkContext, node: str) -> tuple[PluginLog | None, list[Finding]]:
+    """The node's device plugin log (current and previous); unknown findings when it cannot be read."""
+    now = ctx.telemetry.now()
+    try:
+        pods = ctx.operator_pods_on(node, "device-plugin")
+    except SourceError as err:
+        return None, [_log_unknown(node, f"could not list the operator pods: {err.message}", err.hint())]
+    if not pods:
+        return None, [
+            _log_unknown(
+                node, "no device plugin pod found on the node", "check the nvidia-device-plugin-daemonset"
+            )
+        ]
+    log = PluginLog()
+    problems: list[Finding] = []
+    for pod in pods:
+        ns, name = o.namespace(pod) or "default", o.name(pod)
+        spec_names = [str(c.get("name", "")) for c in o.containers(pod)]
+        names = [n for n in spec_names if n in DEVICE_PLUGIN_CONTAINERS]
+        names = names or [n for n in spec_names if "device-plugin" in n] or list(DEVICE_PLUGIN_CONTAINERS)
+        for container in names:
+            log.commands.append(f"kubectl logs -n {ns} {name} -c {container} | grep -iE 'unhealthy|Xid'")
+            for previous in (False, True):
+                try:
+                    text = ctx.log(ns, name, container, previous)
+                except SourceError as err:
+                    problems.append(
+                        _log_unknown(
+                            node, f"could not read {ns}/{name} {container}: {err.message}", err.hint()
+                        )
+                    )
+                    break
+                if text is not None:
+                    where = f"{name}/{container}{' previous' if previous else ''}"
+                    log.read.append(where)
+                    log.scan(text, where, now, previous)
+    if not log.read and not problems:
+        problems.append(
+            _log_unknown(node, "the device plugin pod has no log yet", "check that it is running")
+        )
+    return log, problems
+
+
+def _log_unknown(node: str, what: str, fix: str) -> Finding:
+    return unknown(
+        LAYER,
+        f"device plugin log on {node} not read ({what}): unhealthy devices and the Xids DCGM cannot report "
+        f"(79, 119, 120) were not checked" + (f" — {fix}" if fix else ""),
+        node=node,
+    )
+
+
+def check(ctx: WalkContext) -> LayerResult:
+    try:
+        nodes = ctx.examined_nodes()
+    except SourceError as err:
+        return LayerResult.build(
+            LAYER, [unknown(LAYER, f"could not list nodes to examine: {err.hint() or err}")]
+        )
+    facts = gf.walk_facts(ctx, nodes)
+    findings: list[Finding] = []
+    if facts.error is not None:
+        findings.append(
+            unknown(
+                LAYER,
+                f"could not read DCGM telemetry from {facts.source}: {facts.error} — remapped rows, row-remap "
+                "failures, clock events and DCGM's Xids not checked (the device plugin log was read); check the "
+                "metrics source",
+                node=ctx.bound_node,
+            )
+        )
+    for node in nodes:
+        findings += check_node(ctx, node, facts)
+    return LayerResult.build(LAYER, findings)
+
+
+def check_node(ctx: WalkContext, node: str, facts: gf.WalkFacts) -> list[Finding]:
+    out: list[Finding] = []
+    try:
+        obj = ctx.node(node)
+    except SourceError as err:
+        obj = None
+        out.append(
+            unknown(
+                LAYER,
+                f"could not read node {node} to compare capacity and allocatable: {err.hint() or err}",
+                node=node,
+            )
+        )
+    if obj is not None:
+        out += allocatable_below_capacity(node, obj)
+    log, problems = read_plugin_log(ctx, node)
+    out += problems
+    gpus = facts.on(node)
+    if facts.error is None and not gpus:
+        out.append(
+            unknown(
+                LAYER,
+                f"no DCGM series for node {node} in {facts.source}: remapped rows, row-remap failures, clock events "
+                "and DCGM's Xids not checked — check the node's dcgm-exporter and that it is scraped",
+                node=node,
+            )
+        )
+    if log is not None and log.unhealthy:
+        out.append(device_unhealthy(node, log))
+    out += xid_findings(node, log, gpus, facts.error)
+    out += row_remaps(node, gpus)
+    out += clock_events(node, gpus)
+    if not out:
+        out.append(
+            finding(
+                "L5_OK",
+                f"node {node}: no unhealthy device, Xid, remapped-row growth or slowdown clock events "
+                "(device plugin log and DCGM both read)",
+                evidence=[
+                    f"device plugin log read: {', '.join(log.read) if log else 'no'}",
+                    f"GPUs with DCGM series: {len(gpus)}",
+                ],
+                node=node,
+            )
+        )
+    return out
+
+
+def allocatable_below_capacity(node: str, obj: dict[str, object]) -> list[Finding]:
+    out = []
+    for resource, (cap, alloc) in sorted(o.allocatable_gaps(obj).items()):
+        k = cap - alloc
+        out.append(
+            finding(
+                "L5_ALLOCATABLE_BELOW_CAPACITY",
+                f"node {node}: {resource} capacity {cap}, allocatable {alloc} — {k} GPU{'s' if k > 1 else ''} "
+                "reported unhealthy by the device plugin; drain the node and check the card",
+                evidence=[f"status.capacity[{resource}]={cap}", f"status.allocatable[{resource}]={alloc}"],
+                commands=[f"kubectl describe node {node} | sed -n '/Capacity/,/Allocated resources/p'"],
+                node=node,
+            )
+        )
+    return out
+
+
+def device_unhealthy(node: str, log: PluginLog) -> Finding:
+    evidence = []
+    for device, (number, line) in sorted(log.unhealthy.items()):
+        evidence.append(
+            f"{device}: {'Xid ' + str(number) if number is not None else 'no Xid given'} — {line}"
+        )
+    devices = sorted(log.unhealthy)
+    xids = sorted({n for n, _ in log.unhealthy.values() if n is not None})
+    why = f" after Xid {', '.join(map(str, xids))}" if xids else ""
+    return finding(
+        "L5_DEVICE_UNHEALTHY",
+        f"the device plugin on {node} marked {len(devices)} device{'s' if len(devices) > 1 else ''} unhealthy{why} "
+        f"({', '.join(devices)}): it stays unallocatable until the plugin restarts — drain the node and act on the Xid",
+        evidence=evidence,
+        commands=log.commands,
+        node=node,
+    )
+
+
+def xid_findings(
+    node: str, log: PluginLog | None, gpus: list[gf.GpuFacts], telemetry_error: str | None
+) -> list[Finding]:
+    seen: dict[int, list[str]] = {}
+    texts: dict[int, list[str]] = {}
+    devices: dict[int, set[str]] = {n: set(d) for n, d in (log.xid_devices if log else {}).items()}
+    for number, lines in (log.xids if log else {}).items():
+        seen.setdefault(number, []).extend(lines[:_EVIDENCE_LINES])
+        if len(lines) > _EVIDENCE_LINES:
+            seen[number].append(f"… {len(lines) - _EVIDENCE_LINES} more log lines with Xid {number}")
+        texts.setdefault(number, []).extend(lines)
+    for g in gpus:
+        if g.last_xid > 0:
+            devices.setdefault(g.last_xid, set()).add(g.uuid or g.label)
+            msg = f" ({g.last_xid_message})" if g.last_xid_message else ""
+            seen.setdefault(g.last_xid, []).append(
+                f"DCGM_FI_DEV_XID_ERRORS{g.matcher()} = {g.last_xid}{msg}: the last Xid on {g.label} "
+                "(the gauge does not reset: it may predate the last 24 h)"
+            )
+            if g.last_xid_message:
+                texts.setdefault(g.last_xid, []).append(g.last_xid_message)
+        for number, peak in g.xid_counts_24h.items():
+            devices.setdefault(number, set()).add(g.uuid or g.label)
+            seen.setdefault(number, []).append(
+                f'DCGM_EXP_XID_ERRORS_COUNT{g.matcher()[:-1]},xid="{number}"}} peaked at {peak:g} in 24 h on {g.label}'
+            )
+    out = []
+    for number in sorted(seen):
+        entry = xid.lookup(number)
+        evidence = list(seen[number])
+        if telemetry_error is not None:
+            evidence.append(f"DCGM telemetry not checked: {telemetry_error}")
+        where = f"{node} ({', '.join(sorted(devices[number]))})" if devices.get(number) else node
+        summary = f"Xid {number} on {where}, {entry.name}: {entry.meaning} — {entry.advice}"
+        if number == 154:
+            action = next((a for t in texts.get(number, []) if (a := xid.parse_recovery_action(t))), None)
+            summary = (
+                f"Xid 154 on {where}: the GPU's recovery action changed to {action!r} — take that action for the Xid it accompanies"
+                if action
+                else f"Xid 154 on {where}: the GPU's recovery action changed; the action it names is not in this "
+                "evidence — read it from the kernel log (dmesg | grep -i xid) and take it"
+            )
+        out.append(
+            finding(
+                "L5_XID",
+                summary,
+                severity=entry.severity,
+                evidence=[
+                    *evidence,
+                    f"catalog action: {entry.immediate_action or 'none'} (investigate: {entry.investigatory_action or 'none'})",
+                ],
+                commands=_xid_commands(node, gpus, log),
+                node=node,
+            )
+        )
+    return out
+
+
+def _xid_commands(node: str, gpus: list[gf.GpuFacts], log: PluginLog | None) -> list[str]:
+    cmds = list(log.commands if log else [])
+    if gpus:
+        m = gpus[0].matcher(with_gpu=False)
+        cmds.append(f"DCGM_FI_DEV_XID_ERRORS{m} > 0")
+        cmds.append(f"max_over_time(DCGM_EXP_XID_ERRORS_COUNT{m}[24h]) > 0")
+    return cmds
+
+
+def row_remaps(node: str, gpus: Iterable[gf.GpuFacts]) -> list[Finding]:
+    out = []
+    for g in gpus:
+        if (g.row_remap_failure or 0) > 0:
+            out.append(
+                finding(
+                    "L5_ROW_REMAP_FAILURE",
+                    f"{g.label} on {node}: a row remap failed — no longer a software problem: drain the node and "
+                    "replace the GPU (RMA)",
+                    evidence=[
+                        f"max_over_time(DCGM_FI_DEV_ROW_REMAP_FAILURE{g.matcher()}[24h]) = {g.row_remap_failure:g}"
+                    ],
+                    commands=[f"DCGM_FI_DEV_ROW_REMAP_FAILURE{g.matcher(with_gpu=False)} > 0"],
+                    node=node,
+                )
+            )
+        if g.rows_rising:
+            evidence = []
+            for kind, now, rise in (
+                ("CORRECTABLE", g.correctable_rows, g.correctable_rows_24h),
+                ("UNCORRECTABLE", g.uncorrectable_rows, g.uncorrectable_rows_24h),
+            ):
+                if rise is not None:
+                    total = f"{now:g}" if now is not None else "?"
+                    evidence.append(
+                        f"DCGM_FI_DEV_{kind}_REMAPPED_ROWS{g.matcher()} = {total}, +{rise:.3g} in 24 h"
+                    )
+            m = g.matcher(with_gpu=False)
+            out.append(
+                finding(
+                    "L5_REMAPPED_ROWS_RISING",
+                    f"{g.label} on {node}: remapped memory rows rose in the last 24 h — the card's memory is "
+                    "degrading; plan a drain and diagnostics (dcgmi diag) before it fails",
+                    evidence=evidence,
+                    commands=[
+                        f"increase(DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS{m}[24h]) > 0",
+                        f"increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{m}[24h]) > 0",
+                    ],
+                    node=node,
+                )
+            )
+    return out
+
+
+def clock_events(node: str, gpus: list[gf.GpuFacts]) -> list[Finding]:
+    evidence = [
+        f"{g.label}: {name} peaked at {peak:g} in a window within 24 h"
+        for g in gpus
+        for name, peak in g.clock_events_24h.items()
+        if name in SLOWDOWN_EVENTS
+    ]
+    if not evidence:
+        return []
+    names = sorted({n for g in gpus for n in g.clock_events_24h if n in SLOWDOWN_EVENTS})
+    m = gpus[0].matcher(with_gpu=False)[:-1]
+    sep = "," if len(m) > 1 else ""
+    return [
+        finding(
+            "L5_CLOCK_EVENTS",
+            f"GPUs on {node} were slowed down by {', '.join(names)}: check cooling, power delivery and the "
+            "board (thermal or power-brake slowdown throttles every job on the GPU)",
+            evidence=evidence,
+            commands=[
+                f'max_over_time(DCGM_EXP_CLOCK_EVENTS_COUNT{m}{sep}clock_event=~"(?i)(hw_slowdown|sw_thermal|hw_thermal|hw_power_brake).*"}}[24h]) > 0'
+            ],
+            node=node,
+        )
+    ]

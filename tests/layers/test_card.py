@@ -1,0 +1,260 @@
+"""Layer 5 on real device-plugin logs and DCGM series: unhealthy devices, Xids, rows, clocks."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from layers import card
+from layers.findings import Severity
+from layers.sources import NoTelemetry
+from tests.layers import builders as b
+from tests.layers.fake_telemetry import exposition, sample_text, series, telemetry
+
+NODE = "gpu-node-1"
+DAY = 86400
+GPU = {"Hostname": NODE, "gpu": "0", "UUID": "GPU-adb24b25-1db1-436e-d958-ddee5da83d07"}
+
+
+def ts(text: str) -> float:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+# Verbatim from samples 06, 07, 08.
+LOG_06 = """\
+I0624 22:58:05.486593       1 health.go:159] Processing event {Device:{Handle:0x7f7597647848} EventType:8 EventData:109 GpuInstanceId:4294967295 ComputeInstanceId:4294967295}
+I0624 22:58:05.486697       1 health.go:185] XidCriticalError: Xid=79 on Device=GPU-adb24b25-1db1-436e-d958-ddee5da83d07; marking device as unhealthy.
+I0624 22:58:05.486727       1 server.go:276] 'nvidia.com/gpu' device marked unhealthy: GPU-adb24b25-1db1-436e-d958-ddee5da83d07
+"""
+LOG_07 = """\
+2020/08/10 19:09:42 XidCriticalError: Xid=69 on Device=GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8, the device will go unhealthy.
+2020/08/10 19:09:42 'nvidia.com/gpu' device marked unhealthy: GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8
+"""
+LOG_08 = """\
+XidCriticalError: Xid=48 on Device=GPU-e3dbf294-2783-f38b-4274-5bc836df5be1; marking device as unhealthy.
+
+'nvidia.com/gpu' device marked unhealthy: GPU-e3dbf294-2783-f38b-4274-5bc836df5be1
+"""
+
+
+def plugin(node: str = NODE) -> dict:
+    return b.operand("nvidia-device-plugin-daemonset", node, suffix="xk2p9")
+
+
+def run(
+    objects: list,
+    logs: str | dict | None,
+    now: float,
+    data: list | None = None,
+    *,
+    previous: bool = False,
+    **kw: Any,
+) -> Any:
+    dp = plugin()
+    all_logs = (
+        b.logs_for(dp, "nvidia-device-plugin", logs, previous=previous) if isinstance(logs, str) else logs
+    )
+    tel = telemetry(data, now) if data is not None else NoTelemetry(now)
+    return card.check(b.ctx([*objects, dp], logs=all_logs, telemetry=tel, node=NODE, **kw))
+
+
+def by_code(result: Any, code: str) -> list:
+    return [f for f in result.findings if f.code == code]
+
+
+def test_seven_of_eight_with_xid79_sample_06() -> None:
+    now = ts("2026-06-25T06:00:00")
+    result = run([b.gpu_node(NODE, 8, allocatable=7)], LOG_06, now, [])
+    [gap] = by_code(result, "L5_ALLOCATABLE_BELOW_CAPACITY")
+    assert "capacity 8, allocatable 7" in gap.summary and "1 GPU " in gap.summary
+    [unhealthy] = by_code(result, "L5_DEVICE_UNHEALTHY")
+    assert "GPU-adb24b25-1db1-436e-d958-ddee5da83d07" in unhealthy.summary and "Xid 79" in unhealthy.summary
+    assert any(e.startswith("GPU-adb24b25-1db1-436e-d958-ddee5da83d07: Xid 79") for e in unhealthy.evidence)
+    # The doc's Processing-event line says EventData:109: not an Xid of its own.
+    [x] = by_code(result, "L5_XID")
+    assert "Xid 79" in x.summary and x.severity == Severity.FAULT
+    assert "GPU-adb24b25-1db1-436e-d958-ddee5da83d07" in x.summary
+    assert result.status == Severity.FAULT and result.next is None
+
+
+def test_legacy_format_and_go_log_dates_sample_07() -> None:
+    recent = run([b.gpu_node(NODE, 8, allocatable=7)], LOG_07, ts("2020-08-11T08:00:00"), [])
+    [x] = by_code(recent, "L5_XID")
+    assert "Xid 69" in x.summary and x.severity == Severity.WARN  # RESTART_APP: points at the workload
+    assert by_code(recent, "L5_DEVICE_UNHEALTHY")
+    # Years later the Xid is outside 24 h, but the current plugin's unhealthy mark still stands.
+    later = run([b.gpu_node(NODE, 8, allocatable=7)], LOG_07, ts("2026-11-29T12:00:00"), [])
+    assert not by_code(later, "L5_XID") and by_code(later, "L5_DEVICE_UNHEALTHY")
+
+
+def test_previous_instance_marks_only_count_within_a_day() -> None:
+    later = run([b.gpu_node(NODE)], LOG_07, ts("2026-11-29T12:00:00"), [], previous=True)
+    assert not by_code(later, "L5_DEVICE_UNHEALTHY")
+    recent = run([b.gpu_node(NODE)], LOG_07, ts("2020-08-10T20:00:00"), [], previous=True)
+    [f] = by_code(recent, "L5_DEVICE_UNHEALTHY")
+    assert "previous" in f.evidence[0]
+
+
+def test_no_timestamps_standalone_chart_container_sample_08() -> None:
+    dp = b.pod(
+        "nvidia-device-plugin", "nvidia-device-plugin-4kq9z", node=NODE,
+        containers=("nvidia-device-plugin-ctr",), labels={"app.kubernetes.io/name": "nvidia-device-plugin"},
+    )  # fmt: skip
+    logs = b.logs_for(dp, "nvidia-device-plugin-ctr", LOG_08)
+    tel = telemetry([], ts("2026-11-29T12:00:00"))
+    result = card.check(b.ctx([b.gpu_node(NODE), dp], logs=logs, telemetry=tel, node=NODE))
+    [x] = by_code(result, "L5_XID")
+    assert "Xid 48" in x.summary and x.severity == Severity.FAULT
+    assert "nvidia-device-plugin-ctr" in x.commands[0]
+    [u] = by_code(result, "L5_DEVICE_UNHEALTHY")
+    assert "GPU-e3dbf294-2783-f38b-4274-5bc836df5be1" in u.summary
+
+
+def test_kubectl_timestamps_klog_and_mig_device() -> None:
+    now = ts("2026-11-29T12:00:00")
+    log = (
+        "2026-11-29T11:58:05.486697123Z I1129 11:58:05.486697       1 health.go:185] XidCriticalError: Xid=94 on "
+        "Device=MIG-5f8b3c4e-2a1d-5e6f-9a0b-1c2d3e4f5a6b; marking device as unhealthy.\n"
+        "2026-11-27T09:00:00.000000000Z I1127 09:00:00.000000       1 health.go:185] XidCriticalError: Xid=31 on "
+        "Device=GPU-1; marking device as unhealthy.\n"
+    )
+    result = run([b.gpu_node(NODE)], log, now, [])
+    assert [x.summary.split(" ")[1] for x in by_code(result, "L5_XID")] == ["94"]  # 31 is two days old
+    [u] = by_code(result, "L5_DEVICE_UNHEALTHY")
+    assert "MIG-5f8b3c4e-2a1d-5e6f-9a0b-1c2d3e4f5a6b" in u.summary
+
+
+def test_skipped_events_are_ignored_xids_and_eventdata_zero_is_none() -> None:
+    log = (
+        "I1129 11:00:00.000001       1 health.go:160] Skipping event {Device:{Handle:0x7f} EventType:8 EventData:13 "
+        "GpuInstanceId:4294967295 ComputeInstanceId:4294967295}\n"
+        "I1129 11:00:01.000001       1 health.go:160] Skipping event {Device:{Handle:0x7f} EventType:8 EventData:0 "
+        "GpuInstanceId:4294967295 ComputeInstanceId:4294967295}\n"
+        "I1129 11:00:02.000001       1 health.go:150] Skipping non-nvmlEventTypeXidCriticalError event: {Device:{Handle:0x7f} "
+        "EventType:2 EventData:5 GpuInstanceId:0 ComputeInstanceId:0}\n"
+    )
+    result = run([b.gpu_node(NODE)], log, ts("2026-11-29T12:00:00"), [])
+    [x] = by_code(result, "L5_XID")
+    assert x.summary.startswith("Xid 13 ") and x.severity == Severity.WARN
+    assert not by_code(result, "L5_DEVICE_UNHEALTHY")
+
+
+def test_dcgm_last_xid_and_exp_counts_sample_29() -> None:
+    now = ts("2026-11-29T12:00:00")
+    data = [series("DCGM_FI_DEV_XID_ERRORS", GPU, [(0, 79)], now)]
+    data += exposition(
+        sample_text("29_"), now, rename={"DCGM_FI_DEV_XID_ERRORS_ACTIVE": "DCGM_EXP_XID_ERRORS_COUNT"}
+    )
+    for s in data:
+        s.labels["Hostname"] = NODE
+    result = run([b.gpu_node(NODE)], "", now, data)
+    xids = {int(f.summary.split(" ")[1]): f for f in by_code(result, "L5_XID")}
+    assert sorted(xids) == [42, 79]
+    assert any("DCGM_FI_DEV_XID_ERRORS" in e and "does not reset" in e for e in xids[79].evidence)
+    assert any('xid="42"' in e for e in xids[42].evidence)
+    [clocks] = by_code(result, "L5_CLOCK_EVENTS")  # 29(b): sw_thermal and hw_thermal, gpu_idle does not count
+    assert "hw_thermal, sw_thermal" in clocks.summary and "gpu_idle" not in " ".join(clocks.evidence)
+
+
+def test_telemetry_down_still_reads_the_log() -> None:
+    result = run([b.gpu_node(NODE, 8, allocatable=7)], LOG_06, ts("2026-06-25T06:00:00"), None)
+    [x] = by_code(result, "L5_XID")
+    assert any("DCGM telemetry not checked" in e for e in x.evidence)
+    [u] = by_code(result, "L5_UNKNOWN")
+    assert "no metrics source" in u.summary and "device plugin log was read" in u.summary
+
+
+def test_xid154_names_the_recovery_action() -> None:
+    now = ts("2026-11-29T12:00:00")
+    msg = "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
+    data = [series("DCGM_FI_DEV_XID_ERRORS", {**GPU, "err_code": "154", "err_msg": msg}, [(0, 154)], now)]
+    [x] = by_code(run([b.gpu_node(NODE)], "", now, data), "L5_XID")
+    assert x.severity == Severity.INFO and "Node Reboot Required" in x.summary
+
+
+def test_row_remap_failure_and_rising_rows() -> None:
+    now = ts("2026-11-29T12:00:00")
+    data = [
+        series("DCGM_FI_DEV_ROW_REMAP_FAILURE", GPU, [(-600, 1), (0, 1)], now),
+        series("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", GPU, [(-DAY, 0), (-3600, 12), (0, 14)], now),
+        series("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", GPU, [(-DAY, 0), (0, 0)], now),
+    ]
+    result = run([b.gpu_node(NODE)], "", now, data)
+    [fail] = by_code(result, "L5_ROW_REMAP_FAILURE")
+    assert fail.severity == Severity.FAULT and "GPU 0" in fail.summary
+    [rising] = by_code(result, "L5_REMAPPED_ROWS_RISING")
+    assert rising.severity == Severity.WARN and any("= 14, +14" in e for e in rising.evidence)
+
+
+@pytest.mark.parametrize(
+    ("event", "flagged"),
+    [
+        ("HW_SLOWDOWN", True),
+        ("sw_thermal_slowdown", True),
+        ("hw_power_brake", True),
+        ("power_cap", False),
+        ("gpu_idle", False),
+    ],
+)
+def test_only_slowdown_clock_events_count(event: str, flagged: bool) -> None:
+    now = ts("2026-11-29T12:00:00")
+    data = [series("DCGM_EXP_CLOCK_EVENTS_TOTAL", {**GPU, "clock_event": event}, [(-3600, 3), (0, 0)], now)]
+    assert bool(by_code(run([b.gpu_node(NODE)], "", now, data), "L5_CLOCK_EVENTS")) is flagged
+
+
+def test_healthy_node_is_ok() -> None:
+    now = ts("2026-11-29T12:00:00")
+    data = [series("DCGM_FI_DEV_XID_ERRORS", GPU, [(0, 0)], now)]
+    result = run([b.gpu_node(NODE)], "I1129 10:00:00.000000 1 main.go:1] Starting GRPC server\n", now, data)
+    assert [f.code for f in result.findings] == ["L5_OK"]
+
+
+def test_forbidden_plugin_log_is_unknown_and_never_ok() -> None:
+    now = ts("2026-11-29T12:00:00")
+    data = [series("DCGM_FI_DEV_XID_ERRORS", GPU, [(0, 0)], now)]
+    result = run(
+        [b.gpu_node(NODE)], {}, now, data, fail={"pod_log": b.forbidden("get", "pods/log", "gpu-operator")}
+    )
+    [u] = result.findings
+    assert u.code == "L5_UNKNOWN" and "'get' on 'pods/log'" in u.summary and "79, 119, 120" in u.summary
+
+
+def test_no_dcgm_series_for_the_node_is_unknown() -> None:
+    now = ts("2026-11-29T12:00:00")
+    data = [series("DCGM_FI_DEV_XID_ERRORS", {**GPU, "Hostname": "elsewhere"}, [(0, 0)], now)]
+    result = run([b.gpu_node(NODE)], "", now, data)
+    assert [f.code for f in result.findings] == ["L5_UNKNOWN"] and "no DCGM series" in result.findings[
+        0
+    ].summary
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("I0624 22:58:05.486593       1 health.go:159] x", "2026-06-24T22:58:05"),
+        ("2020/08/10 19:09:42 XidCriticalError", "2020-08-10T19:09:42"),
+        ("2026-11-29T11:58:05.486697123Z I1129 11:58:05.486697 1 x.go:1] y", "2026-11-29T11:58:05.486697"),
+        ("2026-11-29T13:58:05+02:00 y", "2026-11-29T11:58:05"),
+        (
+            "[pod/nvidia-device-plugin-daemonset-x/nvidia-device-plugin] 2026-11-29T11:58:05Z y",
+            "2026-11-29T11:58:05",
+        ),
+        ("I1231 23:59:00.000000 1 x.go:1] last year's line seen on new year's day", "2025-12-31T23:59:00"),
+    ],
+)
+def test_line_time(line: str, expected: str) -> None:
+    now = ts("2026-01-01T00:30:00") if "new year" in line else ts("2026-11-29T12:00:00")
+    assert card.line_time(line, now) == pytest.approx(ts(expected))
+
+
+def test_line_without_timestamp() -> None:
+    assert card.line_time("XidCriticalError: Xid=48 on Device=GPU-1", 0) is None
+
+
+def test_device_plugin_without_any_log_is_unknown() -> None:
+    now = ts("2026-11-29T12:00:00")
+    data = [series("DCGM_FI_DEV_XID_ERRORS", GPU, [(0, 0)], now)]
+    result = run([b.gpu_node(NODE)], {}, now, data)
+    assert [f.code for f in result.findings] == ["L5_UNKNOWN"] and "no log yet" in result.findings[0].summary
