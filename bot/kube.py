@@ -66,6 +66,11 @@ class KubeCluster:
         self._node_api = client.NodeV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
 
+    @property
+    def api_client(self) -> client.ApiClient:
+        """The private client, for calls outside the Cluster protocol (pods/exec for a bug report)."""
+        return self._api
+
     # --- construction ------------------------------------------------------------
 
     @classmethod

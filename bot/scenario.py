@@ -103,7 +103,7 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(_read_text(text, source), source)
 
 
-def _rfc3339(t: float) -> str:
+def rfc3339(t: float) -> str:
     dt = datetime.fromtimestamp(t, tz=UTC)
     text = dt.isoformat(timespec="milliseconds" if t % 1 else "seconds")
     return text.replace("+00:00", "Z")
@@ -251,9 +251,9 @@ def _points(raw: object, now: float, source: str, path: str) -> list[tuple[float
         if not t <= latest or t <= last:
             where = f"{path}[{j}]"
             if t > latest:
-                raise ScenarioError(source, where, f"time {_rfc3339(t)} is after now ({_rfc3339(now)})")
+                raise ScenarioError(source, where, f"time {rfc3339(t)} is after now ({rfc3339(now)})")
             raise ScenarioError(
-                source, where, f"times must increase: {_rfc3339(t)} is not after {_rfc3339(last)}"
+                source, where, f"times must increase: {rfc3339(t)} is not after {rfc3339(last)}"
             )
         points.append((t, v))
         last = t
@@ -378,7 +378,7 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": "Scenario", "name": s.name}
     if s.description:
         out["description"] = s.description
-    out["now"] = _rfc3339(s.now)
+    out["now"] = rfc3339(s.now)
     out["objects"] = s.objects
     out["logs"] = s.logs
     out["metrics"] = [
