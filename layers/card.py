@@ -10,17 +10,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from layers import gpufacts as gf
+from layers import logsigs as sig
 from layers import objects as o
+from layers import walkfacts as wf
 from layers import xid
 from layers.context import WalkContext
 from layers.findings import Finding, LayerResult, finding, unknown
+from layers.operands import DEVICE_PLUGIN_CONTAINERS
 from layers.sources import SourceError
 
 LAYER = 5
-DEVICE_PLUGIN_CONTAINERS = ("nvidia-device-plugin", "nvidia-device-plugin-ctr")
 SLOWDOWN_EVENTS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 _EVIDENCE_LINES = 5
 
@@ -39,43 +40,6 @@ _OTHER_UNHEALTHY = re.compile(
 # An Xid the plugin is told to ignore; "Skipping non-nvmlEventTypeXidCriticalError event" is not one.
 _SKIPPING = re.compile(r"Skipping event\s*\{.*?EventData:\s*(?P<xid>\d+)", re.IGNORECASE)
 
-# Timestamps: `kubectl logs --timestamps` (RFC 3339), klog (no year), Go's log package.
-_KUBECTL_PREFIX = re.compile(r"^\[[^\]]*\]\s+")
-_RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:?\d{2})?\s")
-_KLOG = re.compile(r"^[IWEF](\d{2})(\d{2})\s+(\d{2}):(\d{2}):(\d{2})")
-_GOLOG = re.compile(r"^(\d{4})/(\d{2})/(\d{2})\s+(\d{2}):(\d{2}):(\d{2})")
-
-
-def line_time(line: str, now: float) -> float | None:
-    """Unix time of a log line's own timestamp, or None when it has none we can read."""
-    text = _KUBECTL_PREFIX.sub("", line.strip(), count=1)
-    try:
-        m = _RFC3339.match(text)
-        if m:
-            frac = (m.group(3) or "0")[:6]
-            zone = m.group(4) or "Z"
-            if zone != "Z" and ":" not in zone:
-                zone = zone[:3] + ":" + zone[3:]
-            return datetime.fromisoformat(
-                f"{m.group(1)}T{m.group(2)}.{frac}{zone.replace('Z', '+00:00')}"
-            ).timestamp()
-        m = _KLOG.match(text)
-        if m:
-            # klog carries no year: take now's, or the year before when that lands in the future.
-            year = datetime.fromtimestamp(now, UTC).year
-            month, day, hh, mm, ss = (int(g) for g in m.groups())
-            ts = datetime(year, month, day, hh, mm, ss, tzinfo=UTC).timestamp()
-            if ts > now + gf.DAY_S:
-                ts = datetime(year - 1, month, day, hh, mm, ss, tzinfo=UTC).timestamp()
-            return ts
-        m = _GOLOG.match(text)
-        if m:
-            y, mo, d, hh, mm, ss = (int(g) for g in m.groups())
-            return datetime(y, mo, d, hh, mm, ss, tzinfo=UTC).timestamp()
-    except ValueError:
-        return None
-    return None
-
 
 @dataclass
 class PluginLog:
@@ -92,7 +56,7 @@ class PluginLog:
             line = raw.strip()
             if not line:
                 continue
-            ts = line_time(line, now)
+            ts = sig.line_time(line, now)
             recent = ts is None or ts >= now - gf.DAY_S
             shown = f"[{where}] {line[:300]}"
             # The current instance's marks stand until the plugin restarts; a previous one's are history.
@@ -174,13 +138,10 @@ def _log_unknown(node: str, what: str, fix: str) -> Finding:
 
 
 def check(ctx: WalkContext) -> LayerResult:
-    try:
-        nodes = ctx.examined_nodes()
-    except SourceError as err:
-        return LayerResult.build(
-            LAYER, [unknown(LAYER, f"could not list nodes to examine: {err.hint() or err}")]
-        )
-    facts = gf.walk_facts(ctx, nodes)
+    got = wf.examined_walk_facts(ctx, LAYER)
+    if isinstance(got, LayerResult):
+        return got
+    nodes, facts = got
     findings: list[Finding] = []
     if facts.error is not None:
         findings.append(
@@ -197,7 +158,7 @@ def check(ctx: WalkContext) -> LayerResult:
     return LayerResult.build(LAYER, findings)
 
 
-def check_node(ctx: WalkContext, node: str, facts: gf.WalkFacts) -> list[Finding]:
+def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts) -> list[Finding]:
     out: list[Finding] = []
     try:
         obj = ctx.node(node)

@@ -8,6 +8,8 @@ Which series belong to which node (spec/findings.md, layer 4): label
 `Hostname` or `hostname` equal to the node name; where the exporter runs
 without NODE_NAME that label holds the exporter pod's name, mapped back through
 the pod's spec.nodeName.
+
+The walk's shared read (with the target pod's vLLM facts) is layers/walkfacts.py.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from layers import objects as o
-from layers.context import WalkContext, component
-from layers.sources import K8sObject, Sample, Selector, SourceError, Telemetry, TelemetryError
+from layers.sources import K8sObject, Sample, Selector, Telemetry
 
 DAY_S = 24 * 3600
 PREEMPTION_WINDOW_S = 300
@@ -399,113 +400,3 @@ def read_fleet_health(
     asm.put_xid_counts(telemetry.max_over_time(XID_COUNT, DAY_S, match))
     grouped = by_node(asm.facts())
     return {node: NodeHealth(node, tuple(gpus)) for node, gpus in sorted(grouped.items())}
-
-
-# --- vLLM ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class VllmFacts:
-    pod: PodRef
-    preemption_rate: float | None  # rate(vllm:num_preemptions_total[5m]); None when not computable
-    gpu_memory_utilization: str | None
-    models: tuple[str, ...] = ()
-
-
-_UTILIZATION_LABELS = ("gpu_memory_utilization", "cache_config_gpu_memory_utilization")
-
-
-@dataclass
-class _VllmSeen:
-    util: str | None = None
-    rate: float | None = None
-    models: set[str] = field(default_factory=set)
-
-
-def read_vllm(telemetry: Telemetry, pods: Sequence[PodRef]) -> dict[PodRef, VllmFacts]:
-    """vLLM facts for the pods that have vLLM series (two calls); pods without any are absent."""
-    if not pods:
-        return {}
-    match: list[Selector] = []
-    for ns, pod in pods:
-        match.extend(pod_selector(ns, pod))
-    wanted = set(pods)
-    seen: dict[PodRef, _VllmSeen] = {}
-    for s in telemetry.instant(VLLM_INFO, match):
-        ref = pod_of(s.labels)
-        if ref is None or ref not in wanted:
-            continue
-        entry = seen.setdefault(ref, _VllmSeen())
-        for key in _UTILIZATION_LABELS:
-            if s.labels.get(key) and entry.util is None:
-                entry.util = s.labels[key]
-        model = s.labels.get("model_name") or s.labels.get("model")
-        if model:
-            entry.models.add(model)
-    for s in telemetry.rate(VLLM_PREEMPTIONS, PREEMPTION_WINDOW_S, match):
-        ref = pod_of(s.labels)
-        if ref is None or ref not in wanted:
-            continue
-        entry = seen.setdefault(ref, _VllmSeen())
-        entry.rate = (entry.rate or 0.0) + s.value  # one series per engine/model: the pod's total
-    return {ref: VllmFacts(ref, e.rate, e.util, tuple(sorted(e.models))) for ref, e in seen.items()}
-
-
-# --- the walk's cached read ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WalkFacts:
-    """Telemetry facts for a walk's examined nodes, read once and shared by layers 4 and 5."""
-
-    nodes: tuple[str, ...]
-    gpus: tuple[GpuFacts, ...]
-    hostmap: HostMap
-    source: str
-    error: str | None = None  # why telemetry could not be read
-    notes: tuple[str, ...] = ()  # what limited the read (e.g. exporter pods not listable)
-    vllm: Mapping[PodRef, VllmFacts] = field(default_factory=dict)
-
-    def on(self, node: str) -> list[GpuFacts]:
-        return [g for g in self.gpus if g.node == node]
-
-    def of_pod(self, ref: PodRef) -> list[GpuFacts]:
-        return [g for g in self.gpus if ref in g.pods]
-
-
-def exporter_pods(ctx: WalkContext) -> list[K8sObject]:
-    return [p for p in ctx.operator_pods() if component(p) == "dcgm-exporter"]
-
-
-def walk_facts(ctx: WalkContext, nodes: Sequence[str]) -> WalkFacts:
-    """GPU and vLLM facts for these nodes and the target pod, cached for the walk; never raises."""
-    return ctx.cached(("gpufacts", tuple(nodes)), lambda: _read_walk_facts(ctx, tuple(nodes)))
-
-
-def _read_walk_facts(ctx: WalkContext, nodes: tuple[str, ...]) -> WalkFacts:
-    notes: list[str] = []
-    try:
-        exporters = exporter_pods(ctx)
-    except SourceError as err:
-        exporters = []
-        notes.append(
-            "could not list the dcgm-exporter pods, so series labelled with an exporter pod's name "
-            f"cannot be mapped to their node: {err}"
-        )
-    try:
-        known = [o.name(n) for n in ctx.nodes()]
-    except SourceError:
-        known = list(nodes)
-    hostmap = host_map(known, exporters)
-    tel = ctx.telemetry
-    pods: dict[PodRef, str | None] = {}
-    if ctx.pod is not None and ctx.target.namespace and ctx.target.pod:
-        pods[(ctx.target.namespace, ctx.target.pod)] = ctx.bound_node
-    try:
-        gpus = read_gpu_facts(tel, hostmap, nodes, pods)
-        vllm = read_vllm(tel, list(pods))
-    except TelemetryError as err:
-        return WalkFacts(
-            nodes, (), hostmap, tel.source, error=str(err) or type(err).__name__, notes=tuple(notes)
-        )
-    return WalkFacts(nodes, tuple(gpus), hostmap, tel.source, notes=tuple(notes), vllm=vllm)

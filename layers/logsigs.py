@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 # --- prefixes --------------------------------------------------------------------
@@ -36,6 +37,47 @@ def strip_prefixes(line: str) -> str:
     for pattern in (_KUBECTL_PREFIX, _RFC3339, _JOURNAL, _PROCESS, _KLOG, _GOLOG):
         text = pattern.sub("", text, count=1)
     return text.strip()
+
+
+# Timestamps: `kubectl logs --timestamps` (RFC 3339), klog (no year), Go's log package. Looser
+# than the prefixes above on purpose: a date is enough to place a line in time, a bare `[…]`
+# prefix (any `--prefix` form) is skipped, and a space may stand for the RFC 3339 `T`.
+_TS_BRACKETS = re.compile(r"^\[[^\]]*\]\s+")
+_TS_RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:?\d{2})?\s")
+_TS_KLOG = re.compile(r"^[IWEF](\d{2})(\d{2})\s+(\d{2}):(\d{2}):(\d{2})")
+_TS_GOLOG = re.compile(r"^(\d{4})/(\d{2})/(\d{2})\s+(\d{2}):(\d{2}):(\d{2})")
+_CLOCK_SKEW_S = 24 * 3600  # a klog date up to a day ahead of now is still this year's
+
+
+def line_time(line: str, now: float) -> float | None:
+    """Unix time of a log line's own timestamp, or None when it has none we can read."""
+    text = _TS_BRACKETS.sub("", line.strip(), count=1)
+    try:
+        m = _TS_RFC3339.match(text)
+        if m:
+            frac = (m.group(3) or "0")[:6]
+            zone = m.group(4) or "Z"
+            if zone != "Z" and ":" not in zone:
+                zone = zone[:3] + ":" + zone[3:]
+            return datetime.fromisoformat(
+                f"{m.group(1)}T{m.group(2)}.{frac}{zone.replace('Z', '+00:00')}"
+            ).timestamp()
+        m = _TS_KLOG.match(text)
+        if m:
+            # klog carries no year: take now's, or the year before when that lands in the future.
+            year = datetime.fromtimestamp(now, UTC).year
+            month, day, hh, mm, ss = (int(g) for g in m.groups())
+            ts = datetime(year, month, day, hh, mm, ss, tzinfo=UTC).timestamp()
+            if ts > now + _CLOCK_SKEW_S:
+                ts = datetime(year - 1, month, day, hh, mm, ss, tzinfo=UTC).timestamp()
+            return ts
+        m = _TS_GOLOG.match(text)
+        if m:
+            y, mo, d, hh, mm, ss = (int(g) for g in m.groups())
+            return datetime(y, mo, d, hh, mm, ss, tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+    return None
 
 
 def lines_of(text: str | None) -> list[str]:
@@ -144,6 +186,32 @@ def failing_wait_reason(reason: str | None) -> str | None:
         return None
     bare = reason.strip().removeprefix("Init:").strip()
     return _FAILING_LOWER.get(bare.lower())
+
+
+# --- GPU memory in application logs ---------------------------------------------------
+
+# GPU out-of-memory in application logs (PyTorch, CUDA runtime, TensorFlow, vLLM).
+GPU_OOM = re.compile(
+    r"CUDA out of memory|(?<!java\.lang\.)OutOfMemoryError|CUDA error: out of memory"
+    r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|OOM when allocating tensor",
+    re.IGNORECASE,
+)
+VLLM_FREE_MEMORY = re.compile(
+    r"Free memory on device\s*(?:\((?P<free>[\d.]+)\s*/\s*(?P<total>[\d.]+)\s*GiB\))?.*?"
+    r"less than desired GPU memory utilization\s*(?:\((?P<util>[\d.]+)\s*,\s*(?P<want>[\d.]+)\s*GiB\))?",
+    re.IGNORECASE,
+)
+VLLM_NO_CACHE = re.compile(r"No available memory for the cache blocks", re.IGNORECASE)
+
+
+def gpu_oom_lines(text: str | None) -> list[str]:
+    """Lines of an application log saying the GPU ran out of memory (trimmed, cut at 400 characters)."""
+    hits: list[str] = []
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if line and (GPU_OOM.search(line) or VLLM_FREE_MEMORY.search(line) or VLLM_NO_CACHE.search(line)):
+            hits.append(line[:400])
+    return hits
 
 
 # --- events ------------------------------------------------------------------------

@@ -13,7 +13,9 @@ import re
 from collections.abc import Iterable
 
 from layers import gpufacts as gf
+from layers import logsigs as sig
 from layers import objects as o
+from layers import walkfacts as wf
 from layers.context import WalkContext
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.sources import K8sObject, SourceError
@@ -21,31 +23,16 @@ from layers.sources import K8sObject, SourceError
 LAYER = 4
 FB_CEILING = 0.95
 
-# GPU out-of-memory in application logs (PyTorch, CUDA runtime, TensorFlow, vLLM).
-_GPU_OOM = re.compile(
-    r"CUDA out of memory|(?<!java\.lang\.)OutOfMemoryError|CUDA error: out of memory"
-    r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|OOM when allocating tensor",
-    re.IGNORECASE,
-)
-_VLLM_FREE_MEMORY = re.compile(
-    r"Free memory on device\s*(?:\((?P<free>[\d.]+)\s*/\s*(?P<total>[\d.]+)\s*GiB\))?.*?"
-    r"less than desired GPU memory utilization\s*(?:\((?P<util>[\d.]+)\s*,\s*(?P<want>[\d.]+)\s*GiB\))?",
-    re.IGNORECASE,
-)
-_VLLM_NO_CACHE = re.compile(r"No available memory for the cache blocks", re.IGNORECASE)
 _VLLM = re.compile(r"vllm", re.IGNORECASE)
 _EVIDENCE_LINES = 5
 
 
 def check(ctx: WalkContext) -> LayerResult:
     findings: list[Finding] = []
-    try:
-        nodes = ctx.examined_nodes()
-    except SourceError as err:
-        return LayerResult.build(
-            LAYER, [unknown(LAYER, f"could not list nodes to examine: {err.hint() or err}")]
-        )
-    facts = gf.walk_facts(ctx, nodes)
+    got = wf.examined_walk_facts(ctx, LAYER)
+    if isinstance(got, LayerResult):
+        return got
+    nodes, facts = got
     pod = ctx.pod
     if pod is not None:
         findings += oomkilled(ctx, pod)
@@ -120,15 +107,6 @@ def oomkilled(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
 # --- GPU memory in the application's own logs ----------------------------------------
 
 
-def _oom_lines(text: str | None) -> list[str]:
-    hits: list[str] = []
-    for raw in (text or "").splitlines():
-        line = raw.strip()
-        if line and (_GPU_OOM.search(line) or _VLLM_FREE_MEMORY.search(line) or _VLLM_NO_CACHE.search(line)):
-            hits.append(line[:400])
-    return hits
-
-
 def gpu_oom_in_logs(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
     ns, name = _ref(ctx)
     out: list[Finding] = []
@@ -138,7 +116,7 @@ def gpu_oom_in_logs(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
         seen: set[str] = set()
         try:
             for previous in (False, True):
-                for line in _oom_lines(ctx.log(ns, name, container, previous)):
+                for line in sig.gpu_oom_lines(ctx.log(ns, name, container, previous)):
                     if line not in seen:
                         seen.add(line)
                         hits.append(f"[{container}{' previous' if previous else ''}] {line}")
@@ -171,7 +149,7 @@ def gpu_oom_in_logs(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
 
 def _oom_summary(container: str, hits: list[str]) -> str:
     for line in hits:
-        m = _VLLM_FREE_MEMORY.search(line)
+        m = sig.VLLM_FREE_MEMORY.search(line)
         if m and m.group("free"):
             util = (
                 f"gpu_memory_utilization {m.group('util')} ({m.group('want')} GiB)"
@@ -197,7 +175,7 @@ def _oom_summary(container: str, hits: list[str]) -> str:
 # --- framebuffer (DCGM) and vLLM preemptions -----------------------------------------
 
 
-def is_inference_server(pod: K8sObject, vllm: gf.VllmFacts | None) -> tuple[bool, str]:
+def is_inference_server(pod: K8sObject, vllm: wf.VllmFacts | None) -> tuple[bool, str]:
     """(is it, why): vLLM series for the pod, or a container whose image/command/args names vLLM."""
     if vllm is not None:
         return True, "the pod exports vLLM metrics"
@@ -221,7 +199,7 @@ def _fb_ratio(g: gf.GpuFacts, node: K8sObject | None) -> tuple[float | None, str
     return None, ""
 
 
-def framebuffer(ctx: WalkContext, pod: K8sObject, facts: gf.WalkFacts) -> list[Finding]:
+def framebuffer(ctx: WalkContext, pod: K8sObject, facts: wf.WalkFacts) -> list[Finding]:
     ns, name = _ref(ctx)
     node = ctx.bound_node
     vllm = facts.vllm.get((ns, name))
@@ -306,7 +284,7 @@ def _node(ctx: WalkContext, name: str) -> K8sObject | None:
         return None
 
 
-def no_telemetry(facts: gf.WalkFacts, nodes: Iterable[str], ctx: WalkContext) -> list[Finding]:
+def no_telemetry(facts: wf.WalkFacts, nodes: Iterable[str], ctx: WalkContext) -> list[Finding]:
     notes = [*facts.notes]
     if facts.error is not None:
         return [

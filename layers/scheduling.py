@@ -10,19 +10,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from layers import objects as o
 from layers.context import WalkContext
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.logsigs import SchedulingFailure, event_line, event_message, event_time, parse_failed_scheduling
+from layers.placement import MAX_LISTED, listed, one_node, scheduler_reasons
 from layers.sources import K8sObject, SourceError
 
 LAYER = 1
-MAX_LISTED = 10  # nodes named in one finding's evidence; the rest are counted
-# The cordon taint is the scheduler's "were unschedulable", not an untolerated taint.
-CORDON_TAINT = "node.kubernetes.io/unschedulable"
-BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 def check(ctx: WalkContext) -> LayerResult:
@@ -48,12 +44,7 @@ def check(ctx: WalkContext) -> LayerResult:
             if len(gaps) > MAX_LISTED:  # a fleet-wide problem: the digest lists every node
                 more = [f.node or "" for f in gaps[MAX_LISTED:]]
                 findings.append(
-                    finding(
-                        "L1_ALLOCATABLE_BELOW_CAPACITY",
-                        f"{len(more)} more GPU nodes have allocatable below capacity",
-                        evidence=_listed(more),
-                        commands=[capacity_columns(o.GPU_RESOURCE)],
-                    )
+                    _more_nodes("L1_ALLOCATABLE_BELOW_CAPACITY", more, "have allocatable below capacity")
                 )
 
     if pod is None:  # a node walk: capacity against allocatable only
@@ -160,13 +151,14 @@ def pending_pod(ctx: WalkContext, pod: K8sObject) -> tuple[list[SchedulingFailur
     return [parse_failed_scheduling(raw) for _, raw in messages], findings
 
 
-def _listed(lines: Sequence[str]) -> list[str]:
-    extra = len(lines) - MAX_LISTED
-    return [*lines[:MAX_LISTED], *([f"… and {extra} more"] if extra > 0 else [])]
-
-
-def _one_node(names: Sequence[str]) -> str | None:
-    return names[0] if len(names) == 1 else None
+def _more_nodes(code: str, names: Sequence[str], what: str) -> Finding:
+    """The nodes past MAX_LISTED in one finding: a fleet-wide problem the digest lists in full."""
+    return finding(
+        code,
+        f"{len(names)} more GPU nodes {what}",
+        evidence=listed(names),
+        commands=[capacity_columns(o.GPU_RESOURCE)],
+    )
 
 
 def unbound_pod(
@@ -195,14 +187,7 @@ def unbound_pod(
         out.append(node_not_advertising(node))
     if len(silent) > MAX_LISTED:
         more = [o.name(n) for n in silent[MAX_LISTED:]]
-        out.append(
-            finding(
-                "L1_GPU_NODE_NOT_ADVERTISING",
-                f"{len(more)} more GPU nodes advertise no GPU resource",
-                evidence=_listed(more),
-                commands=[capacity_columns(o.GPU_RESOURCE)],
-            )
-        )
+        out.append(_more_nodes("L1_GPU_NODE_NOT_ADVERTISING", more, "advertise no GPU resource"))
     if not any(o.has_nvidia_labels(n) for n in nodes):
         out.append(
             finding(
@@ -272,169 +257,6 @@ def resource_mismatch(
     )
 
 
-# --- what the scheduler said, checked against the nodes ----------------------------------
-
-
-def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
-    """The Kubernetes rule (ToleratesTaint): effect, key and operator Exists/Equal."""
-    for tol in tolerations:
-        effect = tol.get("effect") or ""
-        if effect and effect != taint.get("effect"):
-            continue
-        op = tol.get("operator") or "Equal"
-        key = tol.get("key") or ""
-        if not key:
-            if op == "Exists":
-                return True
-            continue
-        if key != taint.get("key"):
-            continue
-        if op == "Exists" or (op == "Equal" and (tol.get("value") or "") == (taint.get("value") or "")):
-            return True
-    return False
-
-
-def _taint_text(t: Mapping[str, Any]) -> str:
-    value = f"={t['value']}" if t.get("value") else ""
-    return f"{t.get('key')}{value}:{t.get('effect')}"
-
-
-def _term_matches(term: Mapping[str, Any], node: K8sObject) -> bool:
-    """One nodeSelectorTerm (matchExpressions on labels, matchFields on metadata.name)."""
-    lab = o.labels(node)
-    for expr in term.get("matchExpressions") or []:
-        if not _expr_matches(expr, lab.get(str(expr.get("key")))):
-            return False
-    for expr in term.get("matchFields") or []:
-        if expr.get("key") == "metadata.name" and not _expr_matches(expr, o.name(node)):
-            return False
-    return True
-
-
-def _expr_matches(expr: Mapping[str, Any], value: str | None) -> bool:
-    op, values = expr.get("operator"), [str(v) for v in expr.get("values") or []]
-    if op == "In":
-        return value in values
-    if op == "NotIn":
-        return value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and values:
-        try:
-            return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
-        except ValueError:
-            return False
-    return False
-
-
-def selector_misses(pod: K8sObject, node: K8sObject) -> list[str]:
-    """Why the pod's nodeSelector / required node affinity rejects the node (empty: it matches)."""
-    spec = pod.get("spec") or {}
-    lab = o.labels(node)
-    why = [
-        f"nodeSelector {k}={v}, node has {k}={lab[k]}"
-        if k in lab
-        else f"nodeSelector {k}={v}, node lacks {k}"
-        for k, v in (spec.get("nodeSelector") or {}).items()
-        if lab.get(k) != str(v)
-    ]
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = required.get("nodeSelectorTerms") or []
-    if terms and not any(_term_matches(t, node) for t in terms):
-        why.append("required node affinity matches no label of the node")
-    return why
-
-
-def scheduler_reasons(
-    pod: K8sObject, nodes: list[K8sObject], failures: list[SchedulingFailure]
-) -> list[Finding]:
-    ns, name = o.namespace(pod), o.name(pod)
-    spec = pod.get("spec") or {}
-    out: list[Finding] = []
-
-    def said(flag: str) -> str:
-        """The latest message that reported this reason."""
-        return next(f.message for f in reversed(failures) if getattr(f, flag))
-
-    if any(f.untolerated_taint for f in failures):
-        tolerations = spec.get("tolerations") or []
-        by_taint: dict[str, list[str]] = defaultdict(list)
-        for node in nodes:
-            for taint in (node.get("spec") or {}).get("taints") or []:
-                if taint.get("effect") not in BLOCKING_EFFECTS or taint.get("key") == CORDON_TAINT:
-                    continue
-                if not tolerates(tolerations, taint):
-                    by_taint[_taint_text(taint)].append(o.name(node))
-        for taint_text, names in sorted(by_taint.items()):
-            out.append(
-                finding(
-                    "L1_UNTOLERATED_TAINT",
-                    f"{len(names)} GPU node(s) ({', '.join(names[:3])}) have taint {taint_text} that "
-                    f"{ns}/{name} does not tolerate: add a toleration or remove the taint",
-                    evidence=[
-                        f"scheduler: {said('untolerated_taint')}",
-                        *_listed([f"{n}: taint {taint_text}" for n in names]),
-                        f"pod tolerations: {tolerations or 'none'}",
-                    ],
-                    commands=[
-                        "kubectl get nodes -o custom-columns='NODE:.metadata.name,TAINTS:.spec.taints'",
-                        f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.tolerations}}'",
-                    ],
-                    node=_one_node(names),
-                )
-            )
-
-    if any(f.selector_mismatch for f in failures):
-        misses = {o.name(n): why for n in nodes if (why := selector_misses(pod, n))}
-        if misses:
-            names = sorted(misses)
-            out.append(
-                finding(
-                    "L1_SELECTOR_MISMATCH",
-                    f"{len(names)} of {len(nodes)} GPU node(s) do not match the node selector/affinity of "
-                    f"{ns}/{name}: fix the selector or the node labels",
-                    evidence=[
-                        f"scheduler: {said('selector_mismatch')}",
-                        f"pod nodeSelector: {spec.get('nodeSelector') or 'none'}",
-                        *_listed([f"{n}: {'; '.join(misses[n])}" for n in names]),
-                    ],
-                    commands=[
-                        f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.nodeSelector}} {{.spec.affinity}}'",
-                        f"kubectl get nodes --show-labels | grep -E '{'|'.join(names[:5])}'",
-                    ],
-                    node=_one_node(names),
-                )
-            )
-
-    if any(f.unschedulable for f in failures):
-        cordoned = [o.name(n) for n in nodes if o.is_unschedulable(n)]
-        if cordoned:
-            out.append(
-                finding(
-                    "L1_NODES_UNSCHEDULABLE",
-                    f"{len(cordoned)} GPU node(s) that advertise the requested resource are cordoned "
-                    f"({', '.join(cordoned[:3])}): uncordon them once they are healthy",
-                    evidence=[
-                        f"scheduler: {said('unschedulable')}",
-                        *_listed([f"{n}: spec.unschedulable=true" for n in cordoned]),
-                    ],
-                    commands=[
-                        "kubectl get nodes --field-selector spec.unschedulable=true",
-                        *(
-                            f"kubectl describe node {n} | grep -iE 'Taints|Unschedulable'"
-                            for n in cordoned[:3]
-                        ),
-                    ],
-                    node=_one_node(cordoned),
-                )
-            )
-    return out
-
-
 def gpu_exhausted(
     ctx: WalkContext, pod: K8sObject, requests: Mapping[str, int], nodes: list[K8sObject]
 ) -> list[Finding]:
@@ -464,14 +286,14 @@ def gpu_exhausted(
             "L1_GPU_EXHAUSTED",
             f"all {len(nodes)} node(s) advertising {', '.join(sorted(requests))} are fully allocated; "
             f"no room for {wanted}: a capacity question, not a fault",
-            evidence=_listed(lines),
+            evidence=listed(lines),
             commands=[
                 capacity_columns(sorted(requests)[0]),
                 f"kubectl describe node {first} | sed -n '/Allocated resources/,/Events/p'",
                 f"kubectl get pods -A -o wide --field-selector spec.nodeName={first},"
                 "status.phase!=Succeeded,status.phase!=Failed",
             ],
-            node=_one_node([o.name(n) for n in nodes]),
+            node=one_node([o.name(n) for n in nodes]),
         )
     ]
 

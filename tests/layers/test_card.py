@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from layers import card
+from layers import logsigs as sig
 from layers.findings import Severity
 from layers.sources import NoTelemetry
 from tests.layers import builders as b
@@ -246,11 +247,11 @@ def test_no_dcgm_series_for_the_node_is_unknown() -> None:
 )
 def test_line_time(line: str, expected: str) -> None:
     now = ts("2026-01-01T00:30:00") if "new year" in line else ts("2026-11-29T12:00:00")
-    assert card.line_time(line, now) == pytest.approx(ts(expected))
+    assert sig.line_time(line, now) == pytest.approx(ts(expected))
 
 
 def test_line_without_timestamp() -> None:
-    assert card.line_time("XidCriticalError: Xid=48 on Device=GPU-1", 0) is None
+    assert sig.line_time("XidCriticalError: Xid=48 on Device=GPU-1", 0) is None
 
 
 def test_device_plugin_without_any_log_is_unknown() -> None:

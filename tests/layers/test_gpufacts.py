@@ -6,6 +6,7 @@ import pytest
 
 from bot.prom import PrometheusTelemetry
 from layers import gpufacts as gf
+from layers import walkfacts as wf
 from layers.sources import NoTelemetry, TelemetryError
 from tests.layers import builders as b
 from tests.layers.fake_telemetry import CountingTelemetry, exposition, sample_text, series, telemetry
@@ -219,7 +220,7 @@ def test_vllm_utilization_label_and_preemption_rate_by_pod() -> None:
             NOW,
         ),
     ]
-    out = gf.read_vllm(telemetry(data, NOW), [("llm", "vllm-0"), ("llm", "vllm-1"), ("llm", "not-vllm")])
+    out = wf.read_vllm(telemetry(data, NOW), [("llm", "vllm-0"), ("llm", "vllm-1"), ("llm", "not-vllm")])
     assert out[("llm", "vllm-0")].gpu_memory_utilization == "0.9"
     assert out[("llm", "vllm-0")].preemption_rate == pytest.approx(0.2, rel=0.05)
     assert out[("llm", "vllm-1")].gpu_memory_utilization == "0.85"

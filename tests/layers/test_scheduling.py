@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from bot.snapshot import SnapshotCluster
-from layers import scheduling
+from layers import placement, scheduling
 from layers.findings import STOP, LayerResult, Severity
 from layers.logsigs import parse_failed_scheduling
 from layers.sources import K8sObject
@@ -350,7 +350,7 @@ def test_cordon_taint_and_prefer_no_schedule_are_not_untolerated_taints() -> Non
     ],
 )
 def test_toleration_matching(toleration: dict[str, str], taint: dict[str, str], tolerated: bool) -> None:
-    assert scheduling.tolerates([toleration], taint) is tolerated
+    assert placement.tolerates([toleration], taint) is tolerated
 
 
 def test_cordoned_gpu_nodes_from_sample_02() -> None:

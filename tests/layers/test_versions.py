@@ -15,6 +15,7 @@ from bot.snapshot import SnapshotCluster
 from layers import versions
 from layers.context import WalkContext
 from layers.findings import STOP, LayerResult, Severity, Target
+from layers.fleet import MAX_PER_CODE
 from layers.sources import K8sObject, NoTelemetry, SourceError
 
 NS = "gpu-operator"
@@ -568,7 +569,7 @@ def test_pending_pod_on_a_large_fleet_folds_odd_nodes() -> None:
     pending["spec"].pop("nodeName")
     result = run(nodes, target=pending)
     skews = [f for f in result.findings if f.code == "L3_DRIVER_VERSION_SKEW"]
-    assert len(skews) == versions.MAX_PER_CODE
+    assert len(skews) == MAX_PER_CODE
     assert "91 more examined GPU nodes" in skews[-1].summary
     assert "driver: 550.90.07 → 4900 nodes, 535.183.01 → 100 nodes" in skews[0].evidence
 

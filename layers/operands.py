@@ -1,0 +1,315 @@
+"""Layer 2 on one node: what the GPU Operator's pods there say.
+
+The validator gates each stage in order, so it tells fastest where things
+stopped; then sandbox events (`no runtime for "nvidia"`), operands stuck in
+Init behind the driver, the device plugin's NVML start-up and failing operand
+containers. Reads go through `Reads`, which turns each failed read into one
+`unknown` per cause.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from layers import logsigs as sig
+from layers import objects as o
+from layers import podstatus as ps
+from layers.context import WalkContext, component
+from layers.findings import Finding, Severity, finding, unknown
+from layers.sources import K8sObject, SourceError
+
+LAYER = 2  # these checks are layer 2's (layers/runtime.py)
+VALIDATOR_STAGES = ("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation")
+STAGE_MEANING = {
+    "driver-validation": "the driver is not ready on the node (see layer 3)",
+    "toolkit-validation": "the NVIDIA Container Toolkit cannot run nvidia-smi in a container",
+    "cuda-validation": "a CUDA sample workload could not run on the GPU",
+    "plugin-validation": "the node does not advertise GPU resources: the device plugin has not registered",
+}
+# Operator install first, standalone Helm chart second (reference §0 note 5).
+DEVICE_PLUGIN_CONTAINERS = ("nvidia-device-plugin", "nvidia-device-plugin-ctr")
+TAIL = 5
+
+
+class Reads:
+    """One run of layer 2: the context, and the reads that failed (one unknown per cause)."""
+
+    def __init__(self, ctx: WalkContext) -> None:
+        self.ctx = ctx
+        self.failed: dict[tuple[object, ...], tuple[list[str], SourceError, str | None]] = {}
+
+    def cannot(self, what: str, err: SourceError, node: str | None = None) -> None:
+        key = (err.kind, err.verb, err.resource, err.namespace, err.message if not err.verb else "")
+        whats, _err, _node = self.failed.setdefault(key, ([], err, node))
+        if what not in whats:
+            whats.append(what)
+
+    def unknowns(self) -> list[Finding]:
+        out = []
+        for whats, err, node in self.failed.values():
+            more = f" and {len(whats) - 3} more" if len(whats) > 3 else ""
+            out.append(unknown(LAYER, f"could not read {', '.join(whats[:3])}{more}: {err}", node=node))
+        return out
+
+    def log(self, pod: K8sObject, container: str, previous: bool = False) -> str | None:
+        ns, name = o.namespace(pod) or "", o.name(pod)
+        try:
+            return self.ctx.log(ns, name, container, previous)
+        except SourceError as err:
+            self.cannot(f"the log of {ns}/{name} container {container}", err, o.pod_node(pod))
+            return None
+
+    def last_lines(self, pod: K8sObject, status: dict[str, Any]) -> list[str]:
+        """The container's last log lines: the crashed instance's when it restarted."""
+        name = str(status.get("name"))
+        previous = bool(status.get("restartCount")) or bool((status.get("lastState") or {}).get("terminated"))
+        text = self.log(pod, name, previous=True) if previous else None
+        return sig.tail(text or self.log(pod, name), TAIL)
+
+    def pod_events(self, pod: K8sObject) -> list[K8sObject]:
+        """Events of an operator pod, from one namespace-wide list per walk."""
+        ns = o.namespace(pod)
+
+        def index() -> dict[str, list[K8sObject]]:
+            by_name: dict[str, list[K8sObject]] = defaultdict(list)
+            for ev in self.ctx.cluster.list_events(ns):
+                inv = ev.get("involvedObject") or {}
+                if inv.get("kind", "Pod") == "Pod":
+                    by_name[str(inv.get("name"))].append(ev)
+            return by_name
+
+        try:
+            return self.ctx.cached(("l2_events_by_pod", ns), index).get(o.name(pod), [])
+        except SourceError as err:
+            self.cannot(f"events in namespace {ns}", err)
+            return []
+
+
+def runtime_lines(pod: K8sObject, events: Iterable[K8sObject]) -> list[str]:
+    """`no runtime for "nvidia"` in a pod's events and status, as evidence lines."""
+    who = f"{o.namespace(pod)}/{o.name(pod)}"
+    lines = [
+        f"{who}: {sig.event_line(e)}" for e in events if sig.NO_RUNTIME_NVIDIA.matches(sig.event_message(e))
+    ]
+    lines += [
+        f"{who} status: {' '.join(m.split())}"
+        for m in ps.status_messages(pod)
+        if sig.NO_RUNTIME_NVIDIA.matches(m)
+    ]
+    return lines
+
+
+def node_checks(
+    w: Reads, node: str, pods: list[K8sObject], sandbox: list[str], read_all_logs: bool
+) -> list[Finding]:
+    live = [p for p in pods if o.pod_phase(p) != "Succeeded" and not p["metadata"].get("deletionTimestamp")]
+    for p in live:
+        sandbox += runtime_lines(p, w.pod_events(p))
+    out: list[Finding] = []
+    if sandbox:
+        out.append(no_runtime_finding(node, sandbox, live))
+    out += waiting_for_driver(w, node, live)
+    out += validator_stuck(w, node, live)
+    out += device_plugin_nvml(w, node, live, read_all_logs)
+    out += operand_failing(w, node, live)
+    if any(f.severity >= Severity.WARN for f in out):
+        return out
+    not_ready = [p for p in live if not o.pod_ready(p)]
+    ns = o.namespace(pods[0])
+    listing = f"kubectl get pods -n {ns} -o wide --field-selector spec.nodeName={node}"
+    if not_ready:
+        out.append(
+            unknown(
+                LAYER,
+                f"{len(not_ready)} GPU Operator pod(s) on {node} are not Ready for no reason the bot recognises: "
+                "read their events and logs",
+                node=node,
+                evidence=[f"{o.name(p)}: {ps.display_status(p)}" for p in not_ready],
+            )
+        )
+        return out
+    validators = [p for p in live if component(p) == "validator"]
+    out.append(
+        finding(
+            "L2_OK",
+            f"the GPU Operator's {len(live)} pod(s) on {node} are Ready"
+            + (" and the validator passed" if validators else " (no validator pod on the node)"),
+            evidence=[f"{o.name(p)}: {ps.display_status(p)}" for p in live],
+            commands=[listing],
+            node=node,
+        )
+    )
+    return out
+
+
+def no_runtime_finding(node: str, lines: list[str], pods: list[K8sObject]) -> Finding:
+    toolkit = [p for p in pods if component(p) == "toolkit"]
+    ns = o.namespace(toolkit[0]) if toolkit else "gpu-operator"
+    logs = (
+        f"kubectl logs -n {ns} {o.name(toolkit[0])} -c nvidia-container-toolkit-ctr"
+        if toolkit
+        else f"kubectl logs -n {ns} -l app=nvidia-container-toolkit-daemonset -c nvidia-container-toolkit-ctr"
+    )
+    first_pod = lines[0].split(":", 1)[0].split(" ", 1)[0]
+    pns, _, pname = first_pod.partition("/")
+    return finding(
+        "L2_NO_RUNTIME_NVIDIA",
+        f'the container runtime on {node} has no "nvidia" runtime handler: the NVIDIA Container Toolkit '
+        "did not register it (a toolkit problem, not a driver problem)",
+        evidence=sig.tail("\n".join(dict.fromkeys(lines)), 8),
+        commands=[f"kubectl describe pod -n {pns} {pname} | tail -20", logs, "kubectl get runtimeclasses"],
+        node=node,
+    )
+
+
+def waiting_for_driver(w: Reads, node: str, pods: list[K8sObject]) -> list[Finding]:
+    drivers = [p for p in pods if component(p) == "driver" and not o.pod_ready(p)]
+    stuck = [p for p in pods if component(p) != "driver" and ps.in_init(p)]
+    if not drivers or not stuck:
+        return []
+    driver = drivers[0]
+    ns, dname = o.namespace(driver), o.name(driver)
+    evidence = [f"driver pod {dname}: {ps.display_status(driver)}"]
+    for s in o.container_statuses(driver):
+        if str(s.get("name")) == "nvidia-driver-ctr" or len(o.container_statuses(driver)) == 1:
+            evidence += [f"nvidia-driver-ctr: {line}" for line in w.last_lines(driver, s)]
+    evidence += [f"{o.name(p)}: {ps.display_status(p)}" for p in stuck]
+    return [
+        finding(
+            "L2_WAITING_FOR_DRIVER",
+            f"{len(stuck)} GPU Operator pod(s) on {node} are stuck in Init because the driver pod {dname} "
+            "is not Ready: fix the driver first, nothing else will explain it",
+            evidence=evidence,
+            commands=[
+                f"kubectl get pods -n {ns} -o wide --field-selector spec.nodeName={node}",
+                f"kubectl logs -n {ns} {dname} -c nvidia-driver-ctr",
+                f"kubectl logs -n {ns} {dname} -c k8s-driver-manager",
+            ],
+            node=node,
+        )
+    ]
+
+
+def validator_stuck(w: Reads, node: str, pods: list[K8sObject]) -> list[Finding]:
+    out = []
+    for pod in pods:
+        if component(pod) != "validator" or o.pod_ready(pod):
+            continue
+        ns, name = o.namespace(pod), o.name(pod)
+        stage, status = ps.stopped_stage(pod)
+        restarts = int(status.get("restartCount") or 0)
+        lines = w.last_lines(pod, status)
+        meaning = STAGE_MEANING.get(stage, "a validation step has not passed")
+        out.append(
+            finding(
+                "L2_VALIDATOR_STUCK",
+                f"{name} on {node} stopped at {stage}: {meaning}",
+                evidence=[
+                    f"{name}: {ps.display_status(pod)}",
+                    f"{stage}: {ps.state_text(status)}, restarts {restarts}",
+                    *(f"{stage} log: {line}" for line in lines),
+                ],
+                commands=[
+                    f"kubectl logs -n {ns} {name} -c {stage}" + (" --previous" if restarts else ""),
+                    f"kubectl describe pod -n {ns} {name}",
+                ],
+                node=node,
+                next=3 if stage == "driver-validation" else None,
+            )
+        )
+    return out
+
+
+def plugin_containers(pod: K8sObject) -> list[str]:
+    names = [str(c.get("name")) for c in o.containers(pod)]
+    known = [n for n in names if n in DEVICE_PLUGIN_CONTAINERS]
+    if known:
+        return known
+    guess = [n for n in names if "device-plugin" in n and "config" not in n]
+    return guess or names[:1] or list(DEVICE_PLUGIN_CONTAINERS)
+
+
+def device_plugin_nvml(w: Reads, node: str, pods: list[K8sObject], read_all_logs: bool) -> list[Finding]:
+    out = []
+    for pod in pods:
+        if component(pod) != "device-plugin":
+            continue
+        restarts = sum(int(s.get("restartCount") or 0) for _i, s in o.iter_all_statuses(pod))
+        if not read_all_logs and o.pod_ready(pod) and not restarts:
+            continue
+        ns, name = o.namespace(pod), o.name(pod)
+        for cname in plugin_containers(pod):
+            for previous in (False, True) if restarts else (False,):
+                text = w.log(pod, cname, previous)
+                hits = sig.DEVICE_PLUGIN_NVML_FAILED.find(text, 3)
+                if not hits:
+                    continue
+                # The plugin's own hints follow the failure (runtime, toolkit, prerequisites).
+                after = sig.lines_of(text)
+                at = after.index(hits[0])
+                context = [ln for ln in after[at + 1 : at + 3] if ln not in hits]
+                flag = " --previous" if previous else ""
+                out.append(
+                    finding(
+                        "L2_DEVICE_PLUGIN_NVML_FAILED",
+                        f"the device plugin {name} on {node} cannot start NVML: the driver library is not "
+                        "reachable in its container (container toolkit/runtime or the driver)",
+                        evidence=[
+                            f"{cname}{' (previous)' if previous else ''}: {ln}" for ln in [*hits, *context]
+                        ],
+                        commands=[
+                            f"kubectl logs -n {ns} {name} -c {cname}{flag} | grep -iE 'nvml|runtime'",
+                            f"kubectl describe pod -n {ns} {name}",
+                        ],
+                        node=node,
+                    )
+                )
+                break
+    return out
+
+
+_REASON_HINT = {
+    "ImagePullBackOff": "the image cannot be pulled: check registry, tag and pull secret",
+    "ErrImagePull": "the image cannot be pulled: check registry, tag and pull secret",
+    "InvalidImageName": "the image name is invalid: check the ClusterPolicy's repository/image/version",
+    "CreateContainerConfigError": "a ConfigMap or Secret it references is missing",
+}
+
+
+def operand_failing(w: Reads, node: str, pods: Sequence[K8sObject]) -> list[Finding]:
+    out = []
+    for pod in pods:
+        ns, name = o.namespace(pod), o.name(pod)
+        for is_init, s in o.iter_all_statuses(pod):
+            reason = sig.failing_wait_reason(o.waiting_reason(s))
+            if not reason:
+                continue
+            cname, restarts = str(s.get("name")), int(s.get("restartCount") or 0)
+            kind = "init container" if is_init else "container"
+            evidence = [f"{name} {kind} {cname}: {reason}, restarts {restarts}"]
+            waiting_msg = ((s.get("state") or {}).get("waiting") or {}).get("message")
+            if waiting_msg:
+                evidence.append(f"message: {' '.join(str(waiting_msg).split())}")
+            last = (s.get("lastState") or {}).get("terminated") or {}
+            if last:
+                msg = " ".join(str(last.get("message") or "").split())
+                evidence.append(
+                    f"last terminated: {last.get('reason')} (exit code {last.get('exitCode')}) {msg}".strip()
+                )
+            evidence += [f"log: {line}" for line in w.last_lines(pod, s)]
+            hint = _REASON_HINT.get(reason, "read its last log lines")
+            out.append(
+                finding(
+                    "L2_OPERAND_FAILING",
+                    f"{name} on {node}: {kind} {cname} is {reason} ({restarts} restarts): {hint}",
+                    evidence=evidence,
+                    commands=[
+                        f"kubectl logs -n {ns} {name} -c {cname}" + (" --previous" if restarts else ""),
+                        f"kubectl describe pod -n {ns} {name}",
+                    ],
+                    node=node,
+                )
+            )
+    return out

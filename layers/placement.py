@@ -1,0 +1,197 @@
+"""Where a pod may be placed: tolerations against taints, nodeSelector, required node affinity.
+
+Pure readers over the Kubernetes dicts following the scheduler's own rules
+(TaintToleration and NodeAffinity plugins), and the layer-1 findings that check
+what a FailedScheduling message said (taint, selector, cordon) against the nodes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from layers import objects as o
+from layers.findings import Finding, finding
+from layers.logsigs import SchedulingFailure
+from layers.sources import K8sObject
+
+MAX_LISTED = 10  # nodes named in one finding's evidence; the rest are counted
+# The cordon taint is the scheduler's "were unschedulable", not an untolerated taint.
+CORDON_TAINT = "node.kubernetes.io/unschedulable"
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+    """The Kubernetes rule (ToleratesTaint): effect, key and operator Exists/Equal."""
+    for tol in tolerations:
+        effect = tol.get("effect") or ""
+        if effect and effect != taint.get("effect"):
+            continue
+        op = tol.get("operator") or "Equal"
+        key = tol.get("key") or ""
+        if not key:
+            if op == "Exists":
+                return True
+            continue
+        if key != taint.get("key"):
+            continue
+        if op == "Exists" or (op == "Equal" and (tol.get("value") or "") == (taint.get("value") or "")):
+            return True
+    return False
+
+
+def taint_text(t: Mapping[str, Any]) -> str:
+    """A taint as kubectl writes it: `key=value:Effect`."""
+    value = f"={t['value']}" if t.get("value") else ""
+    return f"{t.get('key')}{value}:{t.get('effect')}"
+
+
+def _term_matches(term: Mapping[str, Any], node: K8sObject) -> bool:
+    """One nodeSelectorTerm (matchExpressions on labels, matchFields on metadata.name)."""
+    lab = o.labels(node)
+    for expr in term.get("matchExpressions") or []:
+        if not _expr_matches(expr, lab.get(str(expr.get("key")))):
+            return False
+    for expr in term.get("matchFields") or []:
+        if expr.get("key") == "metadata.name" and not _expr_matches(expr, o.name(node)):
+            return False
+    return True
+
+
+def _expr_matches(expr: Mapping[str, Any], value: str | None) -> bool:
+    op, values = expr.get("operator"), [str(v) for v in expr.get("values") or []]
+    if op == "In":
+        return value in values
+    if op == "NotIn":
+        return value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and values:
+        try:
+            return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
+        except ValueError:
+            return False
+    return False
+
+
+def selector_misses(pod: K8sObject, node: K8sObject) -> list[str]:
+    """Why the pod's nodeSelector / required node affinity rejects the node (empty: it matches)."""
+    spec = pod.get("spec") or {}
+    lab = o.labels(node)
+    why = [
+        f"nodeSelector {k}={v}, node has {k}={lab[k]}"
+        if k in lab
+        else f"nodeSelector {k}={v}, node lacks {k}"
+        for k, v in (spec.get("nodeSelector") or {}).items()
+        if lab.get(k) != str(v)
+    ]
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if terms and not any(_term_matches(t, node) for t in terms):
+        why.append("required node affinity matches no label of the node")
+    return why
+
+
+def listed(lines: Sequence[str]) -> list[str]:
+    """At most MAX_LISTED lines of evidence; the rest are counted."""
+    extra = len(lines) - MAX_LISTED
+    return [*lines[:MAX_LISTED], *([f"… and {extra} more"] if extra > 0 else [])]
+
+
+def one_node(names: Sequence[str]) -> str | None:
+    """The node a finding is about, when it is about exactly one."""
+    return names[0] if len(names) == 1 else None
+
+
+# --- what the scheduler said, checked against the nodes ----------------------------------
+
+
+def scheduler_reasons(
+    pod: K8sObject, nodes: list[K8sObject], failures: list[SchedulingFailure]
+) -> list[Finding]:
+    ns, name = o.namespace(pod), o.name(pod)
+    spec = pod.get("spec") or {}
+    out: list[Finding] = []
+
+    def said(flag: str) -> str:
+        """The latest message that reported this reason."""
+        return next(f.message for f in reversed(failures) if getattr(f, flag))
+
+    if any(f.untolerated_taint for f in failures):
+        tolerations = spec.get("tolerations") or []
+        by_taint: dict[str, list[str]] = defaultdict(list)
+        for node in nodes:
+            for taint in (node.get("spec") or {}).get("taints") or []:
+                if taint.get("effect") not in BLOCKING_EFFECTS or taint.get("key") == CORDON_TAINT:
+                    continue
+                if not tolerates(tolerations, taint):
+                    by_taint[taint_text(taint)].append(o.name(node))
+        for shown, names in sorted(by_taint.items()):
+            out.append(
+                finding(
+                    "L1_UNTOLERATED_TAINT",
+                    f"{len(names)} GPU node(s) ({', '.join(names[:3])}) have taint {shown} that "
+                    f"{ns}/{name} does not tolerate: add a toleration or remove the taint",
+                    evidence=[
+                        f"scheduler: {said('untolerated_taint')}",
+                        *listed([f"{n}: taint {shown}" for n in names]),
+                        f"pod tolerations: {tolerations or 'none'}",
+                    ],
+                    commands=[
+                        "kubectl get nodes -o custom-columns='NODE:.metadata.name,TAINTS:.spec.taints'",
+                        f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.tolerations}}'",
+                    ],
+                    node=one_node(names),
+                )
+            )
+
+    if any(f.selector_mismatch for f in failures):
+        misses = {o.name(n): why for n in nodes if (why := selector_misses(pod, n))}
+        if misses:
+            names = sorted(misses)
+            out.append(
+                finding(
+                    "L1_SELECTOR_MISMATCH",
+                    f"{len(names)} of {len(nodes)} GPU node(s) do not match the node selector/affinity of "
+                    f"{ns}/{name}: fix the selector or the node labels",
+                    evidence=[
+                        f"scheduler: {said('selector_mismatch')}",
+                        f"pod nodeSelector: {spec.get('nodeSelector') or 'none'}",
+                        *listed([f"{n}: {'; '.join(misses[n])}" for n in names]),
+                    ],
+                    commands=[
+                        f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.nodeSelector}} {{.spec.affinity}}'",
+                        f"kubectl get nodes --show-labels | grep -E '{'|'.join(names[:5])}'",
+                    ],
+                    node=one_node(names),
+                )
+            )
+
+    if any(f.unschedulable for f in failures):
+        cordoned = [o.name(n) for n in nodes if o.is_unschedulable(n)]
+        if cordoned:
+            out.append(
+                finding(
+                    "L1_NODES_UNSCHEDULABLE",
+                    f"{len(cordoned)} GPU node(s) that advertise the requested resource are cordoned "
+                    f"({', '.join(cordoned[:3])}): uncordon them once they are healthy",
+                    evidence=[
+                        f"scheduler: {said('unschedulable')}",
+                        *listed([f"{n}: spec.unschedulable=true" for n in cordoned]),
+                    ],
+                    commands=[
+                        "kubectl get nodes --field-selector spec.unschedulable=true",
+                        *(
+                            f"kubectl describe node {n} | grep -iE 'Taints|Unschedulable'"
+                            for n in cordoned[:3]
+                        ),
+                    ],
+                    node=one_node(cordoned),
+                )
+            )
+    return out
