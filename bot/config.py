@@ -1,0 +1,164 @@
+"""Typed, validated configuration from the environment, in one place.
+
+A missing or malformed setting stops start-up with one line naming it; the
+values themselves (tokens!) never appear in that line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+
+class ConfigError(ValueError):
+    """One line naming the setting and what is wrong with it."""
+
+
+SLACK_DEFAULT_API = "https://slack.com/api/"
+_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
+_GROUP_ID = re.compile(r"^S[A-Z0-9]{2,}$")
+_HHMM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+
+
+@dataclass(frozen=True)
+class Config:
+    slack_bot_token: str | None = field(default=None, repr=False)
+    slack_app_token: str | None = field(default=None, repr=False)
+    slack_signing_secret: str | None = field(default=None, repr=False)
+    slack_api_url: str = SLACK_DEFAULT_API
+    operators: frozenset[str] = frozenset()
+    operator_groups: frozenset[str] = frozenset()
+    digest_channel: str | None = None
+    digest_hour: int = 9
+    digest_minute: int = 0
+    timezone: str = "UTC"
+    cordon_max_fraction: float = 0.25
+    operator_namespace: str | None = None
+    prometheus_url: str | None = None
+    prometheus_token: str | None = field(default=None, repr=False)
+    prometheus_ca: str | None = None
+    redis_url: str | None = field(default=None, repr=False)
+    kubeconfig: str | None = None
+    scenario: str | None = None
+    cluster_name: str | None = None
+    state_retention_days: int = 14
+    workers: int = 4
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+def _url(name: str, value: str, schemes: tuple[str, ...]) -> str:
+    parsed = urlparse(value)
+    if parsed.scheme not in schemes or not parsed.netloc:
+        raise ConfigError(f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}")
+    return value
+
+
+def _ids(name: str, value: str, pattern: re.Pattern[str], what: str) -> frozenset[str]:
+    items = [v.strip() for v in value.replace(";", ",").split(",") if v.strip()]
+    for item in items:
+        if not pattern.match(item):
+            raise ConfigError(f"{name}: {item!r} is not a Slack {what} id")
+    return frozenset(items)
+
+
+def _token(name: str, value: str, prefix: str) -> str:
+    if not value.startswith(prefix):
+        # Say what shape is expected, never echo the value: it may be a real secret.
+        raise ConfigError(f"{name} must be a Slack token starting with {prefix}")
+    return value
+
+
+def load_config(
+    env: Mapping[str, str] | None = None, *, need_slack: bool = False, http: bool = False
+) -> Config:
+    """Read and check every setting; `need_slack` for `serve` (HTTP mode needs the signing secret)."""
+    env = os.environ if env is None else env
+
+    def get(name: str) -> str | None:
+        v = env.get(name)
+        return v.strip() if v and v.strip() else None
+
+    kw: dict[str, object] = {}
+    if (v := get("SLACK_BOT_TOKEN")) is not None:
+        kw["slack_bot_token"] = _token("SLACK_BOT_TOKEN", v, "xoxb-")
+    if (v := get("SLACK_APP_TOKEN")) is not None:
+        kw["slack_app_token"] = _token("SLACK_APP_TOKEN", v, "xapp-")
+    if (v := get("SLACK_SIGNING_SECRET")) is not None:
+        kw["slack_signing_secret"] = v
+    if (v := get("SLACK_API_URL")) is not None:
+        kw["slack_api_url"] = _url("SLACK_API_URL", v, ("http", "https")).rstrip("/") + "/"
+    if (v := get("GPUBOT_OPERATORS")) is not None:
+        kw["operators"] = _ids("GPUBOT_OPERATORS", v, _USER_ID, "user")
+    if (v := get("GPUBOT_OPERATOR_GROUPS")) is not None:
+        kw["operator_groups"] = _ids("GPUBOT_OPERATOR_GROUPS", v, _GROUP_ID, "user group")
+    if (v := get("GPUBOT_DIGEST_CHANNEL")) is not None:
+        if not re.match(r"^[CGD][A-Z0-9]{2,}$|^#?[a-z0-9][a-z0-9_-]{0,79}$", v):
+            raise ConfigError("GPUBOT_DIGEST_CHANNEL must be a channel id (C…) or name")
+        kw["digest_channel"] = v
+    if (v := get("GPUBOT_DIGEST_TIME")) is not None:
+        m = _HHMM.match(v)
+        if not m:
+            raise ConfigError(f"GPUBOT_DIGEST_TIME must be HH:MM (24-hour), got {v!r}")
+        kw["digest_hour"], kw["digest_minute"] = int(m.group(1)), int(m.group(2))
+    if (v := get("GPUBOT_TIMEZONE")) is not None:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(
+                f"GPUBOT_TIMEZONE must be an IANA time zone name such as Europe/Paris, got {v!r}"
+            ) from None
+        kw["timezone"] = v
+    if (v := get("GPUBOT_CORDON_MAX_FRACTION")) is not None:
+        try:
+            frac = float(v)
+        except ValueError:
+            frac = -1.0
+        if not 0.0 < frac <= 1.0:
+            raise ConfigError(f"GPUBOT_CORDON_MAX_FRACTION must be a number above 0 and at most 1, got {v!r}")
+        kw["cordon_max_fraction"] = frac
+    if (v := get("GPUBOT_OPERATOR_NAMESPACE")) is not None:
+        if not re.match(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", v):
+            raise ConfigError(f"GPUBOT_OPERATOR_NAMESPACE is not a valid namespace name: {v!r}")
+        kw["operator_namespace"] = v
+    if (v := get("PROMETHEUS_URL")) is not None:
+        kw["prometheus_url"] = _url("PROMETHEUS_URL", v, ("http", "https"))
+    if (v := get("PROMETHEUS_TOKEN")) is not None:
+        kw["prometheus_token"] = v
+    if (v := get("PROMETHEUS_CA_BUNDLE")) is not None:
+        kw["prometheus_ca"] = v
+    if (v := get("REDIS_URL")) is not None:
+        kw["redis_url"] = _url("REDIS_URL", v, ("redis", "rediss", "unix"))
+    if (v := get("KUBECONFIG")) is not None:
+        kw["kubeconfig"] = v
+    if (v := get("GPUBOT_SCENARIO")) is not None:
+        kw["scenario"] = v
+    if (v := get("GPUBOT_CLUSTER_NAME")) is not None:
+        kw["cluster_name"] = v
+    for name, key, low, high in (
+        ("GPUBOT_STATE_RETENTION_DAYS", "state_retention_days", 1, 365),
+        ("GPUBOT_WORKERS", "workers", 1, 64),
+    ):
+        if (v := get(name)) is not None:
+            if not v.isdigit() or not low <= int(v) <= high:
+                raise ConfigError(f"{name} must be a whole number from {low} to {high}, got {v!r}")
+            kw[key] = int(v)
+    cfg = Config(**kw)  # type: ignore[arg-type]
+    if need_slack:
+        if not cfg.slack_bot_token:
+            raise ConfigError("SLACK_BOT_TOKEN is not set: the bot token (xoxb-…) of the Slack app")
+        if http and not cfg.slack_signing_secret:
+            raise ConfigError(
+                "SLACK_SIGNING_SECRET is not set: HTTP mode needs it to verify Slack's requests"
+            )
+        if not http and not cfg.slack_app_token:
+            raise ConfigError(
+                "SLACK_APP_TOKEN is not set: Socket Mode needs the app-level token (xapp-…); or use --http"
+            )
+    return cfg

@@ -1,0 +1,230 @@
+"""Findings → Slack Block Kit. Pure: no Slack client, no I/O.
+
+Every message stays inside Slack's limits (50 blocks, 3,000 characters a
+section, ~13k in all). Evidence that does not fit is never cut silently: the
+message says so and the full text travels as an attachment the poster uploads.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from handlers.escape import escape, escape_code
+from layers.findings import Finding, LayerResult, Severity, WalkResult
+
+# Action ids are public (spec/interfaces.md): never rename.
+DESCEND, JUMP, WALK_ALL = "layer_descend", "layer_jump", "walk_all"
+MUST_GATHER, CORDON, UNCORDON = "must_gather", "cordon_node", "uncordon_node"
+
+SECTION_MAX = 3000
+MESSAGE_BUDGET = 11000  # below the undocumented ~13k total cap, with room for buttons
+MAX_BLOCKS = 50
+
+EMOJI = {
+    Severity.OK: ":white_check_mark:",
+    Severity.INFO: ":information_source:",
+    Severity.UNKNOWN: ":grey_question:",
+    Severity.WARN: ":warning:",
+    Severity.FAULT: ":red_circle:",
+}
+
+
+@dataclass
+class Message:
+    """One Slack message: fallback text, blocks, and files to attach in its thread."""
+
+    text: str
+    blocks: list[dict[str, Any]]
+    attachments: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"text": self.text, "blocks": self.blocks}
+        if self.attachments:
+            out["attachments_to_upload"] = [name for name, _ in self.attachments]
+        return out
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:SECTION_MAX]}}
+
+
+def _context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text[:SECTION_MAX]}]}
+
+
+def _button(text: str, action_id: str, value: str, style: str | None = None, **extra: Any) -> dict[str, Any]:
+    b: dict[str, Any] = {
+        "type": "button",
+        "text": {"type": "plain_text", "text": text[:75]},
+        "action_id": action_id,
+        "value": value[:2000],
+    }
+    if style:
+        b["style"] = style
+    b.update(extra)
+    return b
+
+
+def cordon_confirm(node: str) -> dict[str, Any]:
+    return {
+        "title": {"type": "plain_text", "text": "Cordon this node?"},
+        "text": {
+            "type": "mrkdwn",
+            "text": f"Cordon *{escape(node)}*: no new pods will be scheduled there. Running pods stay.",
+        },
+        "confirm": {"type": "plain_text", "text": "Cordon"},
+        "deny": {"type": "plain_text", "text": "Cancel"},
+        "style": "danger",
+    }
+
+
+def layer_buttons(
+    result: LayerResult, walk_id: str, node: str | None, done: set[int]
+) -> dict[str, Any] | None:
+    """Descend / jump / walk-all for anyone; must-gather and cordon when a node is named.
+
+    After a fault in layer 5 the remediation buttons come first (spec).
+    """
+    nav: list[dict[str, Any]] = []
+    following = result.layer + 1
+    nxt = result.next_layer
+    if following <= 5 and following not in done:
+        nav.append(_button(f"Descend to layer {following}", DESCEND, walk_id))
+    if nxt is not None and nxt != following and nxt not in done:
+        nav.append(_button(f"Jump to layer {nxt}", JUMP, walk_id, style="primary"))
+    if any(n not in done for n in range(1, 6)):
+        nav.append(_button("Walk all layers", WALK_ALL, walk_id))
+    remedy: list[dict[str, Any]] = []
+    if node:
+        remedy.append(_button("Collect must-gather", MUST_GATHER, walk_id))
+        remedy.append(
+            _button(f"Cordon {node}", CORDON, walk_id, style="danger", confirm=cordon_confirm(node))
+        )
+    elements = remedy + nav if result.layer == 5 and result.status == Severity.FAULT else nav + remedy
+    if not elements:
+        return None
+    return {"type": "actions", "block_id": f"layer{result.layer}_actions", "elements": elements[:25]}
+
+
+def _finding_blocks(f: Finding, budget: int) -> tuple[list[dict[str, Any]], str | None]:
+    """Blocks for one finding; returns the evidence text when it did not fit (for the attachment)."""
+    where = f" · `{escape(f.node)}`" if f.node else ""
+    head = f"{EMOJI[f.severity]} *{f.severity.label.upper()}* `{f.code}`{where}\n{escape(f.summary)}"
+    blocks = [_section(head)]
+    overflow: str | None = None
+    if f.evidence:
+        full = "\n".join(f.evidence)
+        body = escape_code(full)
+        room = min(SECTION_MAX - 40, max(200, budget))
+        if len(body) + 8 > room:
+            overflow = full
+            kept: list[str] = []
+            size = 0
+            for line in f.evidence:
+                piece = escape_code(line)
+                if size + len(piece) + 1 > room - 120:
+                    break
+                kept.append(piece)
+                size += len(piece) + 1
+            more = len(f.evidence) - len(kept)
+            note = f"\n… {more} more line(s): full evidence in the attached file"
+            blocks.append(_section("```" + "\n".join(kept) + "```" + note))
+        else:
+            blocks.append(_section("```" + body + "```"))
+    if f.commands:
+        cmds = "\n".join(escape_code(c) for c in f.commands)
+        blocks.append(_context("Re-run: ```" + cmds[: SECTION_MAX - 20] + "```"))
+    return blocks, overflow
+
+
+def layer_message(
+    result: LayerResult,
+    walk_id: str,
+    node: str | None,
+    done: set[int] | None = None,
+    cluster_name: str | None = None,
+) -> Message:
+    """The thread message for one layer: findings by severity, evidence, commands, buttons."""
+    done = set(done or ()) | {result.layer}
+    title = f"Layer {result.layer} · {result.name}: {result.status.label.upper()}"
+    blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": title[:150]}}]
+    nxt = result.next_layer
+    track = "the walk ends here" if nxt is None else f"next: layer {nxt}"
+    ctx = f"{EMOJI[result.status]} {len(result.findings)} finding(s) · {track}"
+    if cluster_name:
+        ctx += f" · cluster `{escape(cluster_name)}`"
+    blocks.append(_context(ctx))
+    overflow_parts: list[str] = []
+    findings = sorted(result.findings, key=lambda f: -f.severity)
+    per_finding = max(400, (MESSAGE_BUDGET - 1500) // max(1, len(findings)))
+    size = 0
+    for i, f in enumerate(findings):
+        fb, overflow = _finding_blocks(f, per_finding)
+        fsize = len(json.dumps(fb))
+        if len(blocks) + len(fb) > MAX_BLOCKS - 3 or size + fsize > MESSAGE_BUDGET:
+            rest = findings[i:]
+            blocks.append(_context(f"… {len(rest)} more finding(s) in the attached file"))
+            for r in rest:
+                overflow_parts.append(_finding_text(r))
+            break
+        blocks.extend(fb)
+        size += fsize
+        if overflow is not None:
+            overflow_parts.append(_finding_text(f))
+    buttons = layer_buttons(result, walk_id, node, done)
+    if buttons:
+        blocks.append(buttons)
+    attachments = []
+    if overflow_parts:
+        attachments.append((f"layer{result.layer}-evidence.txt", "\n\n".join(overflow_parts)))
+    text = f"Layer {result.layer} ({result.name}): {result.status.label}"
+    return Message(text=text, blocks=blocks, attachments=attachments)
+
+
+def _finding_text(f: Finding) -> str:
+    lines = [f"[{f.severity.label}] {f.code}" + (f" ({f.node})" if f.node else ""), f.summary]
+    lines += ["evidence:"] + [f"  {e}" for e in f.evidence]
+    lines += ["re-run:"] + [f"  {c}" for c in f.commands]
+    return "\n".join(lines)
+
+
+def track_line(walk: WalkResult) -> str:
+    """The one-line layer track: which layers ran and their status."""
+    parts = [f"{EMOJI[r.status]} L{r.layer} {r.name}" for r in walk.layers]
+    return "  →  ".join(parts) if parts else "walking…"
+
+
+def root_message(
+    walk: WalkResult,
+    requester: str | None,
+    cluster_name: str | None = None,
+    running: bool = False,
+) -> Message:
+    t = walk.target
+    who = f"<@{requester}> asked: " if requester else ""
+    node = f" on node `{escape(t.node)}`" if t.node else " (not scheduled)" if t.pod else ""
+    subject = f"`{escape(t.label)}`"
+    head = f"{who}why is {subject} failing?{node}"
+    if cluster_name:
+        head += f" · cluster `{escape(cluster_name)}`"
+    blocks: list[dict[str, Any]] = [_section(head), _context(track_line(walk) + (" …" if running else ""))]
+    v = walk.verdict
+    if v is not None and not running:
+        blocks.append(
+            _section(f"*Verdict* (layer {v.layer}): {EMOJI[v.severity]} `{v.code}` {escape(v.summary)}")
+        )
+    elif not running:
+        blocks.append(_section(":white_check_mark: Every layer that ran is OK."))
+    text = f"gpubot: {t.label}"
+    return Message(text=text, blocks=blocks)
+
+
+def walk_messages(walk: WalkResult, walk_id: str = "cli", requester: str | None = None) -> list[Message]:
+    """The root message and one thread message per layer, as the bot would post them."""
+    done = {r.layer for r in walk.layers}
+    msgs = [root_message(walk, requester)]
+    for r in walk.layers:
+        msgs.append(layer_message(r, walk_id, walk.target.node, done))
+    return msgs
