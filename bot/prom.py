@@ -150,17 +150,37 @@ class PrometheusTelemetry:
 
     # --- Telemetry --------------------------------------------------------------
 
-    def instant(self, metric: str, match: Sequence[Selector] = ()) -> list[Sample]:
-        return self._vector(None, metric, None, match)
+    def instant(
+        self, metric: str, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
+        return self._vector(None, metric, None, match, above)
 
-    def increase(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
-        return self._vector("increase", metric, window_s, match)
+    def increase(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
+        return self._vector("increase", metric, window_s, match, above)
 
-    def rate(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
-        return self._vector("rate", metric, window_s, match)
+    def rate(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
+        return self._vector("rate", metric, window_s, match, above)
 
-    def max_over_time(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
-        return self._vector("max_over_time", metric, window_s, match)
+    def max_over_time(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
+        return self._vector("max_over_time", metric, window_s, match, above)
+
+    def count(self, metric: str, match: Sequence[Selector] = ()) -> int:
+        query, local = self._plan(None, metric, None, match)
+        if query is None:
+            return 0
+        if local:  # the selector was too long for a URL: count what comes back
+            return len(self._vector(None, metric, None, match))
+        raw = self._call(
+            query, lambda: self._client.custom_query(f"count({query})", params={"time": self.now()})
+        )
+        items = self._items(raw, f"count({query})", "value")
+        return int(float(items[0]["value"][1])) if items else 0
 
     def range(
         self, metric: str, window_s: int, step_s: int, match: Sequence[Selector] = ()
@@ -212,11 +232,19 @@ class PrometheusTelemetry:
         return query, False
 
     def _vector(
-        self, func: str | None, metric: str, window_s: int | None, match: Sequence[Selector]
+        self,
+        func: str | None,
+        metric: str,
+        window_s: int | None,
+        match: Sequence[Selector],
+        above: float | None = None,
     ) -> list[Sample]:
         query, local = self._plan(func, metric, window_s, match)
         if query is None:
             return []
+        if above is not None:
+            # Filtered on the server: only the series that matter cross the wire.
+            query = f"({query}) > {float(above)!r}"
         raw = self._call(query, lambda: self._client.custom_query(query, params={"time": self.now()}))
         out = []
         for item in self._items(raw, query, "value"):

@@ -61,14 +61,24 @@ class _Family:
 
     def __init__(self) -> None:
         self.series: list[_Series] = []
+        self.label_names: set[str] = set()  # every label any series of the family carries
         self._index: dict[str, dict[str, list[int]]] = {}
+
+    def add(self, series: _Series) -> None:
+        self.series.append(series)
+        self.label_names.update(series.labels)
 
     def _by_value(self, label: str) -> dict[str, list[int]]:
         idx = self._index.get(label)
         if idx is None:
-            idx = {}
-            for i, s in enumerate(self.series):
-                idx.setdefault(s.labels.get(label, ""), []).append(i)
+            if label not in self.label_names:
+                # Layers ask for label spellings a fleet does not use (hostname, exported_pod…):
+                # every series has the empty value, no need to scan 40,000 of them to learn it.
+                idx = {"": list(range(len(self.series)))} if self.series else {}
+            else:
+                idx = {}
+                for i, s in enumerate(self.series):
+                    idx.setdefault(s.labels.get(label, ""), []).append(i)
             self._index[label] = idx
         return idx
 
@@ -135,6 +145,11 @@ def _without_name(labels: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in labels.items() if k != "__name__"}
 
 
+def _above(samples: list[Sample], above: float | None) -> list[Sample]:
+    """PromQL's filtering `> above` (NaN never passes)."""
+    return samples if above is None else [x for x in samples if x.value > above]
+
+
 class SeriesTelemetry:
     """layers.sources.Telemetry over fixed series, evaluated at a fixed instant."""
 
@@ -144,11 +159,12 @@ class SeriesTelemetry:
         self._source = source
         self._families: dict[str, _Family] = {}
         for s in series:
-            labels = prom_labels(s.labels)
+            # Shared with the SeriesData when already clean: a fleet's labels are not copied twice.
+            labels = s.labels if "" not in s.labels.values() else prom_labels(s.labels)
             name = labels.get("__name__", "")
             times = [to_ms(t) for t, _ in s.points]
             values = [float(v) for _, v in s.points]
-            self._families.setdefault(name, _Family()).series.append(_Series(labels, times, values))
+            self._families.setdefault(name, _Family()).add(_Series(labels, times, values))
 
     @property
     def source(self) -> str:
@@ -177,12 +193,14 @@ class SeriesTelemetry:
                     out.append(sample)
         return out
 
-    def instant(self, metric: str, match: Sequence[Selector] = ()) -> list[Sample]:
+    def instant(
+        self, metric: str, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
         def one(s: _Series) -> Sample | None:
             v = s.at(self._now_ms)
             return None if v is None else Sample(dict(s.labels), v)
 
-        return self._union(metric, match, one)
+        return _above(self._union(metric, match, one), above)
 
     def _over_window(
         self,
@@ -210,14 +228,24 @@ class SeriesTelemetry:
 
         return self._over_window(metric, window_s, match, fn)
 
-    def increase(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
-        return self._extrapolated(metric, window_s, match, is_rate=False)
+    def increase(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
+        return _above(self._extrapolated(metric, window_s, match, is_rate=False), above)
 
-    def rate(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
-        return self._extrapolated(metric, window_s, match, is_rate=True)
+    def rate(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
+        return _above(self._extrapolated(metric, window_s, match, is_rate=True), above)
 
-    def max_over_time(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
-        return self._over_window(metric, window_s, match, lambda s, lo, hi: max_of(s.values[lo:hi]))
+    def max_over_time(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
+        out = self._over_window(metric, window_s, match, lambda s, lo, hi: max_of(s.values[lo:hi]))
+        return _above(out, above)
+
+    def count(self, metric: str, match: Sequence[Selector] = ()) -> int:
+        return len(self.instant(metric, match))
 
     def range(
         self, metric: str, window_s: int, step_s: int, match: Sequence[Selector] = ()

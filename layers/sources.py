@@ -161,6 +161,10 @@ class Telemetry(Protocol):
     `metric` may name alternatives joined by `|` (e.g. the exporter's
     `DCGM_EXP_XID_ERRORS_COUNT|DCGM_EXP_XID_ERRORS_TOTAL`): the result is the
     union, as PromQL's `f(A) or f(B)` (left wins on an identical label set).
+
+    `above` keeps only series whose value is greater (PromQL's `expr > above`):
+    a fleet-wide read of a signal that is zero almost everywhere then moves
+    the few sick GPUs, not the whole fleet.
     """
 
     @property
@@ -172,17 +176,29 @@ class Telemetry(Protocol):
         """The evaluation instant (unix seconds)."""
         ...
 
-    def instant(self, metric: str, match: Sequence[Selector] = ()) -> list[Sample]: ...
+    def instant(
+        self, metric: str, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]: ...
 
-    def increase(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]: ...
+    def increase(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]: ...
 
-    def rate(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]: ...
+    def rate(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]: ...
 
-    def max_over_time(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]: ...
+    def max_over_time(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]: ...
 
     def range(
         self, metric: str, window_s: int, step_s: int, match: Sequence[Selector] = ()
     ) -> list[RangeSeries]: ...
+
+    def count(self, metric: str, match: Sequence[Selector] = ()) -> int:
+        """How many series exist now (PromQL `count(m)`): presence without moving them."""
+        ...
 
 
 class NoTelemetry:
@@ -199,19 +215,31 @@ class NoTelemetry:
     def _fail(self) -> list[Any]:
         raise TelemetryError("no metrics source configured: pass --prometheus-url or set PROMETHEUS_URL")
 
-    def instant(self, metric: str, match: Sequence[Selector] = ()) -> list[Sample]:
+    def instant(
+        self, metric: str, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
         return self._fail()
 
-    def increase(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+    def increase(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
         return self._fail()
 
-    def rate(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+    def rate(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
         return self._fail()
 
-    def max_over_time(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+    def max_over_time(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
         return self._fail()
 
     def range(
         self, metric: str, window_s: int, step_s: int, match: Sequence[Selector] = ()
     ) -> list[RangeSeries]:
         return self._fail()
+
+    def count(self, metric: str, match: Sequence[Selector] = ()) -> int:
+        self._fail()
+        return 0

@@ -416,3 +416,19 @@ def test_credentials_in_the_url_never_reach_a_message() -> None:
     with pytest.raises(TelemetryError) as e:
         t.instant("DCGM_FI_DEV_FB_USED")
     assert "hunter2" not in str(e.value) and "/prom" in str(e.value)
+
+
+def test_above_is_filtered_on_the_server(tel: PrometheusTelemetry) -> None:
+    everything = tel.max_over_time("DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 86400)
+    big = tel.max_over_time("DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 86400, above=5000)
+    assert big and len(big) < len(everything), "the dataset has series on both sides of the bar"
+    assert sorted(s.value for s in big) == sorted(s.value for s in everything if s.value > 5000)
+    assert all(s.value > 5000 for s in tel.instant("DCGM_FI_DEV_FB_USED", above=5000))
+
+
+def test_count_answers_presence_without_moving_series(tel: PrometheusTelemetry) -> None:
+    assert tel.count("DCGM_FI_DEV_FB_USED") == len(tel.instant("DCGM_FI_DEV_FB_USED")) > 0
+    assert tel.count("DCGM_FI_DEV_NO_SUCH_FIELD") == 0
+    assert tel.count("DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_PCIE_REPLAY_COUNTER") == len(
+        tel.instant("DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_PCIE_REPLAY_COUNTER")
+    )

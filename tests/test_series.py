@@ -218,3 +218,28 @@ def test_openmetrics_file_is_accepted_by_promtool_with_the_same_samples(tmp_path
     # Escaped label values survive, and an empty label value is no label.
     assert 'msg="a \\"b\\"\\\\c\\nd"' in dump
     assert 'pod=""' not in dump
+
+
+def test_above_filters_like_promql_comparison() -> None:
+    from bot.series import SeriesData, SeriesTelemetry
+
+    now = 1_800_000_000.0
+    data = [
+        SeriesData(
+            {"__name__": "DCGM_FI_DEV_ROW_REMAP_FAILURE", "gpu": "0", "Hostname": "a"}, [(now - 60, 0.0)]
+        ),
+        SeriesData(
+            {"__name__": "DCGM_FI_DEV_ROW_REMAP_FAILURE", "gpu": "1", "Hostname": "a"}, [(now - 60, 1.0)]
+        ),
+        SeriesData(
+            {"__name__": "DCGM_FI_DEV_ROW_REMAP_FAILURE", "gpu": "2", "Hostname": "a"},
+            [(now - 60, float("nan"))],
+        ),
+    ]
+    tel = SeriesTelemetry(data, now)
+    assert len(tel.instant("DCGM_FI_DEV_ROW_REMAP_FAILURE")) == 3
+    kept = tel.instant("DCGM_FI_DEV_ROW_REMAP_FAILURE", above=0)
+    assert [x.labels["gpu"] for x in kept] == ["1"]
+    assert [x.labels["gpu"] for x in tel.max_over_time("DCGM_FI_DEV_ROW_REMAP_FAILURE", 3600, above=0)] == [
+        "1"
+    ]

@@ -63,27 +63,39 @@ class CountingTelemetry:
         self.calls[kind] += 1
         self.metrics.append(metric)
 
-    def instant(self, metric: str, match: Sequence[Selector] = ()) -> list[Sample]:
+    def instant(
+        self, metric: str, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
         self._count("instant", metric)
-        return self.inner.instant(metric, match)
+        return self.inner.instant(metric, match, above=above)
 
-    def increase(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+    def increase(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
         self._count("increase", metric)
-        return self.inner.increase(metric, window_s, match)
+        return self.inner.increase(metric, window_s, match, above=above)
 
-    def rate(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+    def rate(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
         self._count("rate", metric)
-        return self.inner.rate(metric, window_s, match)
+        return self.inner.rate(metric, window_s, match, above=above)
 
-    def max_over_time(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+    def max_over_time(
+        self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
+    ) -> list[Sample]:
         self._count("max_over_time", metric)
-        return self.inner.max_over_time(metric, window_s, match)
+        return self.inner.max_over_time(metric, window_s, match, above=above)
 
     def range(
         self, metric: str, window_s: int, step_s: int, match: Sequence[Selector] = ()
     ) -> list[RangeSeries]:
         self._count("range", metric)
         return self.inner.range(metric, window_s, step_s, match)
+
+    def count(self, metric: str, match: Sequence[Selector] = ()) -> int:
+        self._count("count", metric)
+        return self.inner.count(metric, match)
 
     @property
     def total(self) -> int:

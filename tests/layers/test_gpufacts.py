@@ -174,7 +174,8 @@ def test_fleet_health_costs_at_most_six_calls_whatever_the_fleet_size(nodes: int
     tel = CountingTelemetry(telemetry(_fleet(nodes), NOW))
     health = gf.read_fleet_health(tel, gf.host_map([f"node-{n}" for n in range(nodes)], []))
     assert tel.total <= 6
-    assert len(health) == nodes and all(len(h.gpus) == 8 for h in health.values())
+    # Only nodes with a non-zero signal come back: the rest of the fleet is healthy by absence.
+    assert set(health) == {"node-1", "node-3", "node-4", "node-6"} if nodes > 6 else set(health) <= {"node-1"}
     assert [n for n, h in health.items() if h.rows_rising] == ["node-3"]
     assert health["node-3"].correctable_rows_24h == pytest.approx(6, rel=0.01)
     assert [n for n, h in health.items() if h.row_remap_failure] == ["node-4"]
