@@ -1,0 +1,134 @@
+"""The daily digest over 1,000 → 10,000 GPU nodes (8 GPUs each), fake API server + real Prometheus.
+
+    python benchmarks/digest_bench.py [--nodes 1000 5000 10000] [--sick-every 500]
+
+For each size: `benchmarks/fleet.py` builds the fleet (a node and 6 operand pods per
+node; six DCGM series per GPU with 1-3 samples over the last 24 h, kept few so the
+backfill stays minutes, not hours), promtool backfills the series into a real
+Prometheus, and the fake Kubernetes API server (tests/fakes/kube_api.py) serves the
+objects. The digest then runs in a child process through the real kubernetes client
+(KubeCluster) and PrometheusTelemetry: the fleet read, the digest, and the chart (its two
+range queries and the PNG). The child reports its wall time, PromQL queries and peak RSS
+(VmHWM, which starts afresh at exec, unlike ru_maxrss);
+this process counts the node-list requests the fake server saw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.fleet import make_fleet  # noqa: E402
+from bot.scenario import parse_scenario  # noqa: E402
+from bot.snapshot import SnapshotCluster  # noqa: E402
+from tests.fakes.kube_api import serve  # noqa: E402
+from tests.services import start_prometheus  # noqa: E402
+
+CHILD = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+
+def status_mb(field):
+    # /proc's VmHWM starts afresh at exec; ru_maxrss would carry this big parent's peak over.
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+
+from bot.chart import digest_chart
+from bot.kube import KubeCluster
+from bot.prom import PrometheusTelemetry
+from layers.digest import collect_digest
+base = status_mb("VmHWM")
+kube = KubeCluster.from_config({kubeconfig!r})
+prom = PrometheusTelemetry({prom!r}, at={now!r}, timeout_s=60)
+t0 = time.perf_counter()
+digest = collect_digest(kube, prom)
+t1 = time.perf_counter()
+png = digest_chart(prom, digest)
+t2 = time.perf_counter()
+peak = status_mb("VmHWM")
+print(json.dumps({{"digest_s": t1 - t0, "chart_s": t2 - t1, "wall_s": t2 - t0, "queries": prom.queries,
+                  "kube_calls": kube.calls, "flagged": len(digest.flagged), "gpu_nodes": digest.gpu_nodes,
+                  "error": digest.metrics_error, "png_kb": len(png or b"") / 1024,
+                  "rss_base_mb": base, "rss_peak_mb": peak}}))
+"""
+
+
+def run(nodes: int, sick_every: int) -> dict[str, float | int | str | None]:
+    t0 = time.perf_counter()
+    sc = parse_scenario(make_fleet(nodes, 8, sick_every=sick_every), f"fleet-{nodes}")
+    build_s = time.perf_counter() - t0
+    samples = sum(len(s.points) for s in sc.series)
+    t0 = time.perf_counter()
+    prometheus = start_prometheus(sc.series)
+    backfill_s = time.perf_counter() - t0
+    try:
+        with serve(SnapshotCluster(sc.objects, sc.logs)) as api:
+            code = CHILD.format(root=str(ROOT), kubeconfig=api.kubeconfig, prom=prometheus.url, now=sc.now)
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+            if out.returncode != 0:
+                raise SystemExit(f"child failed:\n{out.stderr[-3000:]}")
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            node_pages = api.count(r"^/api/v1/nodes$", "GET")
+            node_lists = sum(
+                1 for r in api.requests if r.path == "/api/v1/nodes" and not r.query.get("continue")
+            )
+    finally:
+        prometheus.stop()
+    return {
+        "nodes": nodes,
+        "gpus": nodes * 8,
+        "series": len(sc.series),
+        "samples": samples,
+        "build_s": build_s,
+        "backfill_s": backfill_s,
+        "node_lists": node_lists,
+        "node_pages": node_pages,
+        **result,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, nargs="+", default=[1000, 2500, 5000, 10000])
+    ap.add_argument("--sick-every", type=int, default=500)
+    args = ap.parse_args()
+    rows = []
+    for n in args.nodes:
+        r = run(n, args.sick_every)
+        rows.append(r)
+        print(f"# {n} nodes done: {json.dumps(r)}", file=sys.stderr, flush=True)
+    head = (
+        "| nodes | GPUs | series | node lists (pages) | kube calls | PromQL queries | digest | chart "
+        "| wall | peak RSS (after imports) | flagged | backfill |"
+    )
+    print(head)
+    print("|---" * (head.count("|") - 1) + "|")
+    for r in rows:
+        print(
+            f"| {r['nodes']:,} | {r['gpus']:,} | {r['series']:,} | {r['node_lists']} ({r['node_pages']}) "
+            f"| {r['kube_calls']} | {r['queries']} | {r['digest_s']:.2f} s | {r['chart_s']:.2f} s "
+            f"| {r['wall_s']:.2f} s | {r['rss_peak_mb']:.0f} MB ({r['rss_base_mb']:.0f} MB) "
+            f"| {r['flagged']} | {r['backfill_s']:.0f} s |"
+        )
+    if len(rows) > 1:
+        first, last = rows[0], rows[-1]
+        scale = int(last["nodes"]) / int(first["nodes"])  # type: ignore[arg-type]
+        wall = float(last["wall_s"]) / float(first["wall_s"])  # type: ignore[arg-type]
+        mem = float(last["rss_peak_mb"]) - float(last["rss_base_mb"])  # type: ignore[arg-type]
+        mem0 = float(first["rss_peak_mb"]) - float(first["rss_base_mb"])  # type: ignore[arg-type]
+        print(
+            f"\n{scale:g}x the nodes: wall x{wall:.1f}, memory above imports {mem0:.0f} → {mem:.0f} MB; "
+            f"queries {first['queries']} → {last['queries']}, node lists {first['node_lists']} → {last['node_lists']}"
+        )
+
+
+if __name__ == "__main__":
+    main()

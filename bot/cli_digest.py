@@ -1,0 +1,102 @@
+"""`gpubot digest [--format text|json|blocks] [--post] [sources]`: the daily digest, now."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bot.config import ConfigError, load_config
+
+
+def register(
+    sub: Any,
+    add_sources: Callable[[argparse.ArgumentParser], None],
+    add_format: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    p = sub.add_parser(
+        "digest",
+        help="GPU nodes that lost capacity, have rising remapped rows or a failed row remap",
+    )
+    add_format(p)
+    p.add_argument(
+        "--post",
+        action="store_true",
+        help="also post it now, with its chart, to $GPUBOT_DIGEST_CHANNEL (needs $SLACK_BOT_TOKEN)",
+    )
+    add_sources(p)
+
+
+def cmd_digest(args: argparse.Namespace) -> int:
+    from bot.sources import open_sources
+    from handlers.digest import digest_id, digest_message, digest_table
+    from layers.digest import collect_digest
+
+    cfg = load_config()
+    if args.post:
+        if not cfg.slack_bot_token:
+            raise ConfigError("--post needs SLACK_BOT_TOKEN: the bot token (xoxb-…) of the Slack app")
+        if not cfg.digest_channel:
+            raise ConfigError("--post needs GPUBOT_DIGEST_CHANNEL: the channel id (C…) or name to post to")
+    src = open_sources(
+        cfg,
+        scenario=args.scenario,
+        bundle=args.bundle,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        prometheus_url=args.prometheus_url,
+    )
+    digest = collect_digest(src.cluster, src.telemetry, operator_namespace=cfg.operator_namespace)
+    did = digest_id(digest)
+    if args.format == "json":
+        print(json.dumps(digest.to_dict(), indent=2, ensure_ascii=False))
+    elif args.format == "blocks":
+        print(json.dumps(digest_message(digest, did).to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(digest_table(digest), end="")
+        print(f"sources: {src.description}")
+    if args.post:
+        _post(args, cfg, digest, src.telemetry, did)
+    return 0
+
+
+def _post(args: argparse.Namespace, cfg: Any, digest: Any, telemetry: Any, did: str) -> None:
+    from bot.chart import digest_chart
+    from bot.scheduler import digest_day
+    from bot.slackpost import Poster
+    from bot.state import open_state
+    from handlers.digest import post_digest
+    from handlers.ports import PostFailed, StateUnavailable
+    from layers.sources import SourceError
+
+    day = digest_day(time.time(), cfg.tz)
+    try:
+        store, note = open_state(args.redis_url or cfg.redis_url)
+    except StateUnavailable as err:
+        raise SourceError("unavailable", str(err)) from None
+    print(f"gpubot: {note}", file=sys.stderr)
+    poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
+    chart = digest_chart(telemetry, digest, day)
+    try:
+        posted = post_digest(
+            poster,
+            cfg.digest_channel,
+            digest,
+            did=did,
+            day=day,
+            chart_png=chart,
+            store=store,
+            retention_s=cfg.state_retention_days * 86400,
+        )
+    except PostFailed as err:
+        raise SourceError("unavailable", f"digest {did} was not posted: {err.reason}") from None
+    except StateUnavailable as err:
+        raise SourceError("unavailable", f"digest {did} was not posted: {err}") from None
+    extra = f"; not attached: {'; '.join(posted.problems)}" if posted.problems else ""
+    print(f"gpubot: digest {did} posted to {posted.ref.channel} (ts {posted.ref.ts}){extra}", file=sys.stderr)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"digest": cmd_digest}

@@ -1,0 +1,213 @@
+"""The state store: Redis when REDIS_URL is set (any number of replicas), else process memory.
+
+Values are JSON. Every Redis failure becomes StateUnavailable with one line
+that names the host but never the password the URL may carry.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, TypeVar
+from urllib.parse import urlsplit
+
+import redis
+from redis.exceptions import LockError, RedisError
+
+from handlers.ports import JSONValue, LockNotAcquired, StateStore, StateUnavailable
+
+__all__ = ["MemoryState", "RedisState", "StateUnavailable", "open_state", "shown_url"]
+
+T = TypeVar("T")
+SINGLE_REPLICA_NOTE = "single replica: state in process memory (set REDIS_URL to run several replicas)"
+
+
+def shown_url(url: str) -> str:
+    """The URL without user:password, for messages."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix://{parts.path}"
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
+
+
+class RedisState:
+    """StateStore over redis-py; safe to share between threads (redis-py pools connections)."""
+
+    def __init__(self, url: str, *, prefix: str = "gpubot:", timeout_s: float = 5.0) -> None:
+        self.shown = shown_url(url)
+        self._prefix = prefix
+        try:
+            self._redis = redis.Redis.from_url(
+                url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=True
+            )
+        except (ValueError, RedisError) as err:
+            raise StateUnavailable(f"Redis URL {self.shown} is not usable: {_short(err)}") from None
+
+    def __repr__(self) -> str:
+        return f"RedisState({self.shown!r})"
+
+    def _do(self, what: str, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except RedisError as err:
+            raise StateUnavailable(f"Redis at {self.shown} failed to {what}: {_short(err)}") from None
+
+    def _key(self, key: str) -> str:
+        return self._prefix + key
+
+    def get(self, key: str) -> JSONValue | None:
+        raw = self._do(f"read {key}", lambda: self._redis.get(self._key(key)))
+        return None if raw is None else json.loads(raw)
+
+    def set(self, key: str, value: JSONValue, ttl_s: float) -> None:
+        data = json.dumps(value)
+        self._do(f"write {key}", lambda: self._redis.set(self._key(key), data, px=_ms(ttl_s)))
+
+    def set_if_absent(self, key: str, value: JSONValue, ttl_s: float) -> bool:
+        data = json.dumps(value)
+        return bool(
+            self._do(f"write {key}", lambda: self._redis.set(self._key(key), data, px=_ms(ttl_s), nx=True))
+        )
+
+    def delete(self, key: str) -> None:
+        self._do(f"delete {key}", lambda: self._redis.delete(self._key(key)))
+
+    @contextmanager
+    def lock(self, name: str, timeout_s: float, wait_s: float = 10.0) -> Iterator[None]:
+        # redis-py's Lock: SET NX PX with a random token, released by a Lua compare-and-delete,
+        # so a holder that outlived its timeout cannot release someone else's lock.
+        lk = self._redis.lock(self._key("lock:" + name), timeout=timeout_s, blocking_timeout=wait_s)
+        got = self._do(f"take lock {name}", lambda: lk.acquire(blocking=True))
+        if not got:
+            raise LockNotAcquired(f"lock {name} is held elsewhere (waited {wait_s:g}s)")
+        try:
+            yield
+        finally:
+            try:
+                lk.release()
+            except LockError:
+                pass  # expired while held: another holder may have it now, nothing to release
+            except RedisError as err:
+                raise StateUnavailable(
+                    f"Redis at {self.shown} failed to release lock {name}: {_short(err)}"
+                ) from None
+
+    def ping(self) -> bool:
+        return bool(self._do("answer PING", self._redis.ping))
+
+    def close(self) -> None:
+        self._redis.close()
+
+
+class MemoryState:
+    """StateStore in process memory: one replica only. Thread-safe; expired keys are pruned."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, prune_every: int = 256) -> None:
+        self._clock = clock
+        self._data: dict[str, tuple[float, str]] = {}  # key -> (expires at, JSON)
+        self._locks: dict[str, tuple[float, str]] = {}  # name -> (expires at, owner token)
+        self._mutex = threading.Condition()
+        self._writes = 0
+        self._prune_every = prune_every
+
+    def _live(self, key: str, now: float) -> str | None:
+        hit = self._data.get(key)
+        if hit is None:
+            return None
+        if hit[0] <= now:
+            del self._data[key]
+            return None
+        return hit[1]
+
+    def _prune(self, now: float) -> None:
+        self._writes += 1
+        if self._writes % self._prune_every == 0:
+            for key in [k for k, (exp, _) in self._data.items() if exp <= now]:
+                del self._data[key]
+
+    def get(self, key: str) -> JSONValue | None:
+        with self._mutex:
+            raw = self._live(key, self._clock())
+        return None if raw is None else json.loads(raw)
+
+    def set(self, key: str, value: JSONValue, ttl_s: float) -> None:
+        data = json.dumps(value)
+        with self._mutex:
+            now = self._clock()
+            self._data[key] = (now + ttl_s, data)
+            self._prune(now)
+
+    def set_if_absent(self, key: str, value: JSONValue, ttl_s: float) -> bool:
+        data = json.dumps(value)
+        with self._mutex:
+            now = self._clock()
+            if self._live(key, now) is not None:
+                return False
+            self._data[key] = (now + ttl_s, data)
+            self._prune(now)
+            return True
+
+    def delete(self, key: str) -> None:
+        with self._mutex:
+            self._data.pop(key, None)
+
+    def __len__(self) -> int:
+        with self._mutex:
+            now = self._clock()
+            return sum(1 for exp, _ in self._data.values() if exp > now)
+
+    @contextmanager
+    def lock(self, name: str, timeout_s: float, wait_s: float = 10.0) -> Iterator[None]:
+        token = uuid.uuid4().hex
+        deadline = time.monotonic() + wait_s
+        with self._mutex:
+            while True:
+                held = self._locks.get(name)
+                now = self._clock()
+                if held is None or held[0] <= now:
+                    self._locks[name] = (now + timeout_s, token)
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise LockNotAcquired(f"lock {name} is held elsewhere (waited {wait_s:g}s)")
+                self._mutex.wait(min(left, max(0.001, held[0] - now), 0.05))
+        try:
+            yield
+        finally:
+            with self._mutex:
+                held = self._locks.get(name)
+                if held is not None and held[1] == token:
+                    del self._locks[name]
+                self._mutex.notify_all()
+
+    def ping(self) -> bool:
+        return True
+
+
+def _short(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text[:300]
+
+
+def open_state(redis_url: str | None) -> tuple[StateStore, str]:
+    """(store, note for the start-up log). Raises StateUnavailable when Redis does not answer."""
+    if not redis_url:
+        return MemoryState(), SINGLE_REPLICA_NOTE
+    store = RedisState(redis_url)
+    store.ping()
+    return store, f"state in Redis at {store.shown}: replicas share walks, buttons and the daily digest"
+
+
+if TYPE_CHECKING:  # both stores satisfy the port
+    _memory: StateStore = MemoryState()
+    _redis: StateStore = RedisState("redis://127.0.0.1:6379/0")

@@ -1,0 +1,240 @@
+"""The daily digest → Slack: one message, its chart and (when long) the full list as a file.
+
+Each flagged node gets its reasons, numbers and three buttons: diagnose the
+node (`digest_diagnose`), collect a must-gather and cordon it (the walk's
+action ids). Their value is `<digest id>|<node>`; the digest itself is kept in
+the state store under `digest:<id>`, so buttons work after a restart and on any
+replica. A message never exceeds Slack's limits: nodes that do not fit are
+counted in the message and listed in full in the attached text file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from handlers.blocks import (
+    CORDON,
+    MAX_BLOCKS,
+    MESSAGE_BUDGET,
+    MUST_GATHER,
+    Message,
+    _button,
+    _context,
+    _section,
+    cordon_confirm,
+)
+from handlers.escape import escape
+from handlers.ports import PostFailed, PostRef, SlackPoster, StateStore
+from layers.digest import (
+    ALLOCATABLE_BELOW_CAPACITY,
+    REMAPPED_ROWS_RISING,
+    ROW_REMAP_FAILURE,
+    Digest,
+    FlaggedNode,
+)
+
+DIAGNOSE = "digest_diagnose"  # public action id (spec/interfaces.md lists the fixed ones)
+DIGEST_KEY = "digest:{}"
+log = logging.getLogger("gpubot.digest")
+
+_EMOJI = {
+    ROW_REMAP_FAILURE: ":red_circle:",
+    ALLOCATABLE_BELOW_CAPACITY: ":red_circle:",
+    REMAPPED_ROWS_RISING: ":warning:",
+}
+
+
+def digest_id(digest: Digest) -> str:
+    """Stable id of one digest run, e.g. `digest-20261129T090000Z`."""
+    return "digest-" + digest.generated_iso.replace("-", "").replace(":", "")
+
+
+def button_value(did: str, node: str) -> str:
+    return f"{did}|{node}"
+
+
+def parse_button_value(value: str) -> tuple[str, str]:
+    """(digest id, node) from a digest button's value; ValueError when it is not one."""
+    did, sep, node = value.partition("|")
+    if not sep or not did.startswith("digest-") or not node:
+        raise ValueError(f"not a digest button value: {value[:80]!r}")
+    return did, node
+
+
+# --- text (the CLI and the attached full list) --------------------------------------------
+
+
+def _numbers(f: FlaggedNode) -> str:
+    gaps = ", ".join(f"{r.resource} {r.capacity}/{r.allocatable}" for r in f.gaps)
+    return gaps or "-"
+
+
+def digest_table(digest: Digest) -> str:
+    """A plain-text table of every flagged node, for terminals and the attached file."""
+    lines = [
+        f"GPU digest {digest.generated_iso}: {len(digest.flagged)} of {digest.gpu_nodes} GPU node(s) flagged",
+        f"metrics: {digest.metrics_source or 'none'}",
+    ]
+    if digest.metrics_error:
+        lines.append(f"UNKNOWN: {digest.metrics_error}")
+    lines += [f"note: {n}" for n in digest.notes]
+    if not digest.flagged:
+        lines.append("All clear: no GPU node lost capacity, has rising remapped rows or a failed row remap.")
+        return "\n".join(lines) + "\n"
+    rows = [("NODE", "CAP", "ALLOC", "ROWS+24H C/U", "XIDS 24H", "CORDONED", "REASONS", "GAPS (cap/alloc)")]
+    for f in digest.flagged:
+        rows.append(
+            (
+                f.node,
+                str(f.capacity),
+                str(f.allocatable),
+                f"{f.correctable_rows_24h}/{f.uncorrectable_rows_24h}",
+                ",".join(map(str, f.xids_24h)) or "-",
+                "yes" if f.cordoned else "no",
+                ",".join(f.reasons),
+                _numbers(f),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines.append("")
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
+    return "\n".join(lines) + "\n"
+
+
+# --- blocks ------------------------------------------------------------------------------------
+
+
+def _node_text(f: FlaggedNode) -> str:
+    emoji = _EMOJI[max(f.reasons, key=lambda r: (r == ROW_REMAP_FAILURE, r == ALLOCATABLE_BELOW_CAPACITY))]
+    state = " · _cordoned_" if f.cordoned else ""
+    parts = [f"{emoji} *{escape(f.node)}*{state} · " + " · ".join(f"`{r}`" for r in f.reasons)]
+    if f.gaps:
+        gaps = ", ".join(f"{escape(r.resource)} {r.allocatable} of {r.capacity}" for r in f.gaps)
+        parts.append(f"allocatable {f.allocatable} of {f.capacity} ({gaps})")
+    if f.correctable_rows_24h or f.uncorrectable_rows_24h:
+        parts.append(
+            f"remapped rows in 24 h: +{f.correctable_rows_24h} correctable, +{f.uncorrectable_rows_24h} uncorrectable"
+        )
+    if f.row_remap_failure:
+        parts.append("a row remap *failed*: replace / RMA path")
+    if f.xids_24h:
+        parts.append("Xids: " + ", ".join(map(str, f.xids_24h)))
+    if f.gpus:
+        shown = ", ".join(escape(g) for g in f.gpus[:4])
+        parts.append(f"GPUs: {shown}" + (f" +{len(f.gpus) - 4} more" if len(f.gpus) > 4 else ""))
+    return "\n".join(parts)
+
+
+def node_buttons(f: FlaggedNode, did: str, index: int) -> dict[str, Any]:
+    value = button_value(did, f.node)
+    elements = [
+        _button("Diagnose", DIAGNOSE, value, style="primary"),
+        _button("Collect must-gather", MUST_GATHER, value),
+    ]
+    if not f.cordoned:
+        elements.append(_button("Cordon", CORDON, value, style="danger", confirm=cordon_confirm(f.node)))
+    return {"type": "actions", "block_id": f"digest_node_{index}", "elements": elements}
+
+
+def digest_message(digest: Digest, did: str, day: str | None = None) -> Message:
+    """The digest as one message; nodes that do not fit are counted and attached as a file."""
+    day = day or digest.generated_iso[:10]
+    title = f"GPU digest · {day}"
+    blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": title[:150]}}]
+    head = f"{len(digest.flagged)} of {digest.gpu_nodes} GPU node(s) flagged"
+    blocks.append(_context(f"{head} · metrics: {escape(digest.metrics_source or 'none')}"))
+    if digest.metrics_error:
+        blocks.append(
+            _section(f":grey_question: *Metrics could not be read*: {escape(digest.metrics_error)}")
+        )
+    for note in digest.notes[:3]:
+        blocks.append(_context(f":information_source: {escape(note)}"))
+    attachments: list[tuple[str, str]] = []
+    if not digest.flagged:
+        blocks.append(
+            _section(
+                ":white_check_mark: *All clear*: no GPU node lost capacity, has rising remapped rows "
+                "or a failed row remap in the last 24 h."
+            )
+        )
+        return Message(text=f"GPU digest {day}: all clear ({digest.gpu_nodes} GPU nodes)", blocks=blocks)
+    size = len(json.dumps(blocks))
+    shown = 0
+    for i, f in enumerate(digest.flagged):
+        pair = [_section(_node_text(f)), node_buttons(f, did, i)]
+        cost = len(json.dumps(pair))
+        # Keep two blocks spare for the "more in the file" line and the notes that did not fit.
+        if len(blocks) + len(pair) > MAX_BLOCKS - 2 or size + cost > MESSAGE_BUDGET:
+            break
+        blocks.extend(pair)
+        size += cost
+        shown += 1
+    hidden = len(digest.flagged) - shown
+    if hidden or len(digest.notes) > 3:
+        name = f"gpu-digest-{day}.txt"
+        attachments.append((name, digest_table(digest)))
+        if hidden:
+            more = ", ".join(escape(f.node) for f in digest.flagged[shown : shown + 30])
+            extra = " …" if hidden > 30 else ""
+            blocks.append(
+                _context(
+                    f"… {hidden} more flagged node(s) ({more}{extra}): every node in the attached `{name}`"
+                )
+            )
+    text = f"GPU digest {day}: {head}"
+    return Message(text=text, blocks=blocks, attachments=attachments)
+
+
+# --- posting ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Posted:
+    ref: PostRef
+    problems: list[str] = field(default_factory=list)  # attachments that could not be added
+
+
+def post_digest(
+    poster: SlackPoster,
+    channel: str,
+    digest: Digest,
+    *,
+    did: str | None = None,
+    day: str | None = None,
+    chart_png: bytes | None = None,
+    store: StateStore | None = None,
+    retention_s: float = 14 * 86400,
+) -> Posted:
+    """Post the digest, then its chart and full list in the thread.
+
+    The message itself failing raises PostFailed; a failed attachment is logged,
+    reported in the thread when possible, and returned, since the digest did post.
+    """
+    did = did or digest_id(digest)
+    if store is not None:
+        store.set(DIGEST_KEY.format(did), digest.to_dict(), retention_s)
+    msg = digest_message(digest, did, day)
+    ref = poster.post(channel, msg.text, msg.blocks)
+    posted = Posted(ref)
+    files: list[tuple[str, bytes | str, str]] = []
+    if chart_png:
+        files.append(
+            (f"gpu-digest-{day or digest.generated_iso[:10]}.png", chart_png, "Remapped rows, 7 days")
+        )
+    files += [(name, content, "Every flagged node") for name, content in msg.attachments]
+    for name, content, title in files:
+        try:
+            poster.upload(channel, name, content, thread_ts=ref.ts, title=title)
+        except PostFailed as err:
+            log.error("digest %s: %s could not be attached: %s", did, name, err.reason)
+            posted.problems.append(f"{name}: {err.reason}")
+    if posted.problems:
+        try:
+            poster.post(channel, "Could not attach: " + "; ".join(posted.problems), thread_ts=ref.ts)
+        except PostFailed as err:
+            log.error("digest %s: the note about missing attachments failed too: %s", did, err.reason)
+    return posted

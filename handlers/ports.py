@@ -1,0 +1,89 @@
+"""What handlers need from the outside world, as small Protocols that bot/ fills in.
+
+Handlers never import bot/: the Bolt wiring passes a state store (Redis or
+process memory) and a Slack poster (slack_sdk WebClient) that satisfy these.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+JSONValue = Any  # anything json.dumps accepts
+
+
+class StateUnavailable(Exception):
+    """The state store cannot be reached or refused the command; the message is one line, no secrets."""
+
+
+class LockNotAcquired(Exception):
+    """Another holder kept the lock past the wait."""
+
+
+class PostFailed(Exception):
+    """A Slack call that still failed after its retries; `reason` says why in one line (never a token)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class StateStore(Protocol):
+    """Shared state with expiry: walks and digests for the buttons, once-a-day keys, locks."""
+
+    def get(self, key: str) -> JSONValue | None: ...
+
+    def set(self, key: str, value: JSONValue, ttl_s: float) -> None: ...
+
+    def set_if_absent(self, key: str, value: JSONValue, ttl_s: float) -> bool:
+        """Store only when the key does not exist; True when this call stored it."""
+        ...
+
+    def delete(self, key: str) -> None: ...
+
+    def lock(self, name: str, timeout_s: float, wait_s: float = 10.0) -> AbstractContextManager[None]:
+        """Hold `name` for at most `timeout_s` (it expires if the holder dies); wait up to `wait_s`
+        to get it, else raise LockNotAcquired."""
+        ...
+
+    def ping(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class PostRef:
+    """Where a message landed: enough to update it or reply in its thread."""
+
+    channel: str
+    ts: str
+
+
+class SlackPoster(Protocol):
+    """The Slack Web API calls handlers make; each retries, then raises PostFailed."""
+
+    def post(
+        self,
+        channel: str,
+        text: str,
+        blocks: list[dict[str, Any]] | None = None,
+        thread_ts: str | None = None,
+    ) -> PostRef: ...
+
+    def update(self, ref: PostRef, text: str, blocks: list[dict[str, Any]] | None = None) -> None: ...
+
+    def ephemeral(
+        self, channel: str, user: str, text: str, blocks: list[dict[str, Any]] | None = None
+    ) -> None: ...
+
+    def upload(
+        self,
+        channel: str,
+        filename: str,
+        content: bytes | str,
+        *,
+        thread_ts: str | None = None,
+        title: str | None = None,
+        comment: str | None = None,
+    ) -> None:
+        """Attach a file (files upload v2: get URL, send bytes, complete) to a channel or thread."""
+        ...

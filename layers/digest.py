@@ -1,0 +1,273 @@
+"""The daily digest's fleet checks: which GPU nodes need a person today.
+
+A node is flagged when allocatable is below capacity for any GPU resource
+(nvidia.com/gpu, nvidia.com/mig-*, nvidia.com/gpu.shared), when its correctable
+or uncorrectable remapped rows rose over the last 24 h, or when a row remap
+failed (spec/interfaces.md, `digest --format json`). Flat remapped rows are
+history, not news: they are not flagged. Each node appears once, with every
+reason it has.
+
+The read is one node list and the light fleet read of layers/gpufacts.py
+(five Telemetry calls for the whole fleet). dcgm-exporter pods are listed only
+when some series name a host that is no node (exporters without NODE_NAME
+label series with their own pod name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from layers import objects as o
+from layers.gpufacts import (
+    CORRECTABLE_ROWS,
+    UNCORRECTABLE_ROWS,
+    GpuFacts,
+    HostMap,
+    NodeHealth,
+    host_map,
+    read_fleet_health,
+)
+from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
+
+ALLOCATABLE_BELOW_CAPACITY = "ALLOCATABLE_BELOW_CAPACITY"
+REMAPPED_ROWS_RISING = "REMAPPED_ROWS_RISING"
+ROW_REMAP_FAILURE = "ROW_REMAP_FAILURE"
+REASONS = (ALLOCATABLE_BELOW_CAPACITY, REMAPPED_ROWS_RISING, ROW_REMAP_FAILURE)
+# Worst first when the list is long: a failed remap means RMA, a lost GPU costs capacity now.
+_WEIGHT = {ROW_REMAP_FAILURE: 4, ALLOCATABLE_BELOW_CAPACITY: 2, REMAPPED_ROWS_RISING: 1}
+
+# dcgm-exporter pods, by the operator's `app` label and the standalone chart's name label.
+EXPORTER_SELECTORS = ("app=nvidia-dcgm-exporter", "app.kubernetes.io/name=dcgm-exporter")
+
+
+@dataclass(frozen=True)
+class ResourceCount:
+    resource: str
+    capacity: int
+    allocatable: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {"resource": self.resource, "capacity": self.capacity, "allocatable": self.allocatable}
+
+
+@dataclass(frozen=True)
+class FlaggedNode:
+    node: str
+    capacity: int  # all GPU units the node advertises (whole GPUs, MIG instances, shared replicas)
+    allocatable: int
+    reasons: tuple[str, ...]
+    correctable_rows_24h: int = 0
+    uncorrectable_rows_24h: int = 0
+    xids_24h: tuple[int, ...] = ()
+    cordoned: bool = False
+    row_remap_failure: bool = False
+    resources: tuple[ResourceCount, ...] = ()
+    gpus: tuple[str, ...] = ()  # the GPUs whose rows rose or whose remap failed, as a person names them
+
+    @property
+    def gaps(self) -> tuple[ResourceCount, ...]:
+        return tuple(r for r in self.resources if r.allocatable < r.capacity)
+
+    @property
+    def weight(self) -> tuple[int, int]:
+        return max(_WEIGHT[r] for r in self.reasons), sum(_WEIGHT[r] for r in self.reasons)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "node": self.node,
+            "capacity": self.capacity,
+            "allocatable": self.allocatable,
+            "reasons": list(self.reasons),
+            "remapped_rows_24h": {
+                "correctable": self.correctable_rows_24h,
+                "uncorrectable": self.uncorrectable_rows_24h,
+            },
+            "xids_24h": list(self.xids_24h),
+            "cordoned": self.cordoned,
+            "row_remap_failure": self.row_remap_failure,
+            "resources": [r.to_dict() for r in self.resources],
+            "gpus": list(self.gpus),
+        }
+
+
+@dataclass(frozen=True)
+class Digest:
+    generated_at: float  # unix seconds
+    gpu_nodes: int
+    flagged: tuple[FlaggedNode, ...]
+    metrics_source: str = ""
+    metrics_error: str | None = None  # why remapped rows and Xids could not be read
+    notes: tuple[str, ...] = ()
+    hostmap: HostMap = field(default_factory=HostMap, compare=False, repr=False)
+
+    @property
+    def generated_iso(self) -> str:
+        return datetime.fromtimestamp(self.generated_at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "generated_at": self.generated_iso,
+            "gpu_nodes": self.gpu_nodes,
+            "flagged": [f.to_dict() for f in self.flagged],
+            "metrics": {"source": self.metrics_source, "error": self.metrics_error},
+            "notes": list(self.notes),
+        }
+
+
+def row_count(value: float) -> int:
+    """Remapped rows as a whole number: `increase` extrapolates (6.0027 for 6), but any rise is at least 1."""
+    return 0 if value <= 0 else max(1, round(value))
+
+
+def _resources(node: K8sObject) -> tuple[ResourceCount, ...]:
+    cap = o.gpu_resources(node, "capacity")
+    alloc = o.gpu_resources(node, "allocatable")
+    names = sorted(r for r in set(cap) | set(alloc) if cap.get(r, 0) > 0 or alloc.get(r, 0) > 0)
+    return tuple(ResourceCount(r, cap.get(r, 0), alloc.get(r, 0)) for r in names)
+
+
+def _flag(node: K8sObject | None, name: str, health: NodeHealth | None) -> FlaggedNode | None:
+    reasons: list[str] = []
+    resources = _resources(node) if node is not None else ()
+    if node is not None and o.allocatable_gaps(node):
+        reasons.append(ALLOCATABLE_BELOW_CAPACITY)
+    if health is not None and health.rows_rising:
+        reasons.append(REMAPPED_ROWS_RISING)
+    if health is not None and health.row_remap_failure:
+        reasons.append(ROW_REMAP_FAILURE)
+    if not reasons:
+        return None
+    gpus: tuple[str, ...] = ()
+    if health is not None:
+        gpus = tuple(g.label for g in health.gpus if g.rows_rising or (g.row_remap_failure or 0) > 0)
+    return FlaggedNode(
+        node=name,
+        capacity=sum(r.capacity for r in resources),
+        allocatable=sum(r.allocatable for r in resources),
+        reasons=tuple(reasons),
+        correctable_rows_24h=row_count(health.correctable_rows_24h) if health else 0,
+        uncorrectable_rows_24h=row_count(health.uncorrectable_rows_24h) if health else 0,
+        xids_24h=tuple(health.xids_24h) if health else (),
+        cordoned=node is not None and o.is_unschedulable(node),
+        row_remap_failure=health is not None and health.row_remap_failure,
+        resources=resources,
+        gpus=gpus,
+    )
+
+
+def build_digest(
+    nodes: Sequence[K8sObject],
+    fleet_health: Mapping[str, NodeHealth] | None,
+    now: float,
+    *,
+    metrics_source: str = "",
+    metrics_error: str | None = None,
+    notes: Iterable[str] = (),
+    hostmap: HostMap | None = None,
+    remap_series_present: bool | None = None,
+) -> Digest:
+    """The digest from the node objects and the fleet's 24 h hardware signals (None: unreadable)."""
+    health = dict(fleet_health or {})
+    by_name = {o.name(n): n for n in nodes}
+    flagged: list[FlaggedNode] = []
+    for name, node in by_name.items():
+        f = _flag(node, name, health.get(name))
+        if f is not None:
+            flagged.append(f)
+    all_notes = list(notes)
+    strays = sorted(h for h in health if h not in by_name)
+    sick_strays = [h for h in strays if health[h].rows_rising or health[h].row_remap_failure]
+    if sick_strays:
+        all_notes.append(
+            f"remapped rows rising or a row remap failed on host label(s) {', '.join(sick_strays[:10])}"
+            + (f" (+{len(sick_strays) - 10} more)" if len(sick_strays) > 10 else "")
+            + " that match no node or dcgm-exporter pod: check the exporter's NODE_NAME"
+        )
+    # Health holds only sick GPUs; whether the exporter is scraped at all is
+    # asked separately (None: infer it from the health read alone).
+    present = bool(health) if remap_series_present is None else remap_series_present
+    if fleet_health is not None and not present and any(o.is_gpu_node(n) for n in nodes):
+        all_notes.append(
+            f"no remapped-row series in {metrics_source or 'the metrics source'}: "
+            "is dcgm-exporter scraped, with DCGM_FI_DEV_*_REMAPPED_ROWS enabled?"
+        )
+    flagged.sort(key=lambda f: (-f.weight[0], -f.weight[1], f.node))
+    return Digest(
+        generated_at=now,
+        gpu_nodes=sum(1 for n in nodes if o.is_gpu_node(n)),
+        flagged=tuple(flagged),
+        metrics_source=metrics_source,
+        metrics_error=metrics_error,
+        notes=tuple(all_notes),
+        hostmap=hostmap or HostMap(nodes=frozenset(by_name)),
+    )
+
+
+def _exporter_pods(cluster: Cluster, namespace: str | None) -> list[K8sObject]:
+    seen: dict[tuple[str | None, str], K8sObject] = {}
+    for selector in EXPORTER_SELECTORS:
+        for pod in cluster.list_pods(namespace=namespace, label_selector=selector):
+            seen[(o.namespace(pod), o.name(pod))] = pod
+    return list(seen.values())
+
+
+def _remap(health: Mapping[str, NodeHealth], hostmap: HostMap) -> dict[str, NodeHealth]:
+    """Re-key health read under host labels to nodes, merging a node's GPUs seen under both spellings."""
+    merged: dict[str, list[GpuFacts]] = {}
+    for host, h in health.items():
+        node = hostmap.exporters.get(host, host)
+        gpus = merged.setdefault(node, [])
+        gpus.extend(dataclasses.replace(g, node=node) for g in h.gpus)
+    return {node: NodeHealth(node, tuple(gpus)) for node, gpus in sorted(merged.items())}
+
+
+def collect_digest(
+    cluster: Cluster, telemetry: Telemetry, *, operator_namespace: str | None = None
+) -> Digest:
+    """List the nodes once, read the fleet's signals, and build the digest.
+
+    A failed node list raises SourceError (there is no digest without nodes);
+    unreadable telemetry leaves the capacity checks standing and says why.
+    """
+    nodes = cluster.list_nodes()
+    names = [o.name(n) for n in nodes]
+    hostmap = host_map(names, [])
+    notes: list[str] = []
+    error: str | None = None
+    health: dict[str, NodeHealth] | None = None
+    try:
+        health = read_fleet_health(telemetry, hostmap, None)
+    except TelemetryError as err:
+        error = (
+            f"remapped rows and Xids could not be read from {telemetry.source}: {err} "
+            "(check PROMETHEUS_URL and that Prometheus answers); only capacity gaps are listed"
+        )
+    present: bool | None = None
+    if health == {}:
+        try:
+            present = telemetry.count(f"{CORRECTABLE_ROWS}|{UNCORRECTABLE_ROWS}") > 0
+        except TelemetryError as err:
+            notes.append(f"could not tell whether remapped-row series exist: {err}")
+    known = set(names)
+    if health and any(h not in known for h in health):
+        try:
+            hostmap = host_map(names, _exporter_pods(cluster, operator_namespace))
+            health = _remap(health, hostmap)
+        except SourceError as err:
+            notes.append(
+                "some series name a host that is no node (an exporter pod name?) and the "
+                f"dcgm-exporter pods could not be listed to map them: {err}"
+            )
+    return build_digest(
+        nodes,
+        health,
+        telemetry.now(),
+        metrics_source=telemetry.source,
+        metrics_error=error,
+        notes=notes,
+        hostmap=hostmap,
+        remap_series_present=present,
+    )

@@ -1,0 +1,410 @@
+"""The digest's fleet checks, its JSON, text and Slack blocks, over a fleet with each reason and the near-misses."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from slack_sdk.models.blocks import Block
+
+from bot.series import SeriesData
+from bot.snapshot import SnapshotCluster
+from handlers.digest import (
+    DIAGNOSE,
+    button_value,
+    digest_id,
+    digest_message,
+    digest_table,
+    parse_button_value,
+)
+from layers import digest as dg
+from layers.sources import K8sObject, NoTelemetry
+from tests.layers import builders as b
+from tests.layers.fake_telemetry import CountingTelemetry, series, telemetry
+
+NOW = 1_795_953_600.0  # 2026-11-29T12:00:00Z
+SPEC = Path("/work/shared/spec/interfaces.md")
+SAMPLES = Path("/work/shared/samples")
+CORR, UNCORR = "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
+FAIL, XID = "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_XID_ERRORS"
+RISING = [(-86000, 0), (-3600, 12), (0, 14)]
+FLAT = [(-86000, 2), (-43000, 2), (0, 2)]
+# Labels exactly as sample 40 exports them: lowercase `hostname` holding the exporter pod's name.
+A30_LABELS = {
+    "gpu": "1",
+    "UUID": "GPU-fc60126e-514d-3522-2828-c5daa8e99d85",
+    "pci_bus_id": "00000000:B1:00.0",
+    "device": "nvidia1",
+    "modelName": "NVIDIA RTX 2000 Ada Generation",
+    "hostname": "dcgm-exporter-wwwjh",
+}
+EXPECTED = {
+    "ocio-gpu01": ("ALLOCATABLE_BELOW_CAPACITY",),
+    "gpu-gap": ("ALLOCATABLE_BELOW_CAPACITY",),
+    "gpu-rising": ("REMAPPED_ROWS_RISING",),
+    "gpu-uncorrectable": ("REMAPPED_ROWS_RISING",),
+    "gpu-remap-failed": ("ROW_REMAP_FAILURE",),
+    "gpu-all": ("ALLOCATABLE_BELOW_CAPACITY", "REMAPPED_ROWS_RISING", "ROW_REMAP_FAILURE"),
+    "mig-gap": ("ALLOCATABLE_BELOW_CAPACITY",),
+    "a30-node": ("REMAPPED_ROWS_RISING",),
+}
+
+
+def sample_05_node() -> K8sObject:
+    """The real `kubectl get node -o yaml` status of sample 05: capacity 16, allocatable 0."""
+    text = "\n".join(
+        ln
+        for ln in (SAMPLES / "05_node_capacity16_allocatable0.yaml").read_text().splitlines()
+        if not ln.lstrip().startswith("#")
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "ocio-gpu01", "labels": {"kubernetes.io/hostname": "ocio-gpu01"}},
+        "spec": {},
+        "status": yaml.safe_load(text)["status"],
+    }
+
+
+def gpu(node: str, n: int = 3) -> dict[str, str]:
+    return {"gpu": str(n), "UUID": f"GPU-{node}-{n}", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": node}
+
+
+def rows(node: str, correctable: Sequence[tuple[float, float]], uncorrectable: Sequence[tuple[float, float]] | None = None,
+         labels: dict[str, str] | None = None) -> list[SeriesData]:  # fmt: skip
+    lab = labels or gpu(node)
+    return [
+        series(CORR, lab, correctable, NOW),
+        series(UNCORR, lab, uncorrectable or [(-86000, 0), (0, 0)], NOW),
+        series(FAIL, lab, [(-86000, 0), (0, 0)], NOW),
+        series(XID, lab, [(0, 0)], NOW),
+    ]
+
+
+def fleet() -> tuple[list[K8sObject], list[SeriesData]]:
+    """Every reason once, the near-misses, the exporter-pod host label; healthy nodes around them."""
+    objects = [
+        sample_05_node(),
+        b.gpu_node("gpu-gap", 8, allocatable=7),
+        b.gpu_node("gpu-rising"),
+        b.gpu_node("gpu-uncorrectable"),
+        b.gpu_node("gpu-remap-failed"),
+        b.gpu_node("gpu-all", 8, allocatable=7),
+        b.gpu_node("gpu-flat"),
+        b.gpu_node("gpu-cordoned-ok", unschedulable=True),
+        b.node(
+            "mig-gap",
+            labels={"nvidia.com/gpu.present": "true", "nvidia.com/mig.strategy": "mixed"},
+            capacity={"nvidia.com/mig-1g.10gb": 7, "nvidia.com/mig-3g.40gb": 1},
+            allocatable={"nvidia.com/mig-1g.10gb": 6, "nvidia.com/mig-3g.40gb": 0},
+        ),
+        b.node(
+            "mig-ok",
+            labels={"nvidia.com/gpu.present": "true", "nvidia.com/mig.strategy": "mixed"},
+            capacity={"nvidia.com/mig-1g.10gb": 7},
+        ),
+        b.gpu_node("a30-node", 2),
+        b.gpu_node("gpu-healthy"),
+        b.node("cpu-only"),
+        b.operand("nvidia-dcgm-exporter", "a30-node", name="dcgm-exporter-wwwjh"),
+    ]
+    data: list[SeriesData] = []
+    for healthy in ("gpu-gap", "gpu-flat", "gpu-cordoned-ok", "gpu-healthy", "mig-ok"):
+        data += rows(healthy, FLAT)
+    data += rows("gpu-rising", RISING)
+    data += rows("gpu-uncorrectable", FLAT, [(-86000, 0), (-600, 1), (0, 1)])
+    data += rows("gpu-remap-failed", FLAT)
+    data.append(series(FAIL, gpu("gpu-remap-failed"), [(-7200, 1), (0, 1)], NOW))
+    data += rows("gpu-all", [(-86000, 3), (-1800, 9), (0, 9)])
+    data.append(series(FAIL, gpu("gpu-all"), [(-7200, 0), (-600, 1)], NOW))
+    data.append(series(XID, gpu("gpu-all"), [(0, 79)], NOW))
+    data += rows("a30-node", RISING, labels=A30_LABELS)
+    # The same GPU's second series for the failure gauge replaces the flat one: keep one per label set.
+    seen: dict[tuple[tuple[str, str], ...], SeriesData] = {}
+    for s in data:
+        seen[tuple(sorted(s.labels.items()))] = s
+    return objects, list(seen.values())
+
+
+def collect(objects: list[K8sObject], data: list[SeriesData]) -> dg.Digest:
+    return dg.collect_digest(SnapshotCluster(objects), telemetry(data, NOW))
+
+
+def test_flagged_set_has_each_reason_and_none_of_the_near_misses() -> None:
+    digest = collect(*fleet())
+    assert {f.node: f.reasons for f in digest.flagged} == EXPECTED
+    assert digest.gpu_nodes == 12  # cpu-only is not a GPU node
+    assert digest.metrics_error is None and digest.notes == ()
+
+
+def test_each_node_once_with_its_numbers() -> None:
+    digest = collect(*fleet())
+    assert len({f.node for f in digest.flagged}) == len(digest.flagged)
+    by = {f.node: f for f in digest.flagged}
+    assert (by["gpu-rising"].correctable_rows_24h, by["gpu-rising"].uncorrectable_rows_24h) == (14, 0)
+    assert (by["gpu-uncorrectable"].correctable_rows_24h, by["gpu-uncorrectable"].uncorrectable_rows_24h) == (
+        0,
+        1,
+    )
+    every = by["gpu-all"]
+    assert (every.capacity, every.allocatable, every.xids_24h, every.row_remap_failure) == (8, 7, (79,), True)
+    assert every.gpus == ("GPU 3 (GPU-gpu-all-3)",)
+    assert (by["ocio-gpu01"].capacity, by["ocio-gpu01"].allocatable) == (16, 0)
+    mig = by["mig-gap"]
+    assert (mig.capacity, mig.allocatable) == (8, 6)
+    assert [(r.resource, r.capacity, r.allocatable) for r in mig.gaps] == [
+        ("nvidia.com/mig-1g.10gb", 7, 6),
+        ("nvidia.com/mig-3g.40gb", 1, 0),
+    ]
+    # Worst first: the failed remaps, then lost capacity, then rising rows.
+    assert [f.node for f in digest.flagged][:2] == ["gpu-all", "gpu-remap-failed"]
+    assert digest.flagged[-1].reasons == ("REMAPPED_ROWS_RISING",)
+
+
+def test_cordoned_state_is_reported() -> None:
+    objects, data = fleet()
+    objects[1] = b.gpu_node("gpu-gap", 8, allocatable=7, unschedulable=True)
+    by = {f.node: f for f in collect(objects, data).flagged}
+    assert by["gpu-gap"].cordoned and not by["gpu-rising"].cordoned
+
+
+def test_exporter_pods_are_listed_only_when_a_host_label_is_no_node() -> None:
+    class Counting(SnapshotCluster):
+        pod_lists = 0
+
+        def list_pods(self, *a: Any, **k: Any) -> list[K8sObject]:
+            Counting.pod_lists += 1
+            return super().list_pods(*a, **k)
+
+    objects, data = fleet()
+    tel = CountingTelemetry(telemetry(data, NOW))
+    dg.collect_digest(Counting(objects), tel)
+    assert Counting.pod_lists == len(dg.EXPORTER_SELECTORS)
+    assert sum(tel.calls.values()) <= 6
+    Counting.pod_lists = 0
+    plain = [s for s in data if "hostname" not in s.labels]
+    digest = dg.collect_digest(Counting(objects), telemetry(plain, NOW))
+    assert Counting.pod_lists == 0 and "a30-node" not in {f.node for f in digest.flagged}
+
+
+def test_unmapped_exporter_host_is_a_note_not_a_flag() -> None:
+    objects, data = fleet()
+    objects = [o for o in objects if o["kind"] != "Pod"]
+    digest = collect(objects, data)
+    assert "a30-node" not in {f.node for f in digest.flagged}
+    [note] = digest.notes
+    assert "dcgm-exporter-wwwjh" in note and "NODE_NAME" in note
+
+
+def test_exporter_pods_forbidden_is_said() -> None:
+    objects, data = fleet()
+    cluster = b.FailingCluster(objects, None, {"list_pods": b.forbidden("list", "pods")})
+    digest = dg.collect_digest(cluster, telemetry(data, NOW))
+    assert any("could not be listed" in n and "forbidden" in n for n in digest.notes)
+
+
+def test_telemetry_down_still_lists_capacity_gaps_and_says_why() -> None:
+    objects, _ = fleet()
+    digest = dg.collect_digest(SnapshotCluster(objects), NoTelemetry(NOW))
+    assert {f.node for f in digest.flagged} == {"ocio-gpu01", "gpu-gap", "gpu-all", "mig-gap"}
+    assert digest.metrics_error is not None
+    assert "no metrics source configured" in digest.metrics_error and "capacity gaps" in digest.metrics_error
+    assert "Metrics could not be read" in json.dumps(digest_message(digest, "digest-x").blocks)
+    assert "UNKNOWN:" in digest_table(digest)
+
+
+def test_no_dcgm_series_at_all_is_a_note() -> None:
+    objects, _ = fleet()
+    digest = collect(objects, [])
+    assert any("no remapped-row series" in n for n in digest.notes)
+
+
+# --- JSON --------------------------------------------------------------------------------
+
+
+def spec_example() -> dict[str, Any]:
+    text = SPEC.read_text()
+    block = re.search(r"### `digest --format json`\s*```json\n(.*?)```", text, re.S)
+    assert block, "the spec's digest JSON example moved"
+    example: dict[str, Any] = json.loads(block.group(1))
+    return example
+
+
+def same_shape(spec: Any, ours: Any, where: str = "$") -> None:
+    """Every key of the spec is in ours with a value of the same JSON type (extra keys allowed)."""
+    assert type(ours) is type(spec), f"{where}: {type(ours).__name__} != {type(spec).__name__}"
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            assert k in ours, f"{where}.{k} missing"
+            same_shape(v, ours[k], f"{where}.{k}")
+    elif isinstance(spec, list) and spec:
+        for i, item in enumerate(ours):
+            same_shape(spec[0], item, f"{where}[{i}]")
+
+
+def test_json_shape_is_the_spec() -> None:
+    data = json.loads(json.dumps(collect(*fleet()).to_dict()))
+    spec = spec_example()
+    same_shape(spec, data)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", data["generated_at"])
+    assert data["generated_at"] == "2026-11-29T12:00:00Z"
+    gpu_all = next(f for f in data["flagged"] if f["node"] == "gpu-all")
+    assert gpu_all["reasons"] == spec["flagged"][0]["reasons"]
+    assert {r for f in data["flagged"] for r in f["reasons"]} <= set(dg.REASONS)
+
+
+def test_row_counts_are_whole_numbers() -> None:
+    assert [dg.row_count(x) for x in (0.0, -0.0, 0.2, 6.0027, 13.6)] == [0, 0, 1, 6, 14]
+
+
+# --- text and Slack ------------------------------------------------------------------------------
+
+
+def test_text_table_lists_every_flagged_node_with_numbers() -> None:
+    text = digest_table(collect(*fleet()))
+    assert "8 of 12 GPU node(s) flagged" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("gpu-all "))
+    assert re.search(
+        r"gpu-all\s+8\s+7\s+6/0\s+79\s+no\s+ALLOCATABLE_BELOW_CAPACITY,REMAPPED_ROWS_RISING,ROW_REMAP_FAILURE",
+        line,
+    )
+    assert "mig-1g.10gb 7/6" in text and "gpu-flat" not in text and "mig-ok" not in text
+
+
+def assert_valid_slack(blocks: list[dict[str, Any]], text: str) -> None:
+    assert len(blocks) <= 50 and len(text) <= 4000
+    assert len(json.dumps(blocks)) < 13000
+    for block in blocks:
+        parsed = Block.parse(block)
+        assert parsed is not None
+        parsed.validate_json()
+        assert parsed.to_dict() == block  # no key silently dropped
+    ids = [bl["block_id"] for bl in blocks if "block_id" in bl]
+    assert len(ids) == len(set(ids))
+
+
+def test_blocks_have_reasons_numbers_and_the_three_buttons() -> None:
+    digest = collect(*fleet())
+    did = digest_id(digest)
+    msg = digest_message(digest, did)
+    assert_valid_slack(msg.blocks, msg.text)
+    assert did == "digest-20261129T120000Z" and msg.attachments == []
+    dumped = json.dumps(msg.blocks)
+    assert "REMAPPED_ROWS_RISING" in dumped and "+14 correctable" in dumped and "Xids: 79" in dumped
+    actions = [bl for bl in msg.blocks if bl["type"] == "actions"]
+    assert len(actions) == len(digest.flagged)
+    first = actions[0]["elements"]
+    assert [e["action_id"] for e in first] == [DIAGNOSE, "must_gather", "cordon_node"]
+    assert all(parse_button_value(e["value"]) == (did, "gpu-all") for e in first)
+    assert first[2]["confirm"]["confirm"]["text"] == "Cordon"
+
+
+def test_cordoned_node_has_no_cordon_button_and_says_so() -> None:
+    objects, data = fleet()
+    objects[1] = b.gpu_node("gpu-gap", 8, allocatable=7, unschedulable=True)
+    msg = digest_message(collect(objects, data), "digest-1")
+    i = next(i for i, bl in enumerate(msg.blocks) if "*gpu-gap*" in json.dumps(bl))
+    assert "_cordoned_" in msg.blocks[i]["text"]["text"]
+    assert [e["action_id"] for e in msg.blocks[i + 1]["elements"]] == [DIAGNOSE, "must_gather"]
+
+
+def test_cluster_text_is_escaped() -> None:
+    digest = dg.build_digest([b.gpu_node("<!channel>", 8, allocatable=7)], {}, NOW)
+    blocks = digest_message(digest, "digest-1").blocks
+    # Button values are opaque data handed back to the bot, never rendered: only shown text counts.
+    shown = json.dumps([{k: v for k, v in bl.items() if k != "elements"} for bl in blocks])
+    assert "<!channel>" not in shown and "&lt;!channel&gt;" in shown
+
+
+def test_all_clear_is_short() -> None:
+    digest = collect([b.gpu_node("gpu-1"), b.gpu_node("gpu-2")], rows("gpu-1", FLAT) + rows("gpu-2", FLAT))
+    msg = digest_message(digest, digest_id(digest))
+    assert_valid_slack(msg.blocks, msg.text)
+    assert "all clear" in msg.text and len(msg.blocks) <= 3 and not msg.attachments
+    assert "All clear" in digest_table(digest)
+
+
+def test_300_flagged_nodes_fit_and_the_full_list_is_attached() -> None:
+    nodes = [b.gpu_node(f"gpu-{i:03d}", 8, allocatable=6) for i in range(300)]
+    digest = dg.build_digest(nodes, {}, NOW)
+    msg = digest_message(digest, digest_id(digest))
+    assert_valid_slack(msg.blocks, msg.text)
+    shown = sum(1 for bl in msg.blocks if bl["type"] == "actions")
+    assert 0 < shown < 300
+    more = msg.blocks[-1]["elements"][0]["text"]
+    assert f"{300 - shown} more flagged node(s)" in more
+    [(name, full)] = msg.attachments
+    assert name == "gpu-digest-2026-11-29.txt"
+    assert all(f"gpu-{i:03d} " in full for i in range(300))
+
+
+def test_button_value_round_trip_and_rejects_others() -> None:
+    assert parse_button_value(button_value("digest-20261129T090000Z", "gpu-7")) == (
+        "digest-20261129T090000Z",
+        "gpu-7",
+    )
+    for bad in ("walk-123", "digest-1|", "|gpu-7"):
+        with pytest.raises(ValueError):
+            parse_button_value(bad)
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *argv: str) -> Any:
+    import argparse
+
+    from benchmarks.fleet import make_fleet
+    from bot import cli, cli_digest
+
+    scenario = tmp_path / "fleet.json"
+    scenario.write_text(json.dumps(make_fleet(12, 8, sick_every=5)))
+    parser = argparse.ArgumentParser()
+    cli_digest.register(parser.add_subparsers(dest="command"), cli._add_sources, cli._format)
+    args = parser.parse_args(["digest", "--scenario", str(scenario), *argv])
+    return cli_digest.COMMANDS["digest"](args)
+
+
+def test_cli_text_and_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(tmp_path, monkeypatch) == 0
+    text = capsys.readouterr().out
+    assert "3 of 12 GPU node(s) flagged" in text and "gpu-00006" in text and "gpu-00002" not in text
+    assert run_cli(tmp_path, monkeypatch, "--format", "json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [f["node"] for f in data["flagged"]] == ["gpu-00001", "gpu-00006", "gpu-00011"]
+    assert data["flagged"][0]["reasons"] == ["ALLOCATABLE_BELOW_CAPACITY", "REMAPPED_ROWS_RISING"]
+
+
+def test_cli_post_without_token_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.config import ConfigError
+
+    monkeypatch.delenv("SLACK_BOT_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match="SLACK_BOT_TOKEN"):
+        run_cli(tmp_path, monkeypatch, "--post")
+
+
+def test_cli_post_sends_the_digest_and_its_chart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.fakes.slack_api import serve_slack
+
+    with serve_slack() as slack:
+        monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-cli-test")
+        monkeypatch.setenv("SLACK_API_URL", slack.url)
+        monkeypatch.setenv("GPUBOT_DIGEST_CHANNEL", "C0DIGEST")
+        monkeypatch.delenv("REDIS_URL", raising=False)
+        assert run_cli(tmp_path, monkeypatch, "--post", "--format", "json") == 0
+        [post] = slack.calls_to("chat.postMessage")
+        assert post.params["channel"] == "C0DIGEST" and "3 of 12" in post.params["text"]
+        [upload] = slack.calls_to("upload")
+        assert upload.body.startswith(b"\x89PNG")
+        assert len(slack.calls_to("files.completeUploadExternal")) == 1
+    err = capsys.readouterr().err
+    assert "single replica" in err and "posted to C0DIGEST" in err

@@ -1,0 +1,97 @@
+"""The Poster against the fake Slack Web API: real slack_sdk code paths over HTTP."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from bot.slackpost import Poster, PostFailed
+from handlers.ports import PostRef
+from tests.fakes.slack_api import FakeSlack, serve_slack
+
+TOKEN = "xoxb-0000-test-token"
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    with serve_slack() as fake:
+        yield fake
+
+
+def poster(fake: FakeSlack, **kw: float) -> Poster:
+    return Poster(TOKEN, fake.url, backoff_s=kw.pop("backoff_s", 0.01), **kw)  # type: ignore[arg-type]
+
+
+def test_post_returns_where_the_message_landed_and_blocks_arrive(slack: FakeSlack) -> None:
+    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": "hello"}}]
+    ref = poster(slack).post("C0DIGEST", "fallback", blocks)
+    [call] = slack.calls_to("chat.postMessage")
+    assert ref.channel == "C0DIGEST" and ref.ts
+    assert call.params["channel"] == "C0DIGEST" and call.params["text"] == "fallback"
+    sent = call.params["blocks"]
+    assert (json.loads(sent) if isinstance(sent, str) else sent) == blocks
+    # The token travels only in the Authorization header, which the fake never records.
+    assert TOKEN not in json.dumps([c.headers for c in slack.calls]) + repr(poster(slack))
+
+
+def test_429_retry_after_is_honoured_then_succeeds(slack: FakeSlack) -> None:
+    slack.fail("chat.postMessage", 429, times=1, retry_after=1)
+    started = time.monotonic()
+    ref = poster(slack).post("C0DIGEST", "hi")
+    calls = slack.calls_to("chat.postMessage")
+    assert len(calls) == 2 and ref.ts
+    assert calls[1].at - calls[0].at >= 0.95  # waited the Retry-After, not the 10 ms backoff
+    assert time.monotonic() - started < 5
+
+
+def test_500s_are_retried_then_raise_post_failed_with_the_reason(slack: FakeSlack) -> None:
+    slack.fail("chat.postMessage", 500, times=10)
+    with pytest.raises(PostFailed) as err:
+        poster(slack, attempts=3).post("C0DIGEST", "hi")
+    assert len(slack.calls_to("chat.postMessage")) == 3
+    assert "after 3 attempts" in err.value.reason and "500" in err.value.reason
+    assert TOKEN not in err.value.reason
+
+
+def test_transient_500_then_success(slack: FakeSlack) -> None:
+    slack.fail("chat.update", 500, times=2)
+    poster(slack, attempts=3).update(PostRef("C0DIGEST", "1.2"), "edited")
+    assert len(slack.calls_to("chat.update")) == 3
+
+
+def test_a_refusal_is_not_retried(slack: FakeSlack) -> None:
+    # An unknown method answers ok=false with 200, as Slack does for channel_not_found.
+    with pytest.raises(PostFailed, match="unknown_method"):
+        poster(slack)._call("bogus.method", lambda: poster(slack).client.api_call("bogus.method"))
+    assert len(slack.calls_to("bogus.method")) == 1
+
+
+def test_slack_unreachable_is_post_failed_naming_the_url() -> None:
+    with serve_slack() as fake:
+        url = fake.url
+    with pytest.raises(PostFailed, match="cannot reach Slack"):
+        Poster(TOKEN, url, attempts=2, backoff_s=0.01).post("C0DIGEST", "hi")
+
+
+def test_upload_v2_flow_hits_the_three_steps_with_the_local_url(slack: FakeSlack) -> None:
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 10
+    poster(slack).upload("C0DIGEST", "digest.png", png, thread_ts="1795000001.000100", title="chart")
+    methods = [c.method for c in slack.calls]
+    assert methods == ["files.getUploadURLExternal", "upload", "files.completeUploadExternal"]
+    get_url, upload, complete = slack.calls
+    assert get_url.params["filename"] == "digest.png" and int(get_url.params["length"]) == len(png)
+    assert upload.body == png  # the bytes went to the fake's own absolute upload URL
+    assert complete.params["channel_id"] == "C0DIGEST"
+    assert complete.params["thread_ts"] == "1795000001.000100"
+    [f] = json.loads(complete.params["files"])
+    assert f["id"] == upload.params["file_id"] and f["title"] == "chart"
+
+
+def test_upload_step_failure_is_retried(slack: FakeSlack) -> None:
+    slack.fail("upload", 500, times=1)
+    poster(slack).upload("C0DIGEST", "full.txt", "every flagged node\n")
+    assert [c.method for c in slack.calls].count("files.completeUploadExternal") == 1
+    assert len(slack.calls_to("upload")) == 2
