@@ -13,6 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from bot.config import ConfigError, load_config
 from layers.sources import SourceError, TelemetryError
@@ -69,10 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="walk every bundled scenario: no cluster, Slack or Redis needed")
     demo.add_argument("--format", choices=("text", "json"), default="text")
 
-    from bot import cli_actions
-
-    cli_actions.register(sub, _add_sources, _format)
+    for module in _command_modules():
+        module.register(sub, _add_sources, _format)
     return parser
+
+
+def _command_modules() -> list[Any]:
+    """The subcommands that live beside the walk: node actions, the digest, the bot."""
+    from bot import cli_actions, cli_digest, cli_serve
+
+    return [cli_actions, cli_digest, cli_serve]
 
 
 def cmd_why(args: argparse.Namespace) -> int:
@@ -140,14 +147,15 @@ def _error(msg: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from bot import cli_actions
-
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()
         return EXIT_INPUT
-    handler = COMMANDS.get(args.command) or cli_actions.COMMANDS[args.command]
+    handlers = dict(COMMANDS)
+    for module in _command_modules():
+        handlers.update(module.COMMANDS)
+    handler = handlers[args.command]
     try:
         return handler(args)
     except (BadTarget, ConfigError, UsageError) as err:

@@ -1,0 +1,245 @@
+"""The Bolt wiring: `/gpu` and the buttons → handlers, on a bounded worker pool.
+
+Listeners acknowledge at once (Slack allows 3 s; we aim well under 0.5 s) and
+hand the walk to our own pool, so Bolt's listener threads are never held by a
+walk: a burst of commands queues on the pool, none is dropped. The pool has a
+fixed number of workers (GPUBOT_WORKERS) and an unbounded queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from slack_bolt import Ack, App
+from slack_sdk import WebClient
+
+from bot.config import Config
+from bot.sources import Sources
+from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
+from handlers.buttons import Bundle, Buttons, Operators, Outcome, click_from_payload
+from handlers.commands import USAGE, CommandError, Digest, Help, Why, parse_command, usage_reply
+from handlers.digest import DIAGNOSE
+from handlers.escape import escape
+from handlers.ports import SlackPoster, StateStore, StateUnavailable
+from handlers.walks import RETENTION_S, WalkService
+from layers.context import Settings, WalkContext
+from layers.findings import Target, WalkResult
+from layers.walk import open_node, open_pod
+
+log = logging.getLogger("gpubot.app")
+
+BUTTON_ACTIONS = re.compile(
+    f"^({'|'.join((DESCEND, JUMP, WALK_ALL, MUST_GATHER, CORDON, UNCORDON, DIAGNOSE))})$"
+)
+
+
+class ClusterNodeActions:
+    """Cordon, uncordon and must-gather over the chosen sources (bot/cordon.py, bot/bundle.py)."""
+
+    def __init__(self, sources: Sources, cfg: Config) -> None:
+        self.sources = sources
+        self.cfg = cfg
+
+    def cordon(self, node: str, actor: str, reason: str) -> Outcome:
+        from bot.cordon import cordon
+
+        out = cordon(
+            self.sources.cluster,
+            self.sources.writer,
+            node,
+            reason,
+            actor,
+            max_fraction=self.cfg.cordon_max_fraction,
+        )
+        return Outcome(out.applied, out.message)
+
+    def uncordon(self, node: str, actor: str) -> Outcome:
+        from bot.cordon import uncordon
+
+        out = uncordon(self.sources.cluster, self.sources.writer, node)
+        return Outcome(out.applied, out.message)
+
+    def must_gather(self, node: str, target: Target, walk: WalkResult | None) -> Bundle:
+        from bot.bundle import collect_bundle
+
+        fd, path = tempfile.mkstemp(prefix=f"gpubot-must-gather-{node}-", suffix=".tar.gz")
+        os.close(fd)
+        pod = (target.namespace, target.pod) if target.pod and target.namespace else None
+        try:
+            report = collect_bundle(
+                self.sources.cluster,
+                self.sources.telemetry,
+                path,
+                node=node,
+                target=pod,
+                walk=walk,
+                operator_namespace=self.cfg.operator_namespace,
+            )
+        except BaseException:
+            os.unlink(path)
+            raise
+        summary = f"{report.files} files, {report.archive_bytes / 1e6:.1f} MB"
+        if report.errors:
+            summary += f", {len(report.errors)} read(s) failed (listed in errors.txt)"
+        return Bundle(path=path, filename=f"must-gather-{node}.tar.gz", summary=summary)
+
+
+@dataclass
+class GpuBot:
+    """The Bolt app and what it drives; `shutdown()` drains the pool."""
+
+    app: App
+    service: WalkService
+    buttons: Buttons
+    pool: ThreadPoolExecutor
+    state: StateStore
+    poster: SlackPoster
+    cfg: Config
+    slack_up: Callable[[], bool] = lambda: True
+    pending: set[Future[None]] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def submit(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
+        """Run off the request path; a failure is logged with what it was, never lost silently."""
+
+        def run() -> None:
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("%s failed", what)
+
+        fut: Future[None] = self.pool.submit(run)
+        with self._lock:
+            self.pending.add(fut)
+        fut.add_done_callback(self._done)
+
+    def _done(self, fut: Future[None]) -> None:
+        with self._lock:
+            self.pending.discard(fut)
+
+    def ready(self) -> tuple[bool, str]:
+        """/readyz: the state store answers and the Slack connection is up."""
+        try:
+            self.state.ping()
+        except StateUnavailable as err:
+            return False, f"state store: {err}"
+        if not self.slack_up():
+            return False, "Slack: not connected"
+        return True, "ready"
+
+    def shutdown(self, wait: bool = True) -> None:
+        self.pool.shutdown(wait=wait, cancel_futures=not wait)
+
+
+def _open_walk(sources: Sources, settings: Settings) -> Callable[[Target], WalkContext]:
+    def open_walk(target: Target) -> WalkContext:
+        if target.pod and target.namespace:
+            return open_pod(sources.cluster, sources.telemetry, target.namespace, target.pod, settings)
+        if target.node:
+            return open_node(sources.cluster, sources.telemetry, target.node, settings)
+        raise ValueError(f"a walk needs a pod or a node: {target}")
+
+    return open_walk
+
+
+def build_app(
+    cfg: Config,
+    sources: Sources,
+    state: StateStore,
+    poster: SlackPoster,
+    *,
+    client: WebClient | None = None,
+    node_actions: Any = None,
+    workers: int | None = None,
+    token_verification: bool = True,
+) -> GpuBot:
+    """The Bolt app with its listeners; nothing is served until a transport runs it (bot/serve.py)."""
+    client = client or WebClient(token=cfg.slack_bot_token, base_url=cfg.slack_api_url)
+    app = App(
+        client=client,
+        signing_secret=cfg.slack_signing_secret,
+        process_before_response=False,
+        token_verification_enabled=token_verification,
+        # Socket Mode has no signatures to check; HTTP mode always has a signing secret (load_config).
+        request_verification_enabled=cfg.slack_signing_secret is not None,
+    )
+    settings = Settings(operator_namespace=cfg.operator_namespace)
+    service = WalkService(
+        state,
+        poster,
+        _open_walk(sources, settings),
+        retention_s=cfg.state_retention_days * 86400 if cfg.state_retention_days else RETENTION_S,
+        cluster_name=cfg.cluster_name,
+    )
+    operators = Operators(
+        cfg.operators,
+        cfg.operator_groups,
+        lambda group: client.usergroups_users_list(usergroup=group).get("users") or [],
+    )
+    buttons = Buttons(service, operators, node_actions or ClusterNodeActions(sources, cfg))
+    pool = ThreadPoolExecutor(max_workers=workers or cfg.workers, thread_name_prefix="gpubot-walk")
+    bot = GpuBot(app, service, buttons, pool, state, poster, cfg)
+
+    @app.command("/gpu")
+    def on_gpu(ack: Ack, command: dict[str, Any]) -> None:
+        try:
+            cmd = parse_command(command.get("text"))
+        except CommandError as err:
+            ack(text=usage_reply(str(err)), response_type="ephemeral")
+            return
+        channel, user = str(command.get("channel_id") or ""), str(command.get("user_id") or "")
+        if isinstance(cmd, Help):
+            ack(text=USAGE, response_type="ephemeral")
+        elif isinstance(cmd, Why):
+            ack(text=f"walking the layers for {escape(cmd.label)}…", response_type="ephemeral")
+            bot.submit(
+                f"walk of {cmd.label} for {user}",
+                service.start,
+                channel,
+                user,
+                Target(namespace=cmd.namespace, pod=cmd.pod),
+            )
+        elif isinstance(cmd, Digest):
+            ack(text="posting the GPU fleet digest in this channel…", response_type="ephemeral")
+            bot.submit("digest", post_digest_now, bot, sources, channel, user)
+
+    @app.action(BUTTON_ACTIONS)
+    def on_button(ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        click = click_from_payload(body)
+        bot.submit(f"{click.action_id} by {click.user} on walk {click.value}", buttons.handle, click)
+
+    return bot
+
+
+def post_digest_now(bot: GpuBot, sources: Sources, channel: str, user: str | None) -> None:
+    """`/gpu digest`: the digest, now, in this channel (with its chart when metrics allow)."""
+    from bot.chart import digest_chart
+    from handlers.digest import post_digest
+    from layers.digest import collect_digest
+    from layers.sources import SourceError
+
+    try:
+        digest = collect_digest(
+            sources.cluster, sources.telemetry, operator_namespace=bot.cfg.operator_namespace
+        )
+    except SourceError as err:
+        if user:
+            bot.poster.ephemeral(channel, user, f":x: the digest needs the node list: {escape(str(err))}")
+        return
+    try:
+        chart = digest_chart(sources.telemetry, digest)
+    except Exception as err:  # the chart is a bonus; the digest posts without it
+        log.warning("digest chart failed: %s", err)
+        chart = None
+    post_digest(
+        bot.poster, channel, digest, chart_png=chart, store=bot.state, retention_s=bot.service.retention_s
+    )

@@ -1,0 +1,42 @@
+"""`gpubot serve`: registered like the other subcommands (bot/cli_actions.py calls `register`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from bot.serve import DEFAULT_HOST, DEFAULT_PORT, cmd_serve
+
+
+def add_arguments(p: argparse.ArgumentParser, add_sources: Callable[[argparse.ArgumentParser], None]) -> None:
+    p.add_argument(
+        "--http",
+        action="store_true",
+        help="serve Slack's Events API at /slack/events (default: Socket Mode with SLACK_APP_TOKEN)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"port for /slack/events (HTTP mode) and /healthz, /readyz (both modes); default {DEFAULT_PORT}",
+    )
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to bind (default {DEFAULT_HOST}; a container passes --host 0.0.0.0)",
+    )
+    add_sources(p)
+
+
+def register(
+    sub: Any,
+    add_sources: Callable[[argparse.ArgumentParser], None],
+    add_format: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    """Add `serve` (no --format: it talks to Slack, not to a terminal)."""
+    p = sub.add_parser("serve", help="run the Slack bot (Socket Mode by default, HTTP with --http)")
+    add_arguments(p, add_sources)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"serve": cmd_serve}

@@ -1,0 +1,249 @@
+"""`gpubot serve`: the Slack bot over Socket Mode (default) or HTTP, with health endpoints.
+
+HTTP mode serves Slack's Events API at /slack/events (Bolt checks the
+signature and rejects stale timestamps) and /healthz, /readyz. Socket Mode
+connects out with SLACK_APP_TOKEN and serves only /healthz and /readyz on the
+port. The host defaults to 127.0.0.1; 0.0.0.0 (the container) only when asked
+with --host. SIGTERM stops cleanly: no new requests, running walks finish
+(within a grace period), the Slack connection closes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from slack_bolt.request import BoltRequest
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+from bot.app import GpuBot
+from bot.config import Config
+from bot.sources import Sources
+from handlers.ports import StateUnavailable
+from layers.sources import SourceError
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from layers.digest import Digest
+    from layers.sources import Telemetry
+
+log = logging.getLogger("gpubot.serve")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 3000
+EVENTS_PATH = "/slack/events"
+MAX_BODY = 1 << 20  # Slack payloads are a few kB; refuse anything absurd before reading it
+DRAIN_S = 25.0  # Kubernetes gives 30 s between SIGTERM and SIGKILL by default
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128  # a burst of commands waits in the backlog instead of being refused
+
+
+class _Handler(BaseHTTPRequestHandler):
+    bot: GpuBot
+    events: bool
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # else ~40 ms per keep-alive answer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s %s", self.address_string(), format % args)
+
+    def _send(self, status: int, body: bytes, headers: dict[str, Sequence[str]] | None = None) -> None:
+        self.send_response(status)
+        sent_type = False
+        for name, values in (headers or {}).items():
+            if name.lower() == "content-length":
+                continue
+            for v in values:
+                self.send_header(name, v)
+            sent_type = sent_type or name.lower() == "content-type"
+        if not sent_type:
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path
+        if path == "/healthz":
+            self._send(200, b"ok\n")
+        elif path == "/readyz":
+            ok, why = self.bot.ready()
+            self._send(200 if ok else 503, (why + "\n").encode())
+        else:
+            self._send(404, b"not found\n")
+
+    def do_POST(self) -> None:
+        url = urlsplit(self.path)
+        if not self.events or url.path != EVENTS_PATH:
+            self._send(404, b"not found\n")
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            self.close_connection = True
+            self._send(413, b"payload too large\n")
+            return
+        body = self.rfile.read(length).decode("utf-8", errors="replace") if length else ""
+        headers: dict[str, str | Sequence[str]] = {k.lower(): v for k, v in self.headers.items()}
+        response = self.bot.app.dispatch(BoltRequest(body=body, query=url.query, headers=headers))
+        self._send(response.status, response.body.encode(), response.headers)
+
+
+def start_http(bot: GpuBot, host: str, port: int, *, events: bool) -> ThreadingHTTPServer:
+    """Serve health (and with `events`, Slack's requests) on a background thread."""
+    handler = type("Handler", (_Handler,), {"bot": bot, "events": events})
+    server = _Server((host, port), handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
+    return server
+
+
+def drain(bot: GpuBot, timeout_s: float = DRAIN_S) -> None:
+    """Let running walks finish (bounded), then stop the pool."""
+    pending = list(bot.pending)
+    if pending:
+        log.info("waiting up to %.0fs for %d running job(s)", timeout_s, len(pending))
+        concurrent.futures.wait(pending, timeout=timeout_s)
+    bot.shutdown(wait=False)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from bot.app import build_app
+    from bot.config import load_config
+    from bot.slackpost import Poster
+    from bot.sources import open_sources
+    from bot.state import open_state
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    cfg = load_config(need_slack=True, http=args.http)
+    if args.redis_url:
+        from dataclasses import replace
+
+        from bot.config import _url
+
+        cfg = replace(cfg, redis_url=_url("--redis-url", args.redis_url, ("redis", "rediss", "unix")))
+    sources = open_sources(
+        cfg,
+        scenario=args.scenario,
+        bundle=args.bundle,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        prometheus_url=args.prometheus_url,
+    )
+    try:
+        state, note = open_state(cfg.redis_url)
+    except StateUnavailable as err:
+        raise SourceError("unavailable", f"state store: {err}") from None
+    assert cfg.slack_bot_token is not None  # load_config(need_slack=True) checked it
+    poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
+    try:
+        bot = build_app(cfg, sources, state, poster, client=poster.client)
+    except (SlackApiError, SlackClientError, OSError) as err:  # Bolt calls auth.test at start
+        raise SourceError(
+            "unavailable",
+            f"Slack Web API at {cfg.slack_api_url} refused the bot token or did not answer: {err}",
+        ) from None
+    log.info("sources: %s", sources.description)
+    log.info("%s", note)
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    socket_handler: Any = None
+    server = start_http(bot, args.host, args.port, events=args.http)
+    host, port = server.server_address[:2]
+    if args.http:
+        log.info("serving Slack events at http://%s:%s%s (and /healthz, /readyz)", host, port, EVENTS_PATH)
+    else:
+        from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+        socket_handler = SocketModeHandler(bot.app, cfg.slack_app_token)
+        bot.slack_up = socket_handler.client.is_connected
+        socket_handler.connect()
+        log.info("connected to Slack over Socket Mode; health at http://%s:%s/healthz", host, port)
+
+    scheduler = _start_digest(bot, sources, cfg)
+    try:
+        stop.wait()
+    finally:
+        server.shutdown()
+        server.server_close()
+        if scheduler is not None:
+            scheduler.shutdown(wait=False)
+        if socket_handler is not None:
+            socket_handler.close()
+        drain(bot)
+        log.info("stopped")
+    return 0
+
+
+def _start_digest(bot: GpuBot, sources: Sources, cfg: Config) -> BackgroundScheduler | None:
+    """The daily digest, when GPUBOT_DIGEST_CHANNEL is set (exactly once a day across replicas)."""
+    if not cfg.digest_channel:
+        return None
+    from bot.scheduler import DigestJob, start_scheduler
+    from layers.digest import collect_digest
+
+    def collect() -> tuple[Digest, Telemetry]:
+        digest = collect_digest(sources.cluster, sources.telemetry, operator_namespace=cfg.operator_namespace)
+        return digest, sources.telemetry
+
+    job = DigestJob(
+        collect=collect,
+        poster=bot.poster,
+        channel=cfg.digest_channel,
+        store=bot.state,
+        tz=cfg.tz,
+        retention_s=bot.service.retention_s,
+    )
+    scheduler = start_scheduler(job, cfg.digest_hour, cfg.digest_minute, cfg.tz)
+    log.info(
+        "daily digest to %s at %02d:%02d %s",
+        cfg.digest_channel,
+        cfg.digest_hour,
+        cfg.digest_minute,
+        cfg.timezone,
+    )
+    return scheduler
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m bot.serve …`: the same command as `gpubot serve`, through the CLI's error handling."""
+    from bot import cli, cli_serve
+    from bot.config import ConfigError
+
+    parser = argparse.ArgumentParser(prog="gpubot serve")
+    cli_serve.add_arguments(parser, cli._add_sources)
+    args = parser.parse_args(argv)
+    try:
+        return cmd_serve(args)
+    except ConfigError as err:
+        print(f"gpubot: {err}", file=sys.stderr)
+        return cli.EXIT_INPUT
+    except SourceError as err:
+        print(f"gpubot: {err}", file=sys.stderr)
+        return cli.EXIT_INPUT if err.kind in ("not_found", "bad_input") else cli.EXIT_BACKEND
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""Button clicks: the same walk service as a typed command, plus the node actions for operators.
+
+Order of a click: who may (operators only for must-gather and cordon: anyone
+else gets an ephemeral refusal and nothing happens), which walk (the button's
+value), a claim in the state store per walk + action (a second click on a
+finished action is answered, not repeated), the audit line in the thread
+(who, what, when), then the action. If the state store is down the clicker is
+told so before anything is done.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
+from handlers.digest import DIAGNOSE, parse_button_value
+from handlers.escape import escape
+from handlers.ports import StateUnavailable
+from handlers.walks import CLAIM_S, Walk, WalkGone, WalkService
+from layers.findings import Target, WalkResult
+from layers.target import check_object_name
+
+log = logging.getLogger("gpubot.buttons")
+
+NAV_ACTIONS = frozenset({DESCEND, JUMP, WALK_ALL})
+OPERATOR_ACTIONS = frozenset({MUST_GATHER, CORDON, UNCORDON})
+GROUP_CACHE_S = 60.0
+_BLOCK_LAYER = re.compile(r"^layer(\d)_actions$")
+
+
+@dataclass(frozen=True)
+class Click:
+    action_id: str
+    value: str
+    user: str
+    channel: str
+    block_id: str | None = None
+    message_ts: str | None = None
+    thread_ts: str | None = None
+
+    @property
+    def from_layer(self) -> int | None:
+        """The layer whose message held the button (its actions block is `layer<N>_actions`)."""
+        m = _BLOCK_LAYER.match(self.block_id or "")
+        return int(m.group(1)) if m else None
+
+
+def click_from_payload(body: dict[str, Any]) -> Click:
+    """A `block_actions` payload → the one click it carries."""
+    action = (body.get("actions") or [{}])[0]
+    message = body.get("message") or {}
+    container = body.get("container") or {}
+    return Click(
+        action_id=str(action.get("action_id") or ""),
+        value=str(action.get("value") or ""),
+        user=str((body.get("user") or {}).get("id") or ""),
+        channel=str((body.get("channel") or {}).get("id") or container.get("channel_id") or ""),
+        block_id=action.get("block_id"),
+        message_ts=message.get("ts") or container.get("message_ts"),
+        thread_ts=message.get("thread_ts") or container.get("thread_ts"),
+    )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a node action did: `changed` False when it refused or found nothing to do."""
+
+    changed: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class Bundle:
+    path: str
+    filename: str
+    summary: str
+
+
+class NodeActions(Protocol):
+    """The node actions bot/app.py provides over bot/cordon.py and bot/bundle.py."""
+
+    def cordon(self, node: str, actor: str, reason: str) -> Outcome: ...
+
+    def uncordon(self, node: str, actor: str) -> Outcome: ...
+
+    def must_gather(self, node: str, target: Target, walk: WalkResult | None) -> Bundle: ...
+
+
+class Operators:
+    """GPUBOT_OPERATORS user ids, and members of GPUBOT_OPERATOR_GROUPS (cached briefly)."""
+
+    def __init__(
+        self,
+        users: Iterable[str],
+        groups: Iterable[str],
+        members: Callable[[str], Iterable[str]],
+        ttl_s: float = GROUP_CACHE_S,
+    ) -> None:
+        self.users = frozenset(users)
+        self.groups = tuple(groups)
+        self.members = members
+        self.ttl_s = ttl_s
+        self._cache: dict[str, tuple[float, frozenset[str]]] = {}
+        self._lock = threading.Lock()
+
+    def _group(self, group: str) -> frozenset[str]:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(group)
+            if hit and now - hit[0] < self.ttl_s:
+                return hit[1]
+        try:
+            ids = frozenset(self.members(group))
+        except Exception as err:  # fail closed: an unreadable group grants nothing
+            log.warning("could not list user group %s: %s", group, err)
+            return frozenset()
+        with self._lock:
+            self._cache[group] = (now, ids)
+        return ids
+
+    def allows(self, user: str) -> bool:
+        if user in self.users:
+            return True
+        return any(user in self._group(g) for g in self.groups)
+
+
+def when(now: float) -> str:
+    """A Slack date token (shown in the reader's time zone) with a UTC fallback."""
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    return f"<!date^{int(now)}^{{date_short_pretty}} {{time_secs}}|{iso}>"
+
+
+class Buttons:
+    def __init__(
+        self,
+        service: WalkService,
+        operators: Operators,
+        actions: NodeActions | None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.service = service
+        self.operators = operators
+        self.actions = actions
+        self.clock = clock
+
+    # --- entry -----------------------------------------------------------------------------
+
+    def handle(self, click: Click) -> None:
+        if click.action_id in OPERATOR_ACTIONS and not self.operators.allows(click.user):
+            self._tell(
+                click,
+                f":no_entry: only operators may use *{click.action_id.replace('_', ' ')}*: "
+                "ask someone listed in GPUBOT_OPERATORS or GPUBOT_OPERATOR_GROUPS. Nothing was done.",
+            )
+            return
+        try:
+            walk = self._digest_walk(click) if "|" in click.value else self.service.load(click.value)
+        except ValueError as err:
+            self._tell(click, f"this button is not understood: {escape(str(err))}")
+            return
+        except WalkGone as err:
+            self._tell(click, f":hourglass: {escape(str(err))}")
+            return
+        except StateUnavailable as err:
+            self._state_down(click, err)
+            return
+        handler = {
+            DESCEND: self._descend,
+            JUMP: self._jump,
+            WALK_ALL: self._walk_all,
+            MUST_GATHER: self._must_gather,
+            CORDON: self._cordon,
+            UNCORDON: self._uncordon,
+            DIAGNOSE: self._diagnose,
+        }.get(click.action_id)
+        if handler is None:
+            self._tell(click, f"unknown button {escape(click.action_id)!r}")
+            return
+        try:
+            handler(click, walk)
+        except StateUnavailable as err:
+            self._state_down(click, err)
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _tell(self, click: Click, text: str) -> None:
+        try:
+            self.service.poster.ephemeral(click.channel, click.user, text)
+        except Exception as err:
+            log.error("could not answer %s about %s: %s", click.user, click.action_id, err)
+
+    def _state_down(self, click: Click, err: BaseException) -> None:
+        log.error("state store unreachable at a %s click: %s", click.action_id, err)
+        self._tell(
+            click,
+            ":x: the bot's state store (Redis) is unreachable, so nothing was done; "
+            "try again in a moment. If it persists, check REDIS_URL and the Redis service.",
+        )
+
+    def _claim(self, walk: Walk, name: str, user: str, ttl_s: int | None = None) -> bool:
+        return self.service.claim(walk.walk_id, name, user, ttl_s)
+
+    def _audit(self, walk: Walk, click: Click, what: str) -> None:
+        self.service.note(walk, f"<@{click.user}> {what} · {when(self.clock())}")
+
+    def _digest_walk(self, click: Click) -> Walk:
+        """A digest row's buttons carry `<digest id>|<node>`: one node walk per digest and node."""
+        did, node = parse_button_value(click.value)
+        check_object_name(node, "node")
+        return self.service.node_walk(f"{did}.{node}", node, click.channel, click.message_ts)
+
+    def _diagnose(self, click: Click, walk: Walk) -> None:
+        node = walk.target.node or ""
+        if not self._claim(walk, "diagnose", click.user):
+            self._tell(click, f"{escape(node)} is already being diagnosed in this digest's thread.")
+            return
+        self._audit(walk, click, f"asked to diagnose `{escape(node)}`")
+        started = self.service.start(
+            walk.channel, click.user, walk.target, thread_ts=walk.thread, walk_id=walk.walk_id
+        )
+        if started is None:
+            self.service.release(walk.walk_id, "diagnose")
+
+    # --- navigation (anyone) ------------------------------------------------------------------
+
+    def _run_layer(self, click: Click, walk: Walk, layer: int | None, verb: str) -> None:
+        if layer is None:
+            self._tell(click, "there is no layer to go to from here: the walk has reached its end.")
+            return
+        if not self._claim(walk, f"layer:{layer}", click.user, CLAIM_S):
+            self._tell(click, f"layer {layer} has already been run for this walk: see the thread.")
+            return
+        self._audit(walk, click, f"{verb} layer {layer}")
+        self.service.run_layers(walk, [layer], claimed=True)
+
+    def _descend(self, click: Click, walk: Walk) -> None:
+        self._run_layer(click, walk, self.service.next_after(walk.walk_id, click.from_layer), "descended to")
+
+    def _jump(self, click: Click, walk: Walk) -> None:
+        self._run_layer(click, walk, self.service.suggested(walk.walk_id, click.from_layer), "jumped to")
+
+    def _walk_all(self, click: Click, walk: Walk) -> None:
+        remaining = self.service.remaining(walk.walk_id)
+        if not remaining:
+            self._tell(click, "every layer has already been run for this walk: see the thread.")
+            return
+        if not self._claim(walk, "walk_all", click.user):
+            self._tell(click, "the remaining layers are already being walked for this thread.")
+            return
+        self._audit(walk, click, "walked the remaining layers (" + ", ".join(map(str, remaining)) + ")")
+        self.service.run_layers(walk, remaining)
+
+    # --- node actions (operators) ---------------------------------------------------------------
+
+    def _node(self, click: Click, walk: Walk) -> str | None:
+        if walk.target.node is None:
+            self._tell(click, f"{escape(walk.target.label)} is not on a node: no node to act on.")
+            return None
+        if self.actions is None:
+            self._tell(click, "node actions are not available on this bot.")
+            return None
+        return walk.target.node
+
+    def _cordon(self, click: Click, walk: Walk) -> None:
+        node = self._node(click, walk)
+        if node is None or self.actions is None:
+            return
+        if not self._claim(walk, f"cordon:{node}", click.user):
+            self._tell(click, f"{escape(node)} was already cordoned from this thread: nothing more to do.")
+            return
+        verdict = self.service.walk_result(walk).verdict
+        reason = f"gpubot walk {walk.walk_id} ({walk.target.label})"
+        if verdict is not None:
+            reason += f": {verdict.code}"
+        try:
+            outcome = self.actions.cordon(node, f"slack:{click.user}", reason)
+        except Exception as err:
+            self.service.release(walk.walk_id, f"cordon:{node}")
+            self.service.report_failure(walk, f"cordon {node} requested by {click.user} failed", err)
+            return
+        if outcome.changed:
+            self.service.release(walk.walk_id, f"uncordon:{node}")
+            self._audit(walk, click, f"cordoned `{escape(node)}`: {escape(outcome.message)}")
+        else:
+            # Nothing changed (refused by the breaker, already cordoned): a later click may try again.
+            self.service.release(walk.walk_id, f"cordon:{node}")
+            self._audit(walk, click, f"asked to cordon `{escape(node)}`: {escape(outcome.message)}")
+
+    def _uncordon(self, click: Click, walk: Walk) -> None:
+        node = self._node(click, walk)
+        if node is None or self.actions is None:
+            return
+        if not self._claim(walk, f"uncordon:{node}", click.user):
+            self._tell(click, f"{escape(node)} was already uncordoned from this thread: nothing more to do.")
+            return
+        try:
+            outcome = self.actions.uncordon(node, f"slack:{click.user}")
+        except Exception as err:
+            self.service.release(walk.walk_id, f"uncordon:{node}")
+            self.service.report_failure(walk, f"uncordon {node} requested by {click.user} failed", err)
+            return
+        if outcome.changed:
+            self.service.release(walk.walk_id, f"cordon:{node}")
+            self._audit(walk, click, f"uncordoned `{escape(node)}`: {escape(outcome.message)}")
+        else:
+            self.service.release(walk.walk_id, f"uncordon:{node}")
+            self._audit(walk, click, f"asked to uncordon `{escape(node)}`: {escape(outcome.message)}")
+
+    def _must_gather(self, click: Click, walk: Walk) -> None:
+        node = self._node(click, walk)
+        if node is None or self.actions is None:
+            return
+        if not self._claim(walk, f"must_gather:{node}", click.user):
+            self._tell(click, f"a must-gather for {escape(node)} is already in this thread (or on its way).")
+            return
+        self._audit(walk, click, f"started a must-gather of `{escape(node)}`")
+        try:
+            bundle = self.actions.must_gather(node, walk.target, self.service.walk_result(walk))
+            try:
+                with open(bundle.path, "rb") as fh:
+                    content = fh.read()
+            finally:
+                os.unlink(bundle.path)  # a temporary file: ours to remove once read
+            self.service.poster.upload(
+                walk.channel, bundle.filename, content, thread_ts=walk.thread, title=bundle.filename
+            )
+        except Exception as err:
+            self.service.release(walk.walk_id, f"must_gather:{node}")
+            self.service.report_failure(walk, f"must-gather of {node} failed", err)
+            return
+        self.service.note(walk, f"must-gather of `{escape(node)}` attached: {escape(bundle.summary)}")

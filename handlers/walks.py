@@ -1,0 +1,390 @@
+"""The walk service: one incident thread per walk, its state in the state store.
+
+A walk is a target (a pod, or a node from the digest), the channel and root
+message of its thread, and the layers done so far with their results. Every
+piece lives in the state store under the walk id, one key per layer, so a
+click on any replica, after any restart, continues the same walk; a layer is
+claimed with `set_if_absent` before it runs, so two clicks never run it twice.
+
+`/gpu why` and the buttons take the same path: `start` then `follow`,
+`descend`, `jump` or `walk_all`, each layer posted in the thread as it
+completes and the root's layer track updated in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from handlers.blocks import Message, layer_message, root_message
+from handlers.commands import usage_reply
+from handlers.escape import escape
+from handlers.ports import PostRef, SlackPoster, StateStore
+from layers.context import WalkContext
+from layers.findings import Finding, LayerResult, Severity, Target, WalkResult
+from layers.sources import SourceError
+from layers.walk import LAYERS, run_layer
+
+log = logging.getLogger("gpubot.walks")
+
+RETENTION_S = 14 * 24 * 3600
+# A claim outlives the longest layer run; a crashed replica's claim expires so the layer can run again.
+CLAIM_S = 15 * 60
+
+# Opens a fresh context for a target (reads the pod or node; SourceError when it cannot).
+OpenWalk = Callable[[Target], WalkContext]
+
+
+class WalkGone(LookupError):
+    """The walk id is unknown: expired past the retention, or never existed."""
+
+
+@dataclass(frozen=True)
+class Walk:
+    walk_id: str
+    target: Target
+    channel: str
+    requester: str | None
+    root_ts: str | None
+    thread_ts: str | None  # the digest's node walks live in the digest message's thread
+    created_at: float
+
+    @property
+    def thread(self) -> str | None:
+        """Where layer messages go: the root's thread, or the digest message's."""
+        return self.thread_ts or self.root_ts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "walk_id": self.walk_id,
+            "target": self.target.to_dict(),
+            "channel": self.channel,
+            "requester": self.requester,
+            "root_ts": self.root_ts,
+            "thread_ts": self.thread_ts,
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Walk:
+        t = d["target"]
+        return cls(
+            walk_id=d["walk_id"],
+            target=Target(namespace=t.get("namespace"), pod=t.get("pod"), node=t.get("node")),
+            channel=d["channel"],
+            requester=d.get("requester"),
+            root_ts=d.get("root_ts"),
+            thread_ts=d.get("thread_ts"),
+            created_at=float(d.get("created_at") or 0.0),
+        )
+
+
+# --- layer results in the store (to_dict() drops `next` per finding; this keeps it all) ---------------
+
+
+def layer_to_dict(result: LayerResult, at: float) -> dict[str, Any]:
+    return {
+        "layer": result.layer,
+        "status": result.status.label,
+        "next": result.next,
+        "at": at,
+        "findings": [
+            {
+                "code": f.code,
+                "severity": f.severity.label,
+                "summary": f.summary,
+                "evidence": list(f.evidence),
+                "commands": list(f.commands),
+                "node": f.node,
+                "next": f.next,
+            }
+            for f in result.findings
+        ],
+    }
+
+
+def layer_from_dict(d: dict[str, Any]) -> tuple[LayerResult, float]:
+    findings = tuple(
+        Finding(
+            code=f["code"],
+            severity=Severity.parse(f["severity"]),
+            summary=f["summary"],
+            evidence=tuple(f.get("evidence") or ()),
+            commands=tuple(f.get("commands") or ()),
+            node=f.get("node"),
+            next=f.get("next"),
+        )
+        for f in d["findings"]
+    )
+    result = LayerResult(
+        layer=d["layer"], status=Severity.parse(d["status"]), next=d["next"], findings=findings
+    )
+    return result, float(d.get("at") or 0.0)
+
+
+def new_walk_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+class WalkService:
+    """Runs walks and keeps their state; posts through the SlackPoster port."""
+
+    def __init__(
+        self,
+        state: StateStore,
+        poster: SlackPoster,
+        open_walk: OpenWalk,
+        *,
+        retention_s: int = RETENTION_S,
+        cluster_name: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.state = state
+        self.poster = poster
+        self.open_walk = open_walk
+        self.retention_s = retention_s
+        self.cluster_name = cluster_name
+        self.clock = clock
+
+    # --- keys ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _key(walk_id: str, *parts: object) -> str:
+        return ":".join(["walk", walk_id, *(str(p) for p in parts)])
+
+    # --- reading --------------------------------------------------------------------------
+
+    def load(self, walk_id: str) -> Walk:
+        raw = self.state.get(self._key(walk_id))
+        if raw is None:
+            raise WalkGone(
+                f"this walk ({walk_id}) is no longer known: walks are kept {self.retention_s // 86400} days; "
+                "run /gpu why again"
+            )
+        return Walk.from_dict(raw)
+
+    def results(self, walk_id: str) -> dict[int, LayerResult]:
+        """Layers done so far, in the order they completed."""
+        found: list[tuple[float, LayerResult]] = []
+        for n in LAYERS:
+            raw = self.state.get(self._key(walk_id, "layer", n))
+            if raw is not None:
+                result, at = layer_from_dict(raw)
+                found.append((at, result))
+        return {r.layer: r for _, r in sorted(found, key=lambda p: (p[0], p[1].layer))}
+
+    def walk_result(self, walk: Walk) -> WalkResult:
+        return WalkResult(target=walk.target, layers=tuple(self.results(walk.walk_id).values()))
+
+    # --- starting ---------------------------------------------------------------------------
+
+    def start(
+        self,
+        channel: str,
+        user: str | None,
+        target: Target,
+        *,
+        thread_ts: str | None = None,
+        walk_id: str | None = None,
+    ) -> Walk | None:
+        """Open the target, post the root message, store the walk, then follow the layers.
+
+        A target that cannot be read is answered ephemerally (a missing pod gets the
+        usage) and nothing is posted in the channel: returns None. With `thread_ts`
+        the root goes into that thread (the digest's "diagnose node").
+        """
+        try:
+            ctx = self.open_walk(target)
+        except SourceError as err:
+            if err.kind == "not_found":
+                text = usage_reply(f"{target.label} was not found: {err.message}")
+            else:
+                text = f":x: could not read {escape(target.label)}: {escape(str(err))}"
+            self._ephemeral(channel, user, text)
+            return None
+        walk = Walk(
+            walk_id=walk_id or new_walk_id(),
+            target=ctx.target,
+            channel=channel,
+            requester=user,
+            root_ts=None,
+            thread_ts=thread_ts,
+            created_at=self.clock(),
+        )
+        root = root_message(WalkResult(ctx.target, ()), user, self.cluster_name, running=True)
+        try:
+            ref = self.poster.post(channel, root.text, root.blocks, thread_ts=thread_ts)
+        except Exception as err:
+            log.error("walk %s: could not post the root message: %s", walk.walk_id, err)
+            self._ephemeral(
+                channel,
+                user,
+                f":x: could not post in this channel (walk `{walk.walk_id}`): {escape(str(err))}",
+            )
+            return None
+        walk = replace(walk, root_ts=ref.ts)
+        self.state.set(self._key(walk.walk_id), walk.to_dict(), self.retention_s)
+        log.info("walk %s started for %s by %s", walk.walk_id, walk.target.label, user)
+        self.follow(walk, 1, ctx=ctx)
+        return walk
+
+    def node_walk(self, walk_id: str, node: str, channel: str, thread_ts: str | None) -> Walk:
+        """The walk behind a digest row's buttons: one per digest and node, created on first click."""
+        walk = Walk(
+            walk_id=walk_id,
+            target=Target(namespace=None, pod=None, node=node),
+            channel=channel,
+            requester=None,
+            root_ts=None,
+            thread_ts=thread_ts,
+            created_at=self.clock(),
+        )
+        self.state.set_if_absent(self._key(walk_id), walk.to_dict(), self.retention_s)
+        return self.load(walk_id)
+
+    # --- running layers -------------------------------------------------------------------
+
+    def claim(self, walk_id: str, name: str, who: str | None, ttl_s: int | None = None) -> bool:
+        """Take `name` for this walk exactly once (across replicas)."""
+        value = {"by": who, "at": self.clock()}
+        return self.state.set_if_absent(self._key(walk_id, "claim", name), value, ttl_s or self.retention_s)
+
+    def release(self, walk_id: str, name: str) -> None:
+        self.state.delete(self._key(walk_id, "claim", name))
+
+    def _run_one(
+        self, walk: Walk, layer: int, ctx: WalkContext | None, *, claimed: bool = False
+    ) -> tuple[LayerResult | None, WalkContext | None]:
+        """Run and post one layer unless someone else has it; (None, ctx) when it was taken."""
+        name = f"layer:{layer}"
+        if not claimed and not self.claim(walk.walk_id, name, walk.requester, CLAIM_S):
+            return None, ctx
+        try:
+            if ctx is None:
+                ctx = self.open_walk(walk.target)
+            result = run_layer(ctx, layer)
+            self.state.set(
+                self._key(walk.walk_id, "layer", layer), layer_to_dict(result, self.clock()), self.retention_s
+            )
+        except Exception as err:
+            # Free the layer so a later click can run it (unless the store itself is down), and say so.
+            with contextlib.suppress(Exception):
+                self.release(walk.walk_id, name)
+            self.report_failure(walk, f"layer {layer} could not run", err)
+            return None, ctx
+        # The claim now stands for "done": keep it as long as the walk.
+        self.state.set(self._key(walk.walk_id, "claim", name), "done", self.retention_s)
+        done = set(self.results(walk.walk_id))
+        self._post_layer(walk, layer_message(result, walk.walk_id, walk.target.node, done, self.cluster_name))
+        return result, ctx
+
+    def run_layers(self, walk: Walk, layers: Iterable[int], *, claimed: bool = False) -> list[LayerResult]:
+        """Run these layers in order, each once; `claimed` when the caller already took the (single) layer."""
+        ctx: WalkContext | None = None
+        ran: list[LayerResult] = []
+        queue = [n for n in layers if n in LAYERS]
+        try:
+            while queue:
+                layer = queue.pop(0)
+                result, ctx = self._run_one(walk, layer, ctx, claimed=claimed)
+                if result is not None:
+                    ran.append(result)
+                    self.update_root(walk, running=bool(queue))
+        finally:
+            self.update_root(walk, running=False)
+        return ran
+
+    def follow(self, walk: Walk, start: int = 1, ctx: WalkContext | None = None) -> list[LayerResult]:
+        """The default walk: from `start` follow each layer's next until it stops (as the CLI does)."""
+        ran: list[LayerResult] = []
+        layer: int | None = start
+        done = set(self.results(walk.walk_id))
+        running = True
+        try:
+            while layer is not None and layer in LAYERS and layer not in done:
+                result, ctx = self._run_one(walk, layer, ctx)
+                if result is None:
+                    break  # another click took this layer (or it failed and said so)
+                ran.append(result)
+                done.add(layer)
+                layer = result.next_layer
+                running = layer is not None and layer not in done
+                self.update_root(walk, running=running)
+        finally:
+            if running:
+                self.update_root(walk, running=False)
+        return ran
+
+    def next_after(self, walk_id: str, from_layer: int | None) -> int | None:
+        """`layer_descend`: the layer below the clicked one (or below the deepest done)."""
+        done = self.results(walk_id)
+        base = from_layer if from_layer is not None else max(done, default=0)
+        nxt = base + 1
+        return nxt if nxt in LAYERS else None
+
+    def suggested(self, walk_id: str, from_layer: int | None) -> int | None:
+        """`layer_jump`: the layer the clicked layer's findings point to."""
+        done = self.results(walk_id)
+        if from_layer is not None and from_layer in done:
+            return done[from_layer].next_layer
+        for result in reversed(list(done.values())):
+            if result.next_layer is not None and result.next_layer not in done:
+                return result.next_layer
+        return None
+
+    def remaining(self, walk_id: str) -> list[int]:
+        done = self.results(walk_id)
+        return [n for n in sorted(LAYERS) if n not in done]
+
+    # --- posting -----------------------------------------------------------------------------
+
+    def update_root(self, walk: Walk, *, running: bool) -> None:
+        if walk.root_ts is None:
+            return
+        msg = root_message(self.walk_result(walk), walk.requester, self.cluster_name, running=running)
+        try:
+            self.poster.update(PostRef(walk.channel, walk.root_ts), msg.text, msg.blocks)
+        except Exception as err:  # the track is cosmetic; the layer messages carry the findings
+            log.warning("walk %s: could not update the root message: %s", walk.walk_id, err)
+
+    def _post_layer(self, walk: Walk, msg: Message) -> None:
+        try:
+            self.poster.post(walk.channel, msg.text, msg.blocks, thread_ts=walk.thread)
+            for name, content in msg.attachments:
+                self.poster.upload(walk.channel, name, content, thread_ts=walk.thread, title=name)
+        except Exception as err:
+            self.report_failure(walk, f"could not post {msg.text}", err)
+
+    def note(self, walk: Walk, text: str) -> None:
+        """A line in the walk's thread (the audit trail); failures are reported, never silent."""
+        try:
+            self.poster.post(walk.channel, text, [_context(text)], thread_ts=walk.thread)
+        except Exception as err:
+            log.error("walk %s: could not post to the thread (%s): %s", walk.walk_id, err, text)
+
+    def report_failure(self, walk: Walk, what: str, err: Exception) -> None:
+        """Say in the thread (or, failing that, the log) what failed, with the walk id."""
+        text = f":x: {escape(what)} (walk `{walk.walk_id}`): {escape(str(err))}"
+        log.error("walk %s: %s: %s", walk.walk_id, what, err)
+        try:
+            self.poster.post(walk.channel, text, [_context(text)], thread_ts=walk.thread)
+        except Exception as again:
+            log.error("walk %s: could not report the failure in the thread either: %s", walk.walk_id, again)
+
+    def _ephemeral(self, channel: str, user: str | None, text: str) -> None:
+        if user is None:
+            log.warning("no user to answer: %s", text)
+            return
+        try:
+            self.poster.ephemeral(channel, user, text)
+        except Exception as err:
+            log.error("could not answer %s ephemerally: %s (%s)", user, err, text)
+
+
+def _context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text[:3000]}]}

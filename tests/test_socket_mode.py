@@ -1,0 +1,118 @@
+"""Socket Mode: `gpubot serve` (no --http) connects to a local WebSocket server and answers a command.
+
+The fake Slack's `apps.connections.open` hands out the ws:// URL of an aiohttp
+server on 127.0.0.1, which plays Slack's side: hello, then a slash-command
+envelope; the bot must acknowledge the envelope and run the walk. One test
+only: closing the built-in client costs seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+import pytest
+from aiohttp import WSMsgType, web
+
+from tests.fakes.slack_api import FakeSlack, serve_slack
+from tests.services import free_port
+from tests.slack_harness import APP_TOKEN, BotProcess, bot_env, get, slash_body, wait_for, write_scenario
+
+
+class SlackSocket:
+    """Slack's end of the socket: sends envelopes, records what the bot sends back."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"ws://127.0.0.1:{self.port}/link"
+        self.received: list[dict[str, Any]] = []
+        self.connected = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._ws: web.WebSocketResponse | None = None
+        self._runner: web.AppRunner | None = None
+        ready = threading.Event()
+        threading.Thread(target=self._run, args=(ready,), daemon=True).start()
+        assert ready.wait(10)
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_get("/link", self._link)
+        self._runner = web.AppRunner(app)
+        self._loop.run_until_complete(self._runner.setup())
+        self._loop.run_until_complete(web.TCPSite(self._runner, "127.0.0.1", self.port).start())
+        ready.set()
+        self._loop.run_forever()
+
+    async def _link(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self._ws = ws
+        await ws.send_str(
+            json.dumps({"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A0GPUBOT"}})
+        )
+        self.connected.set()
+        async for msg in ws:
+            if msg.type == WSMsgType.TEXT:
+                self.received.append(json.loads(msg.data))
+        return ws
+
+    def send(self, envelope: dict[str, Any]) -> None:
+        assert self._ws is not None
+        asyncio.run_coroutine_threadsafe(self._ws.send_str(json.dumps(envelope)), self._loop).result(5)
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    with serve_slack() as fake:
+        yield fake
+
+
+def test_socket_mode_round_trip(slack: FakeSlack, tmp_path: Path) -> None:
+    socket = SlackSocket()
+    slack.socket_url = socket.url
+    env = bot_env(slack.url, SLACK_APP_TOKEN=APP_TOKEN)
+    env.pop("SLACK_SIGNING_SECRET")  # Socket Mode needs no signing secret
+    bot = BotProcess(["--scenario", str(write_scenario(tmp_path))], env, tmp_path / "bot.log", http=False)
+    try:
+        assert socket.connected.wait(10)
+        assert slack.calls_to("apps.connections.open")
+        # /readyz says the connection is up; there is no /slack/events in Socket Mode.
+        assert get(bot.url + "/readyz") == (200, "ready\n")
+        assert get(bot.url + "/healthz")[0] == 200
+
+        payload = dict(parse_qsl(slash_body("why ml/trainer-0", channel="C0SOCKET")))
+        socket.send(
+            {
+                "envelope_id": "env-1",
+                "type": "slash_commands",
+                "accepts_response_payload": True,
+                "payload": payload,
+            }
+        )
+        ack = wait_for(
+            "the envelope ack", lambda: [m for m in socket.received if m.get("envelope_id") == "env-1"]
+        )
+        assert ack[0]["payload"]["text"] == "walking the layers for ml/trainer-0…"
+        wait_for(
+            "the walk's layer 5 in the thread",
+            lambda: [
+                c
+                for c in slack.calls_to("chat.postMessage")
+                if c.params.get("channel") == "C0SOCKET"
+                and str(c.params.get("text", "")).startswith("Layer 5 (")
+            ],
+        )
+    finally:
+        assert bot.stop() == 0
+        socket.stop()
