@@ -13,7 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from bot.config import ConfigError, load_config
 from layers.sources import SourceError, TelemetryError
@@ -50,12 +50,19 @@ def _format(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("text", "json", "blocks"), default="text")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line on stderr and exit 2, like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_INPUT, f"gpubot: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gpubot",
         description="Diagnose GPU failures on Kubernetes clusters running the NVIDIA GPU Operator, layer by layer.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     why = sub.add_parser("why", help="walk the five layers for a pod")
     why.add_argument("target", metavar="[NAMESPACE/]POD")

@@ -32,6 +32,11 @@ def log_key(namespace: str, pod: str, container: str, previous: bool = False) ->
     return f"{namespace}/{pod}/{container}" + ("#previous" if previous else "")
 
 
+def _storage_key(obj: K8sObject) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
 def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
     """JSON merge patch (RFC 7386); equals a strategic merge for the map fields a cordon touches."""
     for key, value in patch.items():
@@ -57,6 +62,7 @@ class SnapshotCluster:
         self._named: dict[tuple[str, str, str, str], K8sObject] = {}
         self._events_by_object: dict[tuple[str, str, str], list[K8sObject]] = defaultdict(list)
         self._lock = threading.Lock()
+        self._unsorted: set[tuple[str, str]] = set()
         self._resource_version = 1
         for obj in objects:
             self.add(obj)
@@ -70,11 +76,21 @@ class SnapshotCluster:
         meta = obj.setdefault("metadata", {})
         meta.setdefault("resourceVersion", str(self._resource_version))
         self._by_kind[(group, kind)].append(obj)
+        self._unsorted.add((group, kind))
         self._named[(group, kind, meta.get("namespace") or "", meta.get("name") or "")] = obj
         if kind == "Event" and group == "":
             inv = obj.get("involvedObject") or {}
             key = (str(inv.get("namespace") or ""), str(inv.get("kind") or ""), str(inv.get("name") or ""))
             self._events_by_object[key].append(obj)
+
+    def _kind(self, group: str, kind: str) -> list[K8sObject]:
+        """A kind's objects in the API server's list order: by "namespace/name", as etcd keys sort."""
+        if (group, kind) in self._unsorted:
+            with self._lock:  # bot workers read concurrently: sort once, under the lock
+                if (group, kind) in self._unsorted:
+                    self._by_kind[(group, kind)].sort(key=_storage_key)
+                    self._unsorted.discard((group, kind))
+        return self._by_kind.get((group, kind), [])
 
     @property
     def objects(self) -> list[K8sObject]:
@@ -97,7 +113,7 @@ class SnapshotCluster:
         match_labels = parse_label_selector(label_selector)
         match_fields = parse_field_selector(field_selector)
         out = []
-        for obj in self._by_kind.get((group, kind), ()):
+        for obj in self._kind(group, kind):
             meta = obj.get("metadata", {})
             if namespace is not None and meta.get("namespace") != namespace:
                 continue
@@ -152,7 +168,7 @@ class SnapshotCluster:
                     if ns == (namespace or "") and n == name
                     for e in evs
                 ]
-            return events
+            return sorted(events, key=_storage_key)
         return self._list("", "Event", namespace)
 
     def list_daemonsets(

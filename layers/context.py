@@ -161,11 +161,16 @@ class WalkContext:
         return self.cached("operator_pods", read)
 
     def operator_pods_on(self, node: str, comp: str | None = None) -> list[K8sObject]:
-        return [
-            p
-            for p in self.operator_pods()
-            if o.pod_node(p) == node and (comp is None or component(p) == comp)
-        ]
+        def index() -> dict[str | None, list[K8sObject]]:
+            # One pass over the operator pods, then a lookup per node: a pending pod
+            # examines every GPU node of a 5,000-node fleet.
+            by_node: dict[str | None, list[K8sObject]] = {}
+            for p in self.operator_pods():
+                by_node.setdefault(o.pod_node(p), []).append(p)
+            return by_node
+
+        pods = self.cached("operator_pods_by_node", index).get(node, [])
+        return pods if comp is None else [p for p in pods if component(p) == comp]
 
     def operator_namespace(self) -> str | None:
         """Where the operator runs: the setting, else the operator pod's namespace."""
