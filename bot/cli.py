@@ -91,21 +91,14 @@ def _command_modules() -> list[Any]:
 
 def cmd_why(args: argparse.Namespace) -> int:
     from bot.render import walk_json, walk_text
-    from bot.sources import open_sources
+    from bot.sources import sources_from_args
     from layers.context import Settings
     from layers.target import parse_pod_ref
     from layers.walk import open_pod, run
 
     namespace, pod = parse_pod_ref(args.target, args.namespace)
     cfg = load_config()
-    src = open_sources(
-        cfg,
-        scenario=args.scenario,
-        bundle=args.bundle,
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        prometheus_url=args.prometheus_url,
-    )
+    src = sources_from_args(cfg, args)
     ctx = open_pod(
         src.cluster, src.telemetry, namespace, pod, Settings(operator_namespace=cfg.operator_namespace)
     )

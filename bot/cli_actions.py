@@ -23,17 +23,10 @@ EXIT_OK, EXIT_REFUSED = 0, 2
 
 def _sources(args: argparse.Namespace) -> Any:
     from bot.config import load_config
-    from bot.sources import open_sources
+    from bot.sources import sources_from_args
 
     cfg = load_config()
-    src = open_sources(
-        cfg,
-        scenario=args.scenario,
-        bundle=args.bundle,
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        prometheus_url=args.prometheus_url,
-    )
+    src = sources_from_args(cfg, args)
     return cfg, src
 
 

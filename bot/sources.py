@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from bot.config import Config
 from bot.snapshot import SnapshotCluster
@@ -88,4 +89,16 @@ def open_sources(
         writer=writer,
         telemetry=telemetry,
         description=f"{desc}; metrics: {telemetry.source}",
+    )
+
+
+def sources_from_args(cfg: Config, args: Any) -> Sources:
+    """The sources named by a command's standard flags (see bot/cli.py `_add_sources`)."""
+    return open_sources(
+        cfg,
+        scenario=args.scenario,
+        bundle=args.bundle,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        prometheus_url=args.prometheus_url,
     )
