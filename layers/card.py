@@ -25,20 +25,49 @@ LAYER = 5
 SLOWDOWN_EVENTS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 _EVIDENCE_LINES = 5
 
-# Device plugin messages (k8s-device-plugin internal/rm/health.go, server.go), both
-# the v0.13+ klog format and the <= v0.12 log.Printf one.
+# Device plugin messages (k8s-device-plugin internal/rm/health.go, server.go): the v0.13+ klog
+# format, the <= v0.12 log.Printf one, and a key=value spelling of the same fields.
 _XID_CRITICAL = re.compile(
-    r"XidCriticalError:\s*Xid\s*=\s*(?P<xid>\d+)(?:\s+on\s+Device\s*=\s*(?P<dev>[^\s;,]+))?", re.IGNORECASE
+    r"XidCriticalError\b[:\s]*Xid\s*[=:]\s*\"?(?P<xid>\d+)\"?"
+    r"(?:[^;]*?\bDevice\s*[=:]\s*\"?(?P<dev>[^\s;,\"]+))?",
+    re.IGNORECASE,
 )
 _MARKED = re.compile(
     r"""['"]?(?P<res>[\w./-]+)['"]?\s+device marked unhealthy:\s*(?P<dev>[^\s;,]+)""", re.IGNORECASE
 )
-_OTHER_UNHEALTHY = re.compile(
-    r"marking (?:device (?P<dev>\S+) as unhealthy|all devices as unhealthy|it (?:as )?unhealthy)",
-    re.IGNORECASE,
+# Every other way the plugin takes devices out: "Marking device X as unhealthy", "Marking it
+# unhealthy", "marking device(s) as unhealthy" (ECC / polled checks), "Marking all devices …",
+# "the device will go unhealthy". "(correctable; not marking unhealthy)" is the opposite.
+_UNHEALTHY = re.compile(
+    r"\bmark(?:ing|ed)\b(?:(?!\bhealthy\b).){0,80}?\bunhealthy\b|\bwill\s+go\s+unhealthy\b", re.IGNORECASE
 )
+_NOT_MARKING = re.compile(r"\bnot\s+mark", re.IGNORECASE)
+_ALL_DEVICES = re.compile(r"\ball\s+devices\b", re.IGNORECASE)
+# GPU and MIG UUIDs, including the old "MIG-GPU-<uuid>/<gi>/<ci>" form.
+_DEVICE_ID = re.compile(r"\b(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*")
+UNNAMED_DEVICE = "a device the plugin did not name"
 # An Xid the plugin is told to ignore; "Skipping non-nvmlEventTypeXidCriticalError event" is not one.
-_SKIPPING = re.compile(r"Skipping event\s*\{.*?EventData:\s*(?P<xid>\d+)", re.IGNORECASE)
+_SKIPPING = re.compile(r"Skipping event\s*:?\s*\{.*?EventData:\s*(?P<xid>\d+)", re.IGNORECASE)
+# Terminal colour codes some log shippers keep.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def clean_line(raw: str) -> str:
+    """A log line without colour codes or surrounding whitespace (CR included)."""
+    return _ANSI.sub("", raw).strip()
+
+
+def unhealthy_device(line: str) -> str | None:
+    """The device a non-Xid line marks unhealthy, "all devices", an unnamed one, or None (not such a line)."""
+    m = _MARKED.search(line)
+    if m:
+        return m.group("dev")
+    if not _UNHEALTHY.search(line) or _NOT_MARKING.search(line):
+        return None
+    m = _DEVICE_ID.search(line)
+    if m:
+        return m.group(0).rstrip(":.")
+    return "all devices" if _ALL_DEVICES.search(line) else UNNAMED_DEVICE
 
 
 @dataclass
@@ -53,7 +82,7 @@ class PluginLog:
 
     def scan(self, text: str, where: str, now: float, previous: bool) -> None:
         for raw in text.splitlines():
-            line = raw.strip()
+            line = clean_line(raw)
             if not line:
                 continue
             ts = sig.line_time(line, now)
@@ -64,12 +93,13 @@ class PluginLog:
             m = _XID_CRITICAL.search(line)
             if m:
                 number = int(m.group("xid"))
+                device = (m.group("dev") or "").rstrip(".:") or None
                 if recent:
                     self.xids.setdefault(number, []).append(shown)
-                    if m.group("dev"):
-                        self.xid_devices.setdefault(number, set()).add(m.group("dev"))
+                    if device:
+                        self.xid_devices.setdefault(number, set()).add(device)
                 if counts_unhealthy:
-                    self.unhealthy.setdefault(m.group("dev") or "all devices", (number, shown))
+                    self.unhealthy.setdefault(device or "all devices", (number, shown))
                 continue
             m = _SKIPPING.search(line)
             if m:
@@ -79,10 +109,9 @@ class PluginLog:
                         shown + " (Xid ignored by the plugin's health check)"
                     )
                 continue
-            m = _MARKED.search(line) or _OTHER_UNHEALTHY.search(line)
-            if m and counts_unhealthy:
-                device = m.groupdict().get("dev") or "all devices"
-                self.unhealthy.setdefault(device, (None, shown))
+            marked = unhealthy_device(line)
+            if marked and counts_unhealthy:
+                self.unhealthy.setdefault(marked, (None, shown))
 
 
 def read_plugin_log(ctx: WalkContext, node: str) -> tuple[PluginLog | None, list[Finding]]:

@@ -31,14 +31,24 @@ XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT|DCGM_EXP_XID_ERRORS_TOTAL"
 CORRECTABLE_ROWS = "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"
 UNCORRECTABLE_ROWS = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
 ROW_REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
-CLOCK_EVENTS = "DCGM_EXP_CLOCK_EVENTS_COUNT|DCGM_EXP_CLOCK_EVENTS_TOTAL"
+# DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT (label throttle_reason) is the name before dcgm-exporter PR #261.
+CLOCK_EVENTS = (
+    "DCGM_EXP_CLOCK_EVENTS_COUNT|DCGM_EXP_CLOCK_EVENTS_TOTAL|DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT"
+)
+CLOCK_EVENT_LABELS = ("clock_event", "throttle_reason")
 VLLM_PREEMPTIONS = "vllm:num_preemptions_total"
 VLLM_INFO = "vllm:cache_config_info|vllm:vllm_config_info|vllm:num_preemptions_total"
 
 HOST_LABELS = ("Hostname", "hostname")
 # Exporter labels naming the workload; Prometheus renames them exported_* when
 # the scrape does not honour them, and old exporters used pod_name/pod_namespace.
-POD_LABELS = (("exported_namespace", "exported_pod"), ("namespace", "pod"), ("pod_namespace", "pod_name"))
+# kubernetes_namespace/kubernetes_pod_name: older prometheus charts' `kubernetes-pods` scrape job.
+POD_LABELS = (
+    ("exported_namespace", "exported_pod"),
+    ("namespace", "pod"),
+    ("pod_namespace", "pod_name"),
+    ("kubernetes_namespace", "kubernetes_pod_name"),
+)
 
 PodRef = tuple[str, str]  # (namespace, pod)
 
@@ -272,6 +282,8 @@ class _Assembly:
     def put(self, field_name: str, samples: Iterable[Sample]) -> None:
         for s in samples:
             gpu = self._gpu(s.labels)
+            if s.value != s.value:
+                continue  # NaN: the exporter had no reading (a blank field), not a number
             old = gpu.numbers.get(field_name)
             # Shared GPUs repeat the whole-GPU value once per pod: keep the largest.
             gpu.numbers[field_name] = s.value if old is None else max(old, s.value)
@@ -294,7 +306,7 @@ class _Assembly:
 
     def put_clock_events(self, samples: Iterable[Sample]) -> None:
         for s in samples:
-            raw = s.labels.get("clock_event")
+            raw = next((s.labels[k] for k in CLOCK_EVENT_LABELS if s.labels.get(k)), None)
             gpu = self._gpu(s.labels)
             if raw and s.value > 0:
                 name = clock_event_name(raw)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from layers import gpufacts as gf
 from layers import logsigs as sig
@@ -25,6 +26,19 @@ FB_CEILING = 0.95
 
 _VLLM = re.compile(r"vllm", re.IGNORECASE)
 _EVIDENCE_LINES = 5
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# GPU allocators failing beyond logsigs' signatures: XLA/JAX, cuBLAS, raw cudaMalloc (llama.cpp …)
+# and vLLM V1's KV-cache check. gRPC's RESOURCE_EXHAUSTED and host-side MemoryError are not these.
+_MORE_GPU_OOM = re.compile(
+    r"RESOURCE_EXHAUSTED:\s*Out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaMalloc\w*\s+failed:\s*out of memory"
+    r"|larger than the available KV cache memory",
+    re.IGNORECASE,
+)
+_KV_CACHE = re.compile(r"memory for the cache blocks|available KV cache memory", re.IGNORECASE)
+_OOM_GREP = (
+    "out of memory|OutOfMemoryError|Free memory on device|cache blocks|KV cache memory|OOM when allocating"
+    "|ALLOC_FAILED"
+)
 
 
 def check(ctx: WalkContext) -> LayerResult:
@@ -68,17 +82,30 @@ def _memory_limit(pod: K8sObject, container: str) -> str:
     return "unknown"
 
 
+def _statuses(pod: K8sObject) -> list[tuple[str, str, dict[str, Any]]]:
+    """(kind, status field, status) of every init, app and ephemeral (debug) container."""
+    status = pod.get("status") or {}
+    return [
+        (kind, key, s)
+        for kind, key in (
+            ("init container", "initContainerStatuses"),
+            ("container", "containerStatuses"),
+            ("ephemeral container", "ephemeralContainerStatuses"),
+        )
+        for s in status.get(key) or []
+    ]
+
+
 def oomkilled(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
     ns, name = _ref(ctx)
     out: list[Finding] = []
-    for is_init, status in o.iter_all_statuses(pod):
+    for kind, field, status in _statuses(pod):
         for state_key in ("state", "lastState"):
             term = (status.get(state_key) or {}).get("terminated") or {}
             if str(term.get("reason", "")).lower() != "oomkilled":
                 continue
             container = str(status.get("name", "?"))
             limit = _memory_limit(pod, container)
-            kind = "init container" if is_init else "container"
             when = "now" if state_key == "state" else "last"
             evidence = [
                 f"{kind} {container}: {state_key}.terminated.reason=OOMKilled, exitCode={term.get('exitCode', '?')}"
@@ -86,7 +113,6 @@ def oomkilled(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
                 f"memory limit of {container}: {limit}",
                 f"restartCount: {status.get('restartCount', 0)}",
             ]
-            field = "initContainerStatuses" if is_init else "containerStatuses"
             out.append(
                 finding(
                     "L4_OOMKILLED",
@@ -116,7 +142,7 @@ def gpu_oom_in_logs(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
         seen: set[str] = set()
         try:
             for previous in (False, True):
-                for line in sig.gpu_oom_lines(ctx.log(ns, name, container, previous)):
+                for line in gpu_oom_lines(ctx.log(ns, name, container, previous)):
                     if line not in seen:
                         seen.add(line)
                         hits.append(f"[{container}{' previous' if previous else ''}] {line}")
@@ -138,12 +164,26 @@ def gpu_oom_in_logs(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
                 _oom_summary(container, hits),
                 evidence=hits[:_EVIDENCE_LINES],
                 commands=[
-                    f"kubectl logs -n {ns} {name} -c {container} | grep -iE 'out of memory|OutOfMemoryError|Free memory on device'",
-                    f"kubectl logs -n {ns} {name} -c {container} --previous | grep -iE 'out of memory|OutOfMemoryError|Free memory on device'",
+                    f"kubectl logs -n {ns} {name} -c {container} | grep -iE '{_OOM_GREP}'",
+                    f"kubectl logs -n {ns} {name} -c {container} --previous | grep -iE '{_OOM_GREP}'",
                 ],
                 node=ctx.bound_node,
             )
         )
+    return out
+
+
+def gpu_oom_lines(text: str | None) -> list[str]:
+    """GPU out-of-memory lines of an application log: logsigs' signatures and a few more, colour codes removed."""
+    if not text:
+        return []
+    clean = _ANSI.sub("", text)
+    known = set(sig.gpu_oom_lines(clean))
+    out = []
+    for raw in clean.splitlines():
+        line = raw.strip()[:400]
+        if line and (line in known or _MORE_GPU_OOM.search(line)):
+            out.append(line)
     return out
 
 
@@ -166,8 +206,16 @@ def _oom_summary(container: str, hits: list[str]) -> str:
                 f"vLLM in {container} could not start: free GPU memory is below its gpu_memory_utilization — "
                 "lower it or free the GPU"
             )
+    if any(_KV_CACHE.search(line) for line in hits):
+        return (
+            f"vLLM in {container} has too little GPU memory left for its KV cache: raise "
+            "--gpu-memory-utilization, lower --max-model-len, or give it a larger or unshared GPU"
+        )
+    said = "CUDA out of memory" if any("out of memory" in h.lower() for h in hits) else "allocation failed"
+    if any("RESOURCE_EXHAUSTED" in h for h in hits):
+        said = "XLA RESOURCE_EXHAUSTED"
     return (
-        f"{container} ran out of GPU memory (CUDA out of memory): the framebuffer, not the pod's memory limit — "
+        f"{container} ran out of GPU memory ({said}): the framebuffer, not the pod's memory limit — "
         "reduce batch size/model size, or give it a GPU to itself"
     )
 
@@ -327,19 +375,22 @@ def no_telemetry(facts: wf.WalkFacts, nodes: Iterable[str], ctx: WalkContext) ->
 # --- time-slicing --------------------------------------------------------------------
 
 
-def _sharing(node: K8sObject) -> list[str]:
-    lab = o.labels(node)
+def _sharing(node: K8sObject) -> tuple[list[str], bool]:
+    """(the labels that show GPU sharing, whether it is MPS rather than time-slicing)."""
+    lab = {k: str(v).strip() for k, v in o.labels(node).items()}
     reasons = []
     strategy = lab.get("nvidia.com/gpu.sharing-strategy", "")
-    if strategy.strip().lower() == "time-slicing":
+    if strategy.lower() == "time-slicing":
         reasons.append(f"nvidia.com/gpu.sharing-strategy={strategy}")
     replicas = lab.get("nvidia.com/gpu.replicas", "")
     if o.quantity(replicas) > 1:
         reasons.append(f"nvidia.com/gpu.replicas={replicas}")
     product = lab.get("nvidia.com/gpu.product", "")
-    if product.strip().upper().endswith("-SHARED"):
+    if product.upper().endswith("-SHARED"):
         reasons.append(f"nvidia.com/gpu.product={product}")
-    return reasons
+    if reasons and strategy.lower() == "mps":
+        reasons.insert(0, f"nvidia.com/gpu.sharing-strategy={strategy}")
+    return reasons, strategy.lower() == "mps"
 
 
 def time_slicing(ctx: WalkContext, node: str) -> list[Finding]:
@@ -353,7 +404,7 @@ def time_slicing(ctx: WalkContext, node: str) -> list[Finding]:
         ]
     if obj is None:
         return []
-    reasons = _sharing(obj)
+    reasons, mps = _sharing(obj)
     if not reasons:
         return []
     evidence = [f"node {node}: {', '.join(reasons)}"]
@@ -373,8 +424,13 @@ def time_slicing(ctx: WalkContext, node: str) -> list[Finding]:
     return [
         finding(
             "L4_TIME_SLICING",
-            f"node {node} shares its GPUs by time-slicing: replicas have no memory isolation, one pod can "
-            "exhaust the memory of the others — give memory-heavy pods a whole GPU (or MIG)",
+            (
+                f"node {node} shares its GPUs with MPS: each replica gets a fixed slice of the GPU's memory, a "
+                "pod needing more fails with CUDA out of memory — give memory-heavy pods a whole GPU (or MIG)"
+                if mps
+                else f"node {node} shares its GPUs by time-slicing: replicas have no memory isolation, one pod "
+                "can exhaust the memory of the others — give memory-heavy pods a whole GPU (or MIG)"
+            ),
             evidence=evidence,
             commands=[
                 f"kubectl get node {node} -L nvidia.com/gpu.sharing-strategy,nvidia.com/gpu.replicas,nvidia.com/gpu.product",

@@ -408,3 +408,89 @@ def test_cli_post_sends_the_digest_and_its_chart(
         assert len(slack.calls_to("files.completeUploadExternal")) == 1
     err = capsys.readouterr().err
     assert "single replica" in err and "posted to C0DIGEST" in err
+
+
+# --- fleet variants --------------------------------------------------------------------------
+
+
+def _exporter(name: str, node: str, ns: str, standalone: bool) -> K8sObject:
+    if standalone:
+        return b.pod(ns, name, node=node, labels={"app.kubernetes.io/name": "dcgm-exporter"})
+    return b.operand("nvidia-dcgm-exporter", node, name=name, ns=ns)
+
+
+def test_fleet_labelled_only_by_exporter_pod_names_in_other_namespaces() -> None:
+    # No NODE_NAME anywhere: every host label is an exporter pod (operator on OpenShift, standalone chart).
+    objects: list[K8sObject] = [
+        b.gpu_node("ocp-gpu-1"),
+        b.gpu_node("ocp-gpu-2"),
+        b.gpu_node("edge-gpu-3"),
+        _exporter("nvidia-dcgm-exporter-7xq2m", "ocp-gpu-1", "nvidia-gpu-operator", False),
+        _exporter("nvidia-dcgm-exporter-k8d4z", "ocp-gpu-2", "nvidia-gpu-operator", False),
+        _exporter("dcgm-exporter-lcxpl", "edge-gpu-3", "monitoring", True),
+    ]
+
+    def lab(host: str, key: str = "Hostname") -> dict[str, str]:
+        return {"gpu": "0", "UUID": f"GPU-{host}", "modelName": "NVIDIA A100-SXM4-80GB", key: host,
+                "container": "", "namespace": "", "pod": ""}  # fmt: skip
+
+    data = rows("x", RISING, labels=lab("nvidia-dcgm-exporter-7xq2m"))
+    data += rows("x", FLAT, labels=lab("nvidia-dcgm-exporter-k8d4z"))
+    data += rows("x", FLAT, labels=lab("dcgm-exporter-lcxpl", "hostname"))
+    data.append(series(FAIL, lab("dcgm-exporter-lcxpl", "hostname") | {"gpu": "1"}, [(-600, 1)], NOW))
+    digest = collect(objects, data)
+    assert {f.node: f.reasons for f in digest.flagged} == {
+        "edge-gpu-3": ("ROW_REMAP_FAILURE",),
+        "ocp-gpu-1": ("REMAPPED_ROWS_RISING",),
+    }
+    assert not digest.notes
+    rising = next(f for f in digest.flagged if f.node == "ocp-gpu-1")
+    assert rising.correctable_rows_24h == 14
+
+
+def test_restarted_exporter_old_pod_name_is_a_note_new_one_maps() -> None:
+    objects: list[K8sObject] = [
+        b.gpu_node("gpu-a"),
+        _exporter("nvidia-dcgm-exporter-new11", "gpu-a", "gpu-operator", False),
+    ]
+    old = {
+        "gpu": "0",
+        "UUID": "GPU-a0",
+        "modelName": "NVIDIA H100 80GB HBM3",
+        "Hostname": "nvidia-dcgm-exporter-old99",
+    }
+    new = {**old, "Hostname": "nvidia-dcgm-exporter-new11"}
+    # Scraped every 10 minutes; the new exporter pod took over 40000 s ago and saw two more rows.
+    old_points = [(t, 0 if t < -60000 else 12) for t in range(-86000, -49999, 600)]
+    new_points = [(t, 12 if t < -20000 else 14) for t in range(-40000, 1, 600)]
+    data = [series(CORR, old, old_points, NOW), series(CORR, new, new_points, NOW)]
+    digest = collect(objects, data)
+    [flag] = digest.flagged
+    assert flag.node == "gpu-a" and flag.correctable_rows_24h == 2
+    assert any("nvidia-dcgm-exporter-old99" in n for n in digest.notes)
+
+
+def test_capacity_as_yaml_integers_and_shared_resource_gap() -> None:
+    node = b.gpu_node("ts-node", 1)
+    node["status"]["capacity"] = {"cpu": 16, "nvidia.com/gpu.shared": 32}
+    node["status"]["allocatable"] = {"cpu": 16, "nvidia.com/gpu.shared": "28"}
+    whole = b.gpu_node("int-node", 8)
+    whole["status"]["capacity"]["nvidia.com/gpu"] = 8
+    whole["status"]["allocatable"]["nvidia.com/gpu"] = 8
+    digest = collect([node, whole], [])
+    [flag] = digest.flagged
+    assert flag.node == "ts-node" and (flag.capacity, flag.allocatable) == (32, 28)
+    assert [r.resource for r in flag.gaps] == ["nvidia.com/gpu.shared"]
+
+
+def test_same_gpu_under_both_host_spellings_is_one_gpu() -> None:
+    # An exporter upgrade across dcgm-exporter PR #655 renames Hostname to hostname mid-window.
+    objects: list[K8sObject] = [b.gpu_node("gpu-u")]
+    before = {"gpu": "2", "UUID": "GPU-u2", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": "gpu-u"}
+    after = {"gpu": "2", "UUID": "GPU-u2", "modelName": "NVIDIA H100 80GB HBM3", "hostname": "gpu-u"}
+    data = [
+        series(CORR, before, [(-86000, 0), (-50000, 12)], NOW),
+        series(CORR, after, [(-40000, 12), (0, 14)], NOW),
+    ]
+    [flag] = collect(objects, data).flagged
+    assert flag.gpus == ("GPU 2 (GPU-u2)",)

@@ -259,3 +259,243 @@ def test_device_plugin_without_any_log_is_unknown() -> None:
     data = [series("DCGM_FI_DEV_XID_ERRORS", GPU, [(0, 0)], now)]
     result = run([b.gpu_node(NODE)], {}, now, data)
     assert [f.code for f in result.findings] == ["L5_UNKNOWN"] and "no log yet" in result.findings[0].summary
+
+
+# --- variants of the device plugin's log across versions and transports ------------------
+
+NOW_V = ts("2024-08-09T14:00:00")
+# akash-network/support#244: `kubectl logs --timestamps` over klog, plugin v0.14+ (server.go:292).
+LOG_AKASH_94 = """\
+2024-08-09T13:32:51.873584285Z I0809 13:32:51.873532       1 health.go:159] Processing event {Device:{Handle:0x7e590d4986e8} EventType:8 EventData:94 GpuInstanceId:4294967295 ComputeInstanceId:4294967295}
+2024-08-09T13:32:51.873588972Z I0809 13:32:51.873541       1 health.go:185] XidCriticalError: Xid=94 on Device=GPU-3b6ec030-5adc-1847-e155-79f635584b4e; marking device as unhealthy.
+2024-08-09T13:32:51.873595882Z I0809 13:32:51.873567       1 server.go:292] 'nvidia.com/gpu' device marked unhealthy: GPU-3b6ec030-5adc-1847-e155-79f635584b4e
+"""
+
+
+def test_kubectl_timestamps_over_klog_real_issue_lines() -> None:
+    result = run([b.gpu_node(NODE, 8, allocatable=7)], LOG_AKASH_94, NOW_V, [])
+    [u] = by_code(result, "L5_DEVICE_UNHEALTHY")
+    assert "GPU-3b6ec030-5adc-1847-e155-79f635584b4e" in u.summary and "Xid 94" in u.summary
+    assert u.node == NODE and u.severity == Severity.FAULT
+    assert any("XidCriticalError: Xid=94 on Device=GPU-3b6ec030" in e for e in u.evidence)
+    [x] = by_code(result, "L5_XID")
+    # Xid 94 is a contained error: the catalog says restart the application.
+    assert x.summary.startswith("Xid 94 ") and x.severity == Severity.WARN
+    assert result.status == Severity.FAULT and result.next is None
+
+
+def test_kubectl_prefix_and_timestamps_with_crlf_and_ansi() -> None:
+    log = (
+        "[pod/nvidia-device-plugin-daemonset-xk2p9/nvidia-device-plugin] 2024-08-09T13:32:51.873588972Z "
+        "I0809 13:32:51.873541       1 health.go:185] XidCriticalError: Xid=79 on "
+        "Device=GPU-3b6ec030-5adc-1847-e155-79f635584b4e; marking device as unhealthy.\r\n"
+        "\x1b[0m[pod/nvidia-device-plugin-daemonset-xk2p9/nvidia-device-plugin] 2024-08-09T13:32:51.9Z "
+        "I0809 13:32:51.9       1 server.go:292] 'nvidia.com/gpu' device marked unhealthy: "
+        "GPU-3b6ec030-5adc-1847-e155-79f635584b4e\x1b[0m\r\n"
+    )
+    result = run([b.gpu_node(NODE)], log, NOW_V, [])
+    [u] = by_code(result, "L5_DEVICE_UNHEALTHY")
+    assert [d for d in u.summary.split("(")[1].split(")")[0].split(", ")] == [
+        "GPU-3b6ec030-5adc-1847-e155-79f635584b4e"
+    ]
+    assert not any("\x1b" in e or "\r" in e for e in u.evidence)
+    [x] = by_code(result, "L5_XID")
+    assert x.summary.startswith("Xid 79 ") and x.severity == Severity.FAULT
+
+
+def test_mig_device_event_and_mig_resource_marked_unhealthy() -> None:
+    # health.go: "Event for mig device …" then the Xid line naming the MIG UUID; server.go names the MIG resource.
+    log = (
+        "I0809 13:30:00.000001       1 health.go:181] Event for mig device MIG-5f8b3c4e-2a1d-5e6f-9a0b-1c2d3e4f5a6b "
+        "(gi=3, ci=0)\n"
+        "I0809 13:30:00.000002       1 health.go:185] XidCriticalError: Xid=48 on "
+        "Device=MIG-5f8b3c4e-2a1d-5e6f-9a0b-1c2d3e4f5a6b; marking device as unhealthy.\n"
+        "I0809 13:30:00.000003       1 server.go:292] 'nvidia.com/mig-1g.10gb' device marked unhealthy: "
+        "MIG-5f8b3c4e-2a1d-5e6f-9a0b-1c2d3e4f5a6b\n"
+    )
+    node = b.node(
+        NODE,
+        labels={"nvidia.com/gpu.present": "true", "nvidia.com/mig.strategy": "mixed"},
+        capacity={"nvidia.com/mig-1g.10gb": 7},
+        allocatable={"nvidia.com/mig-1g.10gb": 6},
+    )
+    result = run([node], log, NOW_V, [])
+    [gap] = by_code(result, "L5_ALLOCATABLE_BELOW_CAPACITY")
+    assert "nvidia.com/mig-1g.10gb capacity 7, allocatable 6" in gap.summary
+    [u] = by_code(result, "L5_DEVICE_UNHEALTHY")
+    assert "marked 1 device unhealthy after Xid 48" in u.summary
+    assert "MIG-5f8b3c4e-2a1d-5e6f-9a0b-1c2d3e4f5a6b" in u.summary
+    [x] = by_code(result, "L5_XID")
+    assert x.severity == Severity.FAULT and "MIG-5f8b3c4e" in x.summary
+
+
+@pytest.mark.parametrize(
+    ("line", "device"),
+    [
+        # health.go placement / registration failures name the device before the colon.
+        (
+            "W0809 13:30:00.1 1 health.go:98] Could not determine device placement for "
+            "MIG-30d00c09-1f2e-5a6b-8c7d-9e0f1a2b3c4d: unable to parse UUID as MIG device; Marking it unhealthy.",
+            "MIG-30d00c09-1f2e-5a6b-8c7d-9e0f1a2b3c4d",
+        ),
+        (
+            "I0809 13:30:00.1 1 health.go:120] unable to determine the supported events for "
+            "GPU-3b6ec030-5adc-1847-e155-79f635584b4e: ERROR_UNKNOWN; marking it as unhealthy",
+            "GPU-3b6ec030-5adc-1847-e155-79f635584b4e",
+        ),
+        (
+            "I0809 13:30:00.1 1 health.go:130] Marking device GPU-3b6ec030-5adc-1847-e155-79f635584b4e as "
+            "unhealthy: ERROR_GPU_IS_LOST",
+            "GPU-3b6ec030-5adc-1847-e155-79f635584b4e",
+        ),
+        # Newer health checks: double-bit ECC and polled remapped-row checks.
+        (
+            "I0809 13:30:00.1 1 health.go:160] DoubleBitEccError on Device=GPU-3b6ec030-5adc-1847-e155-79f635584b4e; "
+            "marking device(s) as unhealthy.",
+            "GPU-3b6ec030-5adc-1847-e155-79f635584b4e",
+        ),
+        (
+            "I0809 13:30:00.1 1 health.go:260] RemappedRows health check failed for "
+            "GPU-3b6ec030-5adc-1847-e155-79f635584b4e: row remapping failure occurred (uncorrectable memory error); "
+            "marking device(s) as unhealthy.",
+            "GPU-3b6ec030-5adc-1847-e155-79f635584b4e",
+        ),
+        (
+            "I0809 13:30:00.1 1 health.go:140] Error waiting for event: ERROR_GPU_IS_LOST; Marking all devices as "
+            "unhealthy",
+            "all devices",
+        ),
+        # Plugin <= v0.9 (log.Printf): an Xid without a device takes them all.
+        ("2021/07/15 20:49:32 XidCriticalError: Xid=79, All devices will go unhealthy.", "all devices"),
+    ],
+)
+def test_every_unhealthy_message_names_its_device(line: str, device: str) -> None:
+    result = run([b.gpu_node(NODE)], line + "\n", NOW_V, [])
+    [u] = by_code(result, "L5_DEVICE_UNHEALTHY")
+    assert f"({device})" in u.summary, u.summary
+    assert any(line.split("] ")[-1][:40] in e for e in u.evidence)
+
+
+def test_unnamed_device_is_not_called_all_devices() -> None:
+    line = (
+        "I0809 13:30:00.1 1 health.go:110] unable to get device handle from UUID: ERROR_NOT_FOUND; "
+        "marking it as unhealthy\n"
+    )
+    [u] = by_code(run([b.gpu_node(NODE)], line, NOW_V, []), "L5_DEVICE_UNHEALTHY")
+    assert "all devices" not in u.summary and "a device the plugin did not name" in u.summary
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Healthy start-up: mentions NVML, Xids and health checks but marks nothing.
+        "I0809 13:00:00.1 1 main.go:235] Starting NVML",
+        "I0809 13:00:00.2 1 health.go:64] Ignoring the following XIDs for health checks: map[13:true 31:true 43:true "
+        "45:true 68:true 109:true]",
+        "W0809 13:00:00.3 1 health.go:124] Device GPU-3b6ec030-5adc-1847-e155-79f635584b4e is too old to support "
+        "healthchecking.",
+        "W0809 13:00:00.4 1 health.go:170] SingleBitEccError on Device=GPU-3b6ec030-5adc-1847-e155-79f635584b4e "
+        "(correctable; not marking unhealthy).",
+        "W0809 13:00:00.5 1 health.go:280] GPU has 2 uncorrectable remapped row(s); rows were successfully remapped",
+        "I0809 13:00:00.6 1 health.go:151] Skipping non-nvmlEventTypeXidCriticalError event: {Device:{Handle:0x7f0d} "
+        "EventType:2 EventData:0 GpuInstanceId:4294967295 ComputeInstanceId:4294967295}",
+        "I0809 13:00:00.7 1 health.go:150] Skipping non-critical event: {Device:{Handle:0x7f0d} EventType:4 "
+        "EventData:0 GpuInstanceId:4294967295 ComputeInstanceId:4294967295}",
+        "E0809 13:00:00.8 1 server.go:120] Failed to start health check: ERROR_NOT_SUPPORTED; continuing with health "
+        "checks disabled",
+    ],
+)
+def test_near_misses_mark_nothing_and_report_no_xid(line: str) -> None:
+    now = NOW_V
+    data = [series("DCGM_FI_DEV_XID_ERRORS", GPU, [(0, 0)], now)]
+    result = run([b.gpu_node(NODE)], line + "\n", now, data)
+    assert [f.code for f in result.findings] == ["L5_OK"], [f.summary for f in result.findings]
+
+
+def test_skipped_xid_with_timestamps_prefix_counts_and_eventdata_zero_does_not() -> None:
+    log = (
+        "2024-08-09T13:00:00.1Z I0809 13:00:00.1 1 health.go:160] Skipping event {Device:{Handle:0x7f} EventType:8 "
+        "EventData:109 GpuInstanceId:4294967295 ComputeInstanceId:4294967295}\n"
+        "2024-08-09T13:00:00.2Z I0809 13:00:00.2 1 health.go:160] Skipping event {Device:{Handle:0x7f} EventType:8 "
+        "EventData:0 GpuInstanceId:4294967295 ComputeInstanceId:4294967295}\n"
+    )
+    result = run([b.gpu_node(NODE)], log, NOW_V, [])
+    [x] = by_code(result, "L5_XID")
+    # 109 is ignored by the plugin (v0.17.1+) yet the catalog says reset the GPU.
+    assert x.summary.startswith("Xid 109 ") and x.severity == Severity.FAULT
+    assert any("ignored by the plugin" in e and "EventData:109" in e for e in x.evidence)
+    assert not by_code(result, "L5_DEVICE_UNHEALTHY")
+
+
+def test_xid_not_in_the_catalog_from_the_plugin_is_a_warning() -> None:
+    # k8s-device-plugin#259: "XidCriticalError: Xid=999 on Device=GPU-XXXX".
+    line = "I0809 13:30:00.1 1 health.go:185] XidCriticalError: Xid=999 on Device=GPU-3b6ec030; marking device as unhealthy.\n"
+    result = run([b.gpu_node(NODE)], line, NOW_V, [])
+    [x] = by_code(result, "L5_XID")
+    assert x.severity == Severity.WARN and "not in the catalog" in x.summary
+    assert by_code(result, "L5_DEVICE_UNHEALTHY")
+
+
+# --- dcgm-exporter exposition variants ----------------------------------------------------
+
+
+def test_exp_xid_count_with_window_label_and_lowercase_hostname() -> None:
+    # dcgm-exporter PR #239 shape after the rename, hostname spelled as after PR #655.
+    text = (
+        "# TYPE DCGM_EXP_XID_ERRORS_COUNT counter\n"
+        'DCGM_EXP_XID_ERRORS_COUNT{gpu="0",UUID="GPU-b9f9e81b-bee7-34bc-af17-132ef6592740",pci_bus_id="00000000:01:00.0",'
+        f'device="nvidia0",modelName="NVIDIA H100 80GB HBM3",hostname="{NODE}",DCGM_FI_DRIVER_VERSION="570.133.20",'
+        'window_size_in_ms="300000",xid="119"} 2\n'
+        'DCGM_EXP_XID_ERRORS_COUNT{gpu="1",UUID="GPU-c1",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",'
+        f'hostname="{NODE}",window_size_in_ms="300000"}} 0\n'
+    )
+    result = run([b.gpu_node(NODE)], "", NOW_V, exposition(text, NOW_V))
+    [x] = by_code(result, "L5_XID")
+    assert x.summary.startswith("Xid 119 ") and x.severity == Severity.FAULT
+    assert any('hostname="gpu-node-1"' in e and 'xid="119"' in e for e in x.evidence)
+
+
+def test_last_xid_gauge_with_err_code_and_err_msg_labels() -> None:
+    labels = {
+        **GPU,
+        "err_code": "45",
+        "err_msg": "Preemptive cleanup, due to previous errors -- Most likely to see when running multiple cuda",
+    }
+    data = [series("DCGM_FI_DEV_XID_ERRORS", labels, [(0, 45)], NOW_V)]
+    [x] = by_code(run([b.gpu_node(NODE)], "", NOW_V, data), "L5_XID")
+    assert x.summary.startswith("Xid 45 ") and x.severity == Severity.WARN
+    assert any("Preemptive cleanup" in e for e in x.evidence)
+
+
+def test_old_clock_throttle_reasons_metric_and_label() -> None:
+    # dcgm-exporter PR #254 (before the rename in #261): throttle_reason label.
+    text = (
+        'DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT{gpu="0",UUID="GPU-b9f9e81b-bee7-34bc-af17-132ef6592740",'
+        f'device="nvidia0",modelName="NVIDIA T400 4GB",Hostname="{NODE}",DCGM_FI_DRIVER_VERSION="545.29.02",'
+        'throttle_reason="hw_thermal",window_size_in_ms="300000"} 1\n'
+        'DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT{gpu="0",UUID="GPU-b9f9e81b-bee7-34bc-af17-132ef6592740",'
+        f'device="nvidia0",modelName="NVIDIA T400 4GB",Hostname="{NODE}",DCGM_FI_DRIVER_VERSION="545.29.02",'
+        'throttle_reason="power_cap",window_size_in_ms="300000"} 4\n'
+    )
+    [c] = by_code(run([b.gpu_node(NODE)], "", NOW_V, exposition(text, NOW_V)), "L5_CLOCK_EVENTS")
+    assert "hw_thermal" in c.summary and "power_cap" not in c.summary
+
+
+@pytest.mark.parametrize(("values", "flagged"), [([1.0], True), ([0.0], False), ([float("nan"), 1.0], True)])
+def test_row_remap_failure_zero_one_and_nan(values: list[float], flagged: bool) -> None:
+    data = [
+        series("DCGM_FI_DEV_ROW_REMAP_FAILURE", {**GPU, "pod": f"p{i}", "namespace": "ml"}, [(0, v)], NOW_V)
+        for i, v in enumerate(values)
+    ]
+    result = run([b.gpu_node(NODE)], "", NOW_V, data)
+    assert bool(by_code(result, "L5_ROW_REMAP_FAILURE")) is flagged
+
+
+def test_remapped_rows_flat_after_exporter_restart_are_not_rising() -> None:
+    # The count is the card's own; an exporter restart leaves a gap, not a reset.
+    data = [
+        series("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", GPU, [(-80000, 6), (-70000, 6)], NOW_V),
+        series("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", GPU, [(-3000, 6), (0, 6)], NOW_V),
+    ]
+    result = run([b.gpu_node(NODE)], "", NOW_V, data)
+    assert not by_code(result, "L5_REMAPPED_ROWS_RISING")

@@ -244,3 +244,63 @@ def test_fleet_read_through_a_real_prometheus_matches_and_stays_within_six_queri
     assert real["node-3"].correctable_rows_24h == pytest.approx(
         memory["node-3"].correctable_rows_24h, rel=0.01
     )
+
+
+# --- exposition variants -----------------------------------------------------------------
+
+
+def test_exporter_pod_hostname_with_empty_pod_labels_sample_28() -> None:
+    # Sample 28: Hostname is the exporter pod (standalone chart, OpenShift-style namespace), pod labels empty.
+    exporter = b.pod(
+        "nvidia-gpu-operator", "dcgm-exporter-lcxpl", node="titan-node",
+        labels={"app.kubernetes.io/name": "dcgm-exporter"},
+    )  # fmt: skip
+    data = exposition(sample_text("28_"), NOW, rename={"DCGM_FI_DEV_SM_CLOCK": "DCGM_FI_DEV_FB_USED"})
+    facts = gf.read_node_facts(telemetry(data, NOW), gf.host_map(["titan-node"], [exporter]), ["titan-node"])
+    gpus = facts["titan-node"]
+    assert len(gpus) >= 5 and all(g.pods == () for g in gpus)
+    assert {g.host for g in gpus} == {"dcgm-exporter-lcxpl"} and gpus[0].node == "titan-node"
+
+
+def test_old_prometheus_chart_pod_labels_name_the_workload() -> None:
+    labels = {"Hostname": "gpu-7", "gpu": "0", "UUID": "GPU-1"}
+    data = [
+        series(
+            "DCGM_FI_DEV_FB_USED",
+            {**labels, "kubernetes_namespace": "ml", "kubernetes_pod_name": "trainer-0"},
+            [(0, 10)],
+            NOW,
+        )
+    ]
+    [gpu] = gf.read_node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
+    assert gpu.pods == (("ml", "trainer-0"),)
+    assert {"kubernetes_namespace": ["ml"], "kubernetes_pod_name": ["trainer-0"]} in gf.pod_selector(
+        "ml", "trainer-0"
+    )
+
+
+def test_nan_readings_are_no_reading() -> None:
+    labels = {"Hostname": "gpu-7", "gpu": "0", "UUID": "GPU-1"}
+    data = [
+        series(
+            "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+            {**labels, "pod": "a", "namespace": "x"},
+            [(0, float("nan"))],
+            NOW,
+        ),
+        series("DCGM_FI_DEV_ROW_REMAP_FAILURE", {**labels, "pod": "b", "namespace": "x"}, [(0, 1)], NOW),
+        series("DCGM_FI_DEV_FB_USED", labels, [(0, float("nan"))], NOW),
+    ]
+    [gpu] = gf.read_node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
+    assert gpu.row_remap_failure == 1 and gpu.fb_used_mib is None
+
+
+def test_pre_rename_clock_throttle_metric_and_label_pr_254() -> None:
+    text = (
+        'DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT{gpu="0",UUID="GPU-b9f9e81b-bee7-34bc-af17-132ef6592740",'
+        'device="nvidia0",modelName="NVIDIA T400 4GB",Hostname="localhost",DCGM_FI_DRIVER_VERSION="545.29.02",'
+        'throttle_reason="sw_thermal",window_size_in_ms="300000"} 1\n'
+    )
+    tel = telemetry(exposition(text, NOW), NOW)
+    [gpu] = gf.read_node_facts(tel, gf.host_map(["localhost"], []), ["localhost"])["localhost"]
+    assert gpu.clock_events_24h == {"sw_thermal": 1}

@@ -261,3 +261,235 @@ def test_node_walk_checks_sharing_and_telemetry_only() -> None:
     result = memory.check(b.ctx([node, workload()], telemetry=tel, node=NODE))
     assert codes(result) == ["L4_TIME_SLICING"]  # no pod: its memory is not judged
     assert "ml/trainer-0" in result.findings[0].evidence[-1]
+
+
+# --- variants: OOM lines from the frameworks as users posted them --------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # vllm-project/vllm#15598 (Ray worker prefix, torch >= 2.5 name).
+        "(RayWorkerWrapper pid=206994, ip=192.168.10.25) ERROR 03-27 10:29:13 [worker_base.py:620] "
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. GPU 6 has a total capacity of "
+        "44.53 GiB of which 448.00 KiB is free.",
+        # vllm-project/vllm#2140 (torch < 2.5 name).
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacty of "
+        "23.69 GiB of which 3.09 GiB is free.",
+        # vllm-project/vllm#10439 and #27508: V0 worker and V1 engine-core prefixes.
+        "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] ValueError: No available memory for the cache blocks. Try "
+        "increasing `gpu_memory_utilization` when initializing the engine.",
+        "(EngineCore_DP0 pid=223840) ERROR 10-25 13:08:43 [core.py:708] ValueError: No available memory for the "
+        "cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+        # vLLM V1 start-up check when the KV cache cannot hold one request.
+        "(EngineCore_DP0 pid=812) ERROR 06-02 08:11:09 [core.py:586] ValueError: To serve at least one request with "
+        "the models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV "
+        "cache memory (9.45 GiB). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+        "initializing the engine.",
+        # JAX / XLA.
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+        "17179869184 bytes.",
+        # TensorFlow.
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+        "shape[32,1024,1024] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+        # cuBLAS and llama.cpp-style allocators.
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: out of "
+        "memory",
+        # Colour codes and CRLF from a log shipper.
+        "\x1b[1;31mERROR\x1b[0m torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\r",
+    ],
+)
+def test_gpu_oom_line_variants(line: str) -> None:
+    p = workload()
+    logs = b.logs_for(p, "main", f"INFO starting\n{line}\nINFO exiting\n", previous=True)
+    result = run([b.gpu_node(NODE), p], fb(2000, 78000), logs)
+    [f] = [f for f in result.findings if f.code == "L4_GPU_OOM_IN_LOGS"]
+    assert f.severity == Severity.FAULT and f.node == NODE and f.next is None
+    assert len(f.evidence) == 1 and "previous" in f.evidence[0]
+    assert "\x1b" not in f.evidence[0] and "\r" not in f.evidence[0]
+    assert result.status == Severity.FAULT
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'Exception in thread "main" java.lang.OutOfMemoryError: GC overhead limit exceeded',
+        "MemoryError: Unable to allocate 3.21 GiB for an array with shape (431, 1000, 1000) and data type float64",
+        'grpc._channel._InactiveRpcError: status = StatusCode.RESOURCE_EXHAUSTED details = "Received message larger '
+        'than max (8388608 vs. 4194304)"',
+        "INFO 06-02 08:10:01 [gpu_worker.py:227] Memory profiling takes 5.21 seconds. the current vLLM instance can use "
+        "total_gpu_memory (79.11GiB) x gpu_memory_utilization (0.90) = 71.20GiB",
+        "INFO 06-02 08:10:02 [kv_cache_utils.py:716] GPU KV cache size: 415,728 tokens",
+        "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory",
+    ],
+)
+def test_lines_that_are_not_gpu_oom(line: str) -> None:
+    p = workload()
+    logs = b.logs_for(p, "main", line + "\n")
+    assert codes(run([b.gpu_node(NODE), p], fb(2000, 78000, ("ml", "trainer-0")), logs)) == ["L4_OK"]
+
+
+# --- variants: system memory ---------------------------------------------------------------
+
+
+def test_exit_137_without_oomkilled_reason_is_not_oomkilled() -> None:
+    # SIGKILL for another cause (liveness probe, eviction): reason Error, not OOMKilled.
+    last = {"exitCode": 137, "reason": "Error", "finishedAt": "2026-11-29T11:50:00Z"}
+    p = workload(statuses=[b.running("main", restarts=1, last=last)])
+    assert codes(run([b.gpu_node(NODE), p], fb(2000, 78000, ("ml", "trainer-0")))) == ["L4_OK"]
+
+
+def test_oomkilled_now_in_crashloop_with_integer_limit_and_init_container() -> None:
+    p = workload(
+        init_containers=("download-weights",),
+        statuses=[
+            b.waiting("main", "CrashLoopBackOff", restarts=7, last={"exitCode": 137, "reason": "OOMKilled"})
+        ],
+        init_statuses=[b.terminated("download-weights", exit_code=137, reason="OOMKilled")],
+    )
+    p["spec"]["containers"][0]["resources"]["limits"]["memory"] = 8589934592  # an int, as YAML may give it
+    result = run([b.gpu_node(NODE), p], fb(2000, 78000, ("ml", "trainer-0")))
+    found = [f for f in result.findings if f.code == "L4_OOMKILLED"]
+    assert {f.summary.split(" was ")[0] for f in found} == {
+        "container main",
+        "init container download-weights",
+    }
+    main = next(f for f in found if f.summary.startswith("container main"))
+    assert any("8589934592" in e for e in main.evidence) and any(
+        "restartCount: 7" in e for e in main.evidence
+    )
+
+
+def test_pod_without_container_statuses_yet_is_not_an_error() -> None:
+    p = workload()
+    p["status"] = {"phase": "Pending"}
+    result = run([b.gpu_node(NODE), p], fb(2000, 78000, ("ml", "trainer-0")))
+    assert codes(result) == ["L4_OK"]
+
+
+def test_oomkilled_ephemeral_debug_container() -> None:
+    p = workload()
+    p["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox"}]
+    p["status"]["ephemeralContainerStatuses"] = [
+        {
+            "name": "debugger",
+            "restartCount": 0,
+            "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+        }
+    ]
+    [f] = [f for f in run([b.gpu_node(NODE), p], fb(2000, 78000)).findings if f.code == "L4_OOMKILLED"]
+    assert "debugger" in f.summary
+
+
+# --- variants: exporter and vLLM series --------------------------------------------------------
+
+
+def test_mig_instance_of_the_pod_saturated_lowercase_hostname_exporter_pod_sample_40() -> None:
+    # Sample 40: hostname holds the exporter pod's name; the pod's MIG instance has its own FB series.
+    node_name = "a30-worker-2"
+    exporter = b.pod(
+        "monitoring",
+        "dcgm-exporter-wwwjh",
+        node=node_name,
+        labels={"app.kubernetes.io/name": "dcgm-exporter"},
+    )
+    triton = b.pod(
+        "default", "triton-server-f7cb5d77-95xcf", node=node_name, requests={"nvidia.com/mig-1g.6gb": 1},
+        image="nvcr.io/nvidia/tritonserver:24.08-py3",
+    )  # fmt: skip
+    data = exposition(sample_text("40_"), NOW)
+    used = [
+        s for s in data if s.labels["__name__"] == "DCGM_FI_DEV_FB_FREE" and s.labels.get("GPU_I_ID") == "3"
+    ]
+    assert used, "sample 40 carries the MIG instance's FB_FREE"
+    mig = {k: v for k, v in used[0].labels.items() if k != "__name__"}
+    data.append(series("DCGM_FI_DEV_FB_USED", mig, [(0, 5800)], NOW))
+    data = [
+        s
+        for s in data
+        if not (s.labels["__name__"] == "DCGM_FI_DEV_FB_FREE" and s.labels.get("GPU_I_ID") == "3")
+    ]
+    data.append(series("DCGM_FI_DEV_FB_FREE", mig, [(0, 150)], NOW))
+    tel = telemetry(data, NOW)
+    ctx = b.ctx(
+        [b.gpu_node(node_name, 3), exporter, triton],
+        telemetry=tel,
+        pod=("default", triton["metadata"]["name"]),
+    )
+    result = memory.check(ctx)
+    [f] = [f for f in result.findings if f.code == "L4_FB_SATURATED"]
+    assert "MIG 1g.6gb/3" in f.summary and f.node == node_name
+    assert 'hostname="dcgm-exporter-wwwjh"' in f.commands[0]
+    assert "L4_NO_TELEMETRY" not in codes(result)
+
+
+@pytest.mark.parametrize(
+    "pod_labels",
+    [
+        {"exported_namespace": "ml", "exported_pod": "vllm-0", "namespace": "monitoring", "pod": "prom-0"},
+        {"kubernetes_namespace": "ml", "kubernetes_pod_name": "vllm-0"},
+        {"namespace": "ml", "pod": "vllm-0"},
+    ],
+)
+def test_vllm_v1_engines_and_pod_label_spellings(pod_labels: dict[str, str]) -> None:
+    p = workload("vllm-0", image="registry.local/llm-server:1")
+    model = {"model_name": "meta-llama/Llama-3.1-70B-Instruct"}
+    data = fb(78000, 1000, ("ml", "vllm-0"))
+    data.append(
+        series(
+            "vllm:vllm_config_info",
+            {**pod_labels, **model, "engine": "0", "cache_config_gpu_memory_utilization": "0.92"},
+            [(0, 1)],
+            NOW,
+        )
+    )
+    for engine in ("0", "1"):  # data parallel: one counter per engine
+        data.append(
+            series(
+                "vllm:num_preemptions_total",
+                {**pod_labels, **model, "engine": engine},
+                [(-280, 0), (-140, 0), (0, 30 if engine == "1" else 0)],
+                NOW,
+            )
+        )
+    result = run([b.gpu_node(NODE), p], data, pod="vllm-0")
+    assert codes(result) == ["L4_PREEMPTIONS"]
+    assert any("gpu_memory_utilization = 0.92" in e for e in result.findings[0].evidence)
+
+
+@pytest.mark.parametrize(
+    ("labels", "word"),
+    [
+        ({"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": 4}, "time-slicing"),
+        ({"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-shared"}, "time-slicing"),
+        (
+            {
+                "nvidia.com/gpu.sharing-strategy": "mps",
+                "nvidia.com/gpu.replicas": "4",
+                "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-SHARED",
+            },
+            "MPS",
+        ),
+    ],
+)
+def test_sharing_label_variants(labels: dict[str, Any], word: str) -> None:
+    result = run([b.gpu_node(NODE, labels=labels), workload()], fb(2000, 78000, ("ml", "trainer-0")))
+    [f] = [f for f in result.findings if f.code == "L4_TIME_SLICING"]
+    assert f.severity == Severity.WARN and word in f.summary
+
+
+def test_node_series_without_host_label_found_by_the_pods_labels() -> None:
+    # A federated view keeps pod labels but drops Hostname (dcgm DCGM#235 shows such a series).
+    labels = {
+        "gpu": "0",
+        "UUID": "GPU-0f3c1c3e-9a51-4c1e-8d3e-3b1b2f0e9a10",
+        "namespace": "ml",
+        "pod": "trainer-0",
+    }
+    data = [
+        series("DCGM_FI_DEV_FB_USED", labels, [(0, 80500)], NOW),
+        series("DCGM_FI_DEV_FB_FREE", labels, [(0, 500)], NOW),
+    ]
+    result = run([b.gpu_node(NODE), workload()], data)
+    assert "L4_FB_SATURATED" in codes(result)
