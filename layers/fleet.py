@@ -18,33 +18,45 @@ from layers.findings import Finding, finding
 from layers.sources import K8sObject
 
 MAX_PER_CODE = 10
+UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"  # only upgrade-failed is a finding
+
+
+def _joined(lab: dict[str, str], prefix: str, parts: tuple[str, ...]) -> str | None:
+    """`major.minor[.rev]` from split labels; None without a major."""
+    values = [(lab.get(f"{prefix}.{p}") or "").strip() for p in parts]
+    if not values[0]:
+        return None
+    return ".".join(v for v in values if v)
 
 
 def driver_version(node: K8sObject) -> str | None:
-    """GFD's driver version; the deprecated cuda.driver.major/minor/rev labels where older GFD runs."""
+    """GFD's driver version: `.full`, else its split labels, else the deprecated cuda.driver.* of older GFD."""
     lab = o.labels(node)
-    full = lab.get("nvidia.com/cuda.driver-version.full")
-    if full:
-        return full.strip()
-    parts = [lab.get(f"nvidia.com/cuda.driver.{p}") for p in ("major", "minor", "rev")]
-    return ".".join(p.strip() for p in parts if p) if parts[0] else None
+    full = (lab.get("nvidia.com/cuda.driver-version.full") or "").strip()
+    return (
+        full
+        or _joined(lab, "nvidia.com/cuda.driver-version", ("major", "minor", "revision"))
+        or _joined(lab, "nvidia.com/cuda.driver", ("major", "minor", "rev"))
+    )
 
 
 def runtime_version(node: K8sObject) -> str | None:
+    """GFD's CUDA runtime version: `.full`, else its split labels, else the deprecated cuda.runtime.*."""
     lab = o.labels(node)
-    full = lab.get("nvidia.com/cuda.runtime-version.full")
-    if full:
-        return full.strip()
-    major, minor = lab.get("nvidia.com/cuda.runtime.major"), lab.get("nvidia.com/cuda.runtime.minor")
-    return f"{major.strip()}.{(minor or '0').strip()}" if major else None
+    full = (lab.get("nvidia.com/cuda.runtime-version.full") or "").strip()
+    return (
+        full
+        or _joined(lab, "nvidia.com/cuda.runtime-version", ("major", "minor"))
+        or _joined(lab, "nvidia.com/cuda.runtime", ("major", "minor"))
+    )
 
 
 def kernel_version(node: K8sObject) -> str | None:
-    return o.node_info(node).get("kernelVersion") or None
+    return str(o.node_info(node).get("kernelVersion") or "").strip() or None
 
 
 def os_image(node: K8sObject) -> str | None:
-    return o.node_info(node).get("osImage") or None
+    return str(o.node_info(node).get("osImage") or "").strip() or None
 
 
 @dataclass(frozen=True)
@@ -146,3 +158,41 @@ def fold(findings: list[Finding]) -> list[Finding]:
             )
         )
     return out
+
+
+def skews(spreads: list[Spread], examined: list[str]) -> list[Finding]:
+    """L3's skew findings from the (driver, runtime, kernel, OS image) spreads."""
+    driver, runtime, kernel, image = spreads
+    return skew(
+        "L3_DRIVER_VERSION_SKEW",
+        [driver, runtime],
+        examined,
+        "kubectl get nodes -L nvidia.com/cuda.driver-version.full,nvidia.com/cuda.runtime-version.full",
+        "upgrade or roll back this node's driver so the fleet matches (GFD labels per node)",
+    ) + skew(
+        "L3_KERNEL_SKEW",
+        [kernel, image],
+        examined,
+        "kubectl get nodes -o wide",
+        "check that the driver image fits this kernel/OS (a kernel update needs a matching driver build)",
+    )
+
+
+def upgrade_failed(node: str, node_obj: K8sObject | None) -> list[Finding]:
+    """L3_DRIVER_UPGRADE_FAILED when the operator's upgrade controller labelled the node upgrade-failed."""
+    state = o.labels(node_obj or {}).get(UPGRADE_STATE, "")
+    if state.strip().lower() != "upgrade-failed":
+        return []
+    return [
+        finding(
+            "L3_DRIVER_UPGRADE_FAILED",
+            f"The operator's driver upgrade failed on {node}: fix the driver pod's error, then relabel the "
+            f"node {UPGRADE_STATE}=upgrade-required to retry",
+            evidence=[f"{UPGRADE_STATE}={state}"],
+            commands=[
+                f"kubectl get nodes -l {UPGRADE_STATE}=upgrade-failed",
+                f"kubectl label node {node} {UPGRADE_STATE}=upgrade-required --overwrite",
+            ],
+            node=node,
+        )
+    ]

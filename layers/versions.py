@@ -17,14 +17,14 @@ from layers import objects as o
 from layers import podstatus as ps
 from layers.context import WalkContext, component
 from layers.findings import Finding, LayerResult, finding, unknown
-from layers.logsigs import lines_of
+from layers.logsigs import Signature, event_message
 from layers.sources import K8sObject, SourceError
 
 LAYER = 3
 DRIVER_CTR = "nvidia-driver-ctr"
 DRIVER_MANAGER = "k8s-driver-manager"
+DTK_CTR = "openshift-driver-toolkit-ctr"
 VALIDATOR_COMPONENTS = ("validator", "cuda-validator", "plugin-validator")
-UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
 MAX_EVIDENCE = 8
 
 
@@ -82,63 +82,103 @@ def _logs_cmd(pod: K8sObject, container: str, previous: bool = False) -> str:
 @dataclass
 class _DriverLog:
     pod: K8sObject
-    failures: list[tuple[str, str]]  # (cause, line)
+    failures: list[tuple[str, str]]  # (advice, line)
     host_driver: list[str]
     manager: list[str]
     kernel: str | None
+    soft: list[str]  # apt warnings about unreachable mirrors, evidence beside a failure
+    containers: list[str]  # the containers whose logs showed the failures
+
+    @property
+    def manager_failing(self) -> bool:
+        return bool(self.manager)
+
+
+def _scan_container(
+    reads: _Reads, pod: K8sObject, container: str, node: str, ready: Signature
+) -> list[tuple[str, dl.DriverLogScan]]:
+    """The scans of one container's current log and, when it restarted, the previous one."""
+    current = reads.log(pod, container, False, node)
+    texts = [(container, current)]
+    # A container that came up since (ready marker in the current log) makes older failures history.
+    if ps.restarted(pod, container) and not ready.find(current, 1):
+        texts.insert(0, (f"{container} (previous)", reads.log(pod, container, True, node)))
+    return [(name, dl.scan_driver_log(text, ready)) for name, text in texts if text]
 
 
 def _read_driver(reads: _Reads, pod: K8sObject, node: str) -> _DriverLog:
     failures: list[tuple[str, str]] = []
     host: list[str] = []
+    soft: list[str] = []
     kernel: str | None = None
+    where: list[str] = []
     names = ps.container_names(pod, [DRIVER_CTR])
     # NVIDIADriver-managed pods keep the container name; anything else named *driver* is the fallback.
     main = (
         DRIVER_CTR
         if DRIVER_CTR in names
-        else next((c for c in names if "driver" in c and "manager" not in c), DRIVER_CTR)
+        else next(
+            (c for c in names if "driver" in c and "manager" not in c and "toolkit" not in c), DRIVER_CTR
+        )
     )
-    current = reads.log(pod, main, False, node)
-    texts = [current]
-    # A driver that came up since (ready marker in the current log) makes older failures history.
-    if ps.restarted(pod, main) and not dl.DRIVER_READY.find(current, 1):
-        texts.insert(0, reads.log(pod, main, True, node))
-    for text in texts:
-        scan = dl.scan_driver_log(text)
+    scans = _scan_container(reads, pod, main, node, dl.DRIVER_READY)
+    # On OpenShift the modules are built in the Driver Toolkit container; nvidia-driver-ctr only waits.
+    if DTK_CTR in names:
+        scans += _scan_container(reads, pod, DTK_CTR, node, dl.DTK_READY)
+    for name, scan in scans:
         failures += scan.failures
         host += scan.host_driver
+        soft += scan.soft
         kernel = scan.kernel or kernel
+        if scan.failures:
+            where.append(name)
     manager: list[str] = []
-    if DRIVER_MANAGER in ps.container_names(pod, [DRIVER_MANAGER]):
+    if DRIVER_MANAGER in names:
         st = ps.container_status(pod, DRIVER_MANAGER)
         if st is None or ps.status_failing(st, init=True):
-            for prev in (False, True):
-                for ln in lines_of(reads.log(pod, DRIVER_MANAGER, prev, node)):
+            for prev in (False, True) if ps.restarted(pod, DRIVER_MANAGER) else (False,):
+                for ln in dl.log_lines(reads.log(pod, DRIVER_MANAGER, prev, node)):
                     if dl.HOST_DRIVER.matches(ln):
-                        host.append(ln)
+                        host.append(dl.excerpt(ln, dl.HOST_DRIVER))
                     elif dl.MANAGER_PROBLEM.search(ln):
-                        manager.append(ln)
-    return _DriverLog(pod, failures, host, manager, kernel)
+                        manager.append(dl.excerpt(ln))
+    return _DriverLog(pod, failures, host, list(dict.fromkeys(manager)), kernel, soft, where)
 
 
 def _build_failed(log: _DriverLog, node: str, node_obj: K8sObject | None) -> Finding:
     kernel = log.kernel or o.node_info(node_obj or {}).get("kernelVersion") or "unknown kernel"
-    cause = log.failures[0][0]
+    cause = dl.most_specific(log.failures) or ""
+    if log.soft and cause in (dl.ADVICE["kernel-headers"], dl.ADVICE["precompiled"]):
+        # apt could not fetch the index: the package may exist, the mirror was unreachable.
+        cause += " (apt could not fetch part of the package index: check the node's egress/proxy first)"
     lines = list(dict.fromkeys(ln for _, ln in log.failures))[:MAX_EVIDENCE]
-    evidence = [f"kernel: {kernel}", *lines]
+    evidence = [f"kernel: {kernel}", *lines, *log.soft[:3]]
     evidence += [f"{DRIVER_MANAGER}: {ln}" for ln in log.manager[:3]]
+    pod = log.pod
+    commands = [_logs_cmd(pod, DRIVER_CTR), _logs_cmd(pod, DRIVER_CTR, previous=True)]
+    if any(w.startswith(DTK_CTR) for w in log.containers):
+        commands.append(_logs_cmd(pod, DTK_CTR))
+    commands += [_logs_cmd(pod, DRIVER_MANAGER), "kubectl get nodes -o wide"]
     return finding(
         "L3_DRIVER_BUILD_FAILED",
         f"NVIDIA driver could not be built/loaded on {node} (kernel {kernel}): {cause}",
         evidence=evidence,
-        commands=[
-            _logs_cmd(log.pod, DRIVER_CTR),
-            _logs_cmd(log.pod, DRIVER_CTR, previous=True),
-            _logs_cmd(log.pod, DRIVER_MANAGER),
-            "kubectl get nodes -o wide",
-        ],
+        commands=commands,
         node=node,
+    )
+
+
+def _manager_stuck(log: _DriverLog, failing: list[str], node: str) -> Finding:
+    """The driver pod stops in k8s-driver-manager: the driver build never started, so it cannot be judged."""
+    pod = log.pod
+    return unknown(
+        LAYER,
+        f"the driver pod {o.namespace(pod)}/{o.name(pod)} on {node} is stuck in its {DRIVER_MANAGER} init "
+        "container (evicting GPU pods / draining the node / unloading the old driver), so the driver build "
+        "has not started and cannot be judged: free the GPUs on the node (stop GPU workloads or drain it) "
+        "or fix the error shown",
+        node=node,
+        evidence=[*failing, *(f"{DRIVER_MANAGER}: {ln}" for ln in log.manager[-5:])],
     )
 
 
@@ -160,7 +200,8 @@ def _host_driver_in_validators(reads: _Reads, pods: list[K8sObject], node: str) 
         if component(pod) != "validator":
             continue
         for prev in (False, True) if ps.restarted(pod, "driver-validation") else (False,):
-            out += dl.HOST_DRIVER.find(reads.log(pod, "driver-validation", prev, node), 2)
+            text = reads.log(pod, "driver-validation", prev, node)
+            out += [ln for ln in dl.log_lines(text) if dl.HOST_DRIVER.matches(ln)][:2]
     return out
 
 
@@ -239,6 +280,8 @@ def _driver_findings(reads: _Reads, node: str, node_obj: K8sObject | None) -> li
                 )
         if log.failures:
             out.append(_build_failed(log, node, node_obj))
+        elif failing and log.manager_failing and not host_lines:
+            reads.unknowns.setdefault(f"manager:{node}", _manager_stuck(log, failing, node))
     return out
 
 
@@ -258,12 +301,13 @@ def _fabric_manager(reads: _Reads, node: str) -> list[Finding]:
             continue  # validations that passed did run CUDA
         for c in ps.container_names(pod, _FALLBACK_CONTAINERS.get(component(pod) or "", ())):
             for prev in (False, True) if ps.restarted(pod, c) else (False,):
-                hits = dl.FABRIC_NOT_READY.find(reads.log(pod, c, prev, node), 3)
+                text = reads.log(pod, c, prev, node)
+                hits = [dl.excerpt(ln) for ln in dl.log_lines(text) if dl.FABRIC_NOT_READY.matches(ln)][:3]
                 if hits:
                     evidence += [f"{o.name(pod)}/{c}: {ln}" for ln in hits]
                     commands.append(_logs_cmd(pod, c, prev))
         for ev in reads.events(pod, node):
-            msg = str(ev.get("message") or "")
+            msg = dl.clean(event_message(ev))
             if dl.FABRIC_NOT_READY.matches(msg):
                 evidence.append(f"event on {o.name(pod)}: {' '.join(msg.split())}")
                 commands.append(f"kubectl describe pod -n {o.namespace(pod)} {o.name(pod)}")
@@ -284,25 +328,6 @@ def _fabric_manager(reads: _Reads, node: str) -> list[Finding]:
                 *dict.fromkeys(commands),
                 "kubectl exec -n <operator-namespace> <nvidia-driver-daemonset-pod> -c nvidia-driver-ctr -- "
                 "nvidia-smi -q | grep -A2 Fabric",
-            ],
-            node=node,
-        )
-    ]
-
-
-def _upgrade_failed(node: str, node_obj: K8sObject | None) -> list[Finding]:
-    state = o.labels(node_obj or {}).get(UPGRADE_STATE, "")
-    if state.strip().lower() != "upgrade-failed":
-        return []
-    return [
-        finding(
-            "L3_DRIVER_UPGRADE_FAILED",
-            f"The operator's driver upgrade failed on {node}: fix the driver pod's error, then relabel the "
-            f"node {UPGRADE_STATE}=upgrade-required to retry",
-            evidence=[f"{UPGRADE_STATE}={state}"],
-            commands=[
-                f"kubectl get nodes -l {UPGRADE_STATE}=upgrade-failed",
-                f"kubectl label node {node} {UPGRADE_STATE}=upgrade-required --overwrite",
             ],
             node=node,
         )
@@ -349,22 +374,8 @@ def check(ctx: WalkContext) -> LayerResult:
         node_obj = ctx.node(node)
         findings += _driver_findings(reads, node, node_obj)
         findings += _fabric_manager(reads, node)
-        findings += _upgrade_failed(node, node_obj)
-    driver, runtime, kernel, image = spreads
-    findings += fl.skew(
-        "L3_DRIVER_VERSION_SKEW",
-        [driver, runtime],
-        examined,
-        "kubectl get nodes -L nvidia.com/cuda.driver-version.full,nvidia.com/cuda.runtime-version.full",
-        "upgrade or roll back this node's driver so the fleet matches (GFD labels per node)",
-    )
-    findings += fl.skew(
-        "L3_KERNEL_SKEW",
-        [kernel, image],
-        examined,
-        "kubectl get nodes -o wide",
-        "check that the driver image fits this kernel/OS (a kernel update needs a matching driver build)",
-    )
+        findings += fl.upgrade_failed(node, node_obj)
+    findings += fl.skews(spreads, examined)
     findings = fl.fold(findings) + list(reads.unknowns.values())
     if not findings:
         one = examined[0] if len(examined) == 1 else None

@@ -621,3 +621,230 @@ def test_fleet_is_read_once_per_walk() -> None:
     versions.check(ctx)
     versions.check(ctx)
     assert cluster.calls["nodes"] == 1
+
+
+# --- real-world variants (QA): driver images, driver-manager, OpenShift, labels ------------------
+
+
+def ocp_driver_pod(on: str, **kw: Any) -> K8sObject:
+    """An OpenShift driver pod: named after the RHCOS version, the build runs in the Driver Toolkit."""
+    name = "nvidia-driver-daemonset-416.94.202410020522-0-pz7xk"
+    p = pod(
+        name,
+        on,
+        {
+            "app": "nvidia-driver-daemonset-416.94.202410020522-0",
+            "app.kubernetes.io/component": "nvidia-driver",
+            "openshift.driver-toolkit": "true",
+        },
+        ["nvidia-driver-ctr", "openshift-driver-toolkit-ctr"],
+        ("k8s-driver-manager",),
+        ns="nvidia-gpu-operator",
+        **kw,
+    )
+    return p
+
+
+# rhel9/ocp_dtk_entrypoint: nvidia-driver-ctr waits while openshift-driver-toolkit-ctr compiles.
+DTK_WAITING = (
+    "+ echo 'Fast path not detected: building driver and modules'\n"
+    "Fast path not detected: building driver and modules\n"
+    "Tue Oct 29 09:12:01 UTC 2024 openshift-driver-toolkit-ctr started.\n"
+    "Tue Oct 29 09:12:01 UTC 2024 Waiting for openshift-driver-toolkit-ctr container to build the precompiled "
+    "driver ...\n"
+)
+DTK_FAILED = (
+    "Start building nvidia.ko driver ...\n"
+    "+ bash -x /mnt/shared-nvidia-driver-toolkit/nvidia-driver build --tag builtin\n"
+    "+ KERNEL_VERSION=5.14.0-427.37.1.el9_4.x86_64\n"
+    "Compiling NVIDIA driver kernel modules...\n"
+    "/usr/src/nvidia-535.104.05/kernel/nvidia/nv-mmap.c:320:9: error: implicit declaration of function "
+    "'vm_flags_set'\n"
+    "make[2]: *** [scripts/Makefile.build:243: /usr/src/nvidia-535.104.05/kernel/nvidia/nv-mmap.o] Error 1\n"
+)
+
+
+def test_openshift_build_failure_is_read_from_the_driver_toolkit_container() -> None:
+    dp = ocp_driver_pod(
+        "worker-gpu-0", waiting={"openshift-driver-toolkit-ctr": "CrashLoopBackOff"}, restarts=6
+    )
+    logs = {
+        log_key(dp, "nvidia-driver-ctr"): DTK_WAITING,
+        log_key(dp, "openshift-driver-toolkit-ctr", previous=True): DTK_FAILED,
+        log_key(dp, "openshift-driver-toolkit-ctr"): "Start building nvidia.ko driver ...\n",
+    }
+    result = run(
+        [node("worker-gpu-0", kernel="5.14.0-427.37.1.el9_4.x86_64")], logs, node_name="worker-gpu-0"
+    )
+    assert codes(result) == ["L3_OK"]  # the driver pod is not there: nothing to read
+    result = run([node("worker-gpu-0"), dp], logs, node_name="worker-gpu-0")
+    f = one(result, "L3_DRIVER_BUILD_FAILED")
+    assert "did not compile against the running kernel" in f.summary
+    assert "kernel: 5.14.0-427.37.1.el9_4.x86_64" in f.evidence
+    assert any(e.startswith("make[2]: *** [scripts/Makefile.build:243") for e in f.evidence)
+    assert (
+        "kubectl logs -n nvidia-gpu-operator nvidia-driver-daemonset-416.94.202410020522-0-pz7xk "
+        "-c openshift-driver-toolkit-ctr" in f.commands
+    )
+    assert result.next == STOP
+
+
+def test_driver_toolkit_that_built_the_modules_is_not_a_failure() -> None:
+    dp = ocp_driver_pod("worker-gpu-0", waiting={"nvidia-driver-ctr": "CrashLoopBackOff"}, restarts=1)
+    logs = {
+        log_key(dp, "openshift-driver-toolkit-ctr", previous=True): DTK_FAILED,
+        log_key(dp, "openshift-driver-toolkit-ctr"): "NVIDIA drivers generated, inform nvidia-driver-ctr "
+        "container about it and sleep forever.\n",
+        log_key(dp, "nvidia-driver-ctr"): DTK_WAITING,
+    }
+    assert "L3_DRIVER_BUILD_FAILED" not in codes(
+        run([node("worker-gpu-0"), dp], logs, node_name="worker-gpu-0")
+    )
+
+
+# k8s-driver-manager v0.8+ (Go, logrus TextFormatter DisableQuote; gpu-operator#2166 shows the format)
+MANAGER_HOST_DRIVER = (
+    "W0225 08:26:00.486943 1515429 client_config.go:667] Neither --kubeconfig nor --master was specified.  "
+    "Using the inClusterConfig.  This might not work.\n"
+    "time=2026-02-25T08:26:00Z level=info msg=Starting driver uninstallation process\n"
+    "time=2026-02-25T08:26:01Z level=info msg=Host driver detected: 550.127.05\n"
+    "time=2026-02-25T08:26:01Z level=info msg=NVIDIA GPU driver is already pre-installed on the node, "
+    "disabling the containerized driver\n"
+    "time=2026-02-25T08:26:01Z level=info msg=Labeling node gpu-1 with nvidia.com/gpu.deploy.driver=pre-installed\n"
+    "time=2026-02-25T08:27:01Z level=fatal msg=driver is pre-installed on host\n"
+)
+MANAGER_DRAIN_FAILED = (
+    "time=2026-02-25T08:26:00Z level=info msg=Starting driver uninstallation process\n"
+    "time=2026-02-25T08:26:00Z level=info msg=Shutting down all GPU clients on the current node by disabling "
+    "their component-specific nodeSelector labels\n"
+    "time=2026-02-25T08:31:00Z level=info msg=Failed to drain node of GPU pods\n"
+    "time=2026-02-25T08:31:00Z level=fatal msg=cannot proceed until all GPU pods are drained from the node\n"
+)
+
+
+def manager_failing_pod() -> K8sObject:
+    return driver_pod(
+        "gpu-1", waiting={"k8s-driver-manager": "CrashLoopBackOff", "nvidia-driver-ctr": "PodInitializing"}
+    )
+
+
+def test_driver_manager_finding_a_host_driver_is_a_conflict_when_the_policy_enables_the_driver() -> None:
+    dp = manager_failing_pod()
+    logs = {log_key(dp, "k8s-driver-manager", previous=True): MANAGER_HOST_DRIVER}
+    result = run([node("gpu-1"), dp, cluster_policy(None)], logs)
+    f = one(result, "L3_PREINSTALLED_DRIVER_CONFLICT")
+    assert "time=2026-02-25T08:26:01Z level=info msg=Host driver detected: 550.127.05" in f.evidence
+    assert any("k8s-driver-manager: CrashLoopBackOff" in e for e in f.evidence)
+    assert "L3_UNKNOWN" not in codes(result)
+
+
+def test_driver_manager_stuck_draining_says_the_build_cannot_be_judged() -> None:
+    dp = manager_failing_pod()
+    logs = {log_key(dp, "k8s-driver-manager"): MANAGER_DRAIN_FAILED}
+    result = run([node("gpu-1"), dp, cluster_policy(None)], logs)
+    f = one(result, "L3_UNKNOWN")
+    assert "stuck in its k8s-driver-manager init container" in f.summary and f.node == "gpu-1"
+    assert (
+        "k8s-driver-manager: time=2026-02-25T08:31:00Z level=fatal msg=cannot proceed until all GPU pods are "
+        "drained from the node" in f.evidence
+    )
+    assert "L3_OK" not in codes(result) and "L3_PREINSTALLED_DRIVER_CONFLICT" not in codes(result)
+
+
+def test_apt_mirror_unreachable_is_named_beside_the_missing_headers() -> None:
+    dp = driver_pod("gpu-1")
+    text = (
+        "2026-11-29T10:00:01.000000000Z Updating the package cache...\n"
+        "2026-11-29T10:00:09.000000000Z W: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/jammy/InRelease"
+        "  Temporary failure resolving 'archive.ubuntu.com'\n"
+        "2026-11-29T10:00:09.000000000Z Resolving Linux kernel version...\n"
+        "2026-11-29T10:00:09.000000000Z Could not resolve Linux kernel version\n"
+    )
+    f = one(run([node("gpu-1"), dp], {log_key(dp, "nvidia-driver-ctr"): text}), "L3_DRIVER_BUILD_FAILED")
+    assert "check the node's egress/proxy first" in f.summary
+    assert any("Temporary failure resolving" in e for e in f.evidence)
+
+
+def test_apt_warning_while_the_driver_still_compiles_is_not_a_failure() -> None:
+    dp = driver_pod("gpu-1", waiting={}, restarts=0)
+    text = (
+        "Updating the package cache...\n"
+        "W: Failed to fetch http://mirror.example/ubuntu/dists/jammy/InRelease  Could not connect to "
+        "mirror.example:80\n"
+        "Resolving Linux kernel version...\nProceeding with Linux kernel version 5.15.0-134-generic\n"
+        "Compiling NVIDIA driver kernel modules...\n"
+    )
+    assert codes(run([node("gpu-1"), dp], {log_key(dp, "nvidia-driver-ctr"): text})) == ["L3_OK"]
+
+
+def test_precompiled_driver_missing_for_the_kernel() -> None:
+    # gpu-operator#457's precompiled banner; the apt error of precompiled/nvidia-driver's install step
+    dp = driver_pod("gpu-1", name="nvidia-driver-daemonset-6.8.0-1015-aws-ubuntu22.04-7xq2d")
+    text = (
+        "\n========== NVIDIA Software Installer ==========\n\n"
+        "Starting installation of NVIDIA driver branch 550 for Linux kernel version 6.8.0-1015-aws\n\n"
+        "Installing Closed NVIDIA driver kernel modules...\n"
+        "E: Unable to locate package linux-objects-nvidia-550-server-6.8.0-1015-aws\n"
+    )
+    f = one(run([node("gpu-1"), dp], {log_key(dp, "nvidia-driver-ctr"): text}), "L3_DRIVER_BUILD_FAILED")
+    assert "no precompiled NVIDIA driver package for the running kernel" in f.summary
+    assert "kernel: 6.8.0-1015-aws" in f.evidence
+
+
+def test_fabric_manager_in_an_events_k8s_io_style_event_note() -> None:
+    vp = validator_pod("hgx-1", waiting={"cuda-validation": "CrashLoopBackOff"})
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "ev2", "namespace": NS},
+        "involvedObject": {"kind": "Pod", "namespace": NS, "name": vp["metadata"]["name"]},
+        "reason": "BackOff",
+        "note": "cuda-validation: cudaGetDeviceCount failed: Error 802: system not yet initialized",
+        "series": {"count": 12, "lastObservedTime": "2026-11-29T10:00:00.000000Z"},
+        "eventTime": "2026-11-29T09:00:00.000000Z",
+    }
+    f = one(run([node("hgx-1"), vp, event], node_name="hgx-1"), "L3_FABRIC_MANAGER")
+    assert any("Error 802: system not yet initialized" in e for e in f.evidence)
+
+
+def test_pytorch_error_802_in_the_application_with_a_ready_driver() -> None:
+    # gpu-operator#2781: FM exits, the driver pod stays Ready, CUDA fails with 802 in the workload.
+    app = pod("train-0", "hgx-1", {"app": "train"}, ["trainer"], ns="ml", ready=True)
+    dp = driver_pod("hgx-1", ready=True, waiting={})
+    logs = {
+        "ml/train-0/trainer": "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+        "functions before calling NumCudaDevices() that might have already set an error? Error 802: system not "
+        "yet initialized\n"
+    }
+    f = one(run([node("hgx-1"), dp], logs, target=app), "L3_FABRIC_MANAGER")
+    assert f.node == "hgx-1" and f.evidence[0].startswith("train-0/trainer: RuntimeError")
+
+
+def test_split_driver_version_labels_of_newer_gfd_are_read() -> None:
+    nodes = fleet("550.90.07", "550.90.07", None, runtime=None)
+    nodes[2]["metadata"]["labels"].update(
+        {
+            "nvidia.com/cuda.driver-version.major": "535",
+            "nvidia.com/cuda.driver-version.minor": "183",
+            "nvidia.com/cuda.driver-version.revision": "01",
+        }
+    )
+    f = one(run(nodes, node_name="gpu-2"), "L3_DRIVER_VERSION_SKEW")
+    assert "driver 535.183.01 vs 550.90.07" in f.summary
+
+
+@pytest.mark.parametrize(
+    "state", ["upgrade-required", "validation-required", "pod-restart-required", "upgrade-done"]
+)
+def test_upgrade_states_other_than_failed_are_not_findings(state: str) -> None:
+    n = node("gpu-1")
+    n["metadata"]["labels"]["nvidia.com/gpu-driver-upgrade-state"] = state
+    assert codes(run([n])) == ["L3_OK"]
+
+
+def test_node_without_node_info_is_left_out_of_the_kernel_spread() -> None:
+    nodes = fleet("550.90.07", "550.90.07", "550.90.07")
+    del nodes[2]["status"]["nodeInfo"]
+    assert "L3_KERNEL_SKEW" not in codes(run(nodes, node_name="gpu-2"))
+    nodes[1]["status"]["nodeInfo"]["osImage"] = "Ubuntu 22.04.5 LTS "  # trailing space is no skew
+    assert "L3_KERNEL_SKEW" not in codes(run(nodes, node_name="gpu-1"))
