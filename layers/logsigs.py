@@ -29,13 +29,23 @@ _PROCESS = re.compile(r"^[\w.@-]+\[\d+\]:\s+")
 _KLOG = re.compile(r"^[IWEF]\d{4}\s+\d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[\w./-]+:\d+\]\s+")
 # Go's log package: "2022/05/13 23:09:23 ".
 _GOLOG = re.compile(r"^\d{4}/\d{2}/\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?\s+")
+# The CRI log file format (/var/log/pods, as pasted from a node): "stderr F ".
+_CRI_STREAM = re.compile(r"^(?:stdout|stderr)\s+[FP]\s+")
+# logrus text format (the validator): 'time="…" level=info msg="…"' keeps only the message.
+_LOGRUS = re.compile(r'^time="[^"]*"\s+level=\w+\s+msg=(?:"((?:[^"\\]|\\.)*)"|(\S+))(.*)$')
+# Terminal colours some images print even when not on a terminal.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def strip_prefixes(line: str) -> str:
     """The message of a log line without its transport and logger prefixes."""
-    text = line.strip()
-    for pattern in (_KUBECTL_PREFIX, _RFC3339, _JOURNAL, _PROCESS, _KLOG, _GOLOG):
+    text = _ANSI.sub("", line).strip()
+    for pattern in (_KUBECTL_PREFIX, _RFC3339, _CRI_STREAM, _JOURNAL, _PROCESS, _KLOG, _GOLOG):
         text = pattern.sub("", text, count=1)
+    m = _LOGRUS.match(text)
+    if m:
+        msg = m.group(1).replace('\\"', '"') if m.group(1) is not None else m.group(2)
+        text = f"{msg}{m.group(3)}"
     return text.strip()
 
 
@@ -81,10 +91,25 @@ def line_time(line: str, now: float) -> float | None:
 
 
 def lines_of(text: str | None) -> list[str]:
-    """Non-blank lines, trimmed."""
+    """Non-blank lines, trimmed, without terminal colour codes (CRLF endings split like LF)."""
     if not text:
         return []
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
     return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+EVIDENCE_CHARS = 400  # one evidence line; a minified JSON log line can be 100 kB
+
+
+def clip(line: str, at: int = 0) -> str:
+    """A line cut to EVIDENCE_CHARS, keeping position `at` (where the signature matched) in view."""
+    if len(line) <= EVIDENCE_CHARS:
+        return line
+    start = max(0, min(at - EVIDENCE_CHARS // 4, len(line) - EVIDENCE_CHARS))
+    head = "…" if start else ""
+    tail = "…" if start + EVIDENCE_CHARS < len(line) else ""
+    return f"{head}{line[start : start + EVIDENCE_CHARS]}{tail}"
 
 
 def tail(text: str | None, n: int = 5) -> list[str]:
@@ -100,17 +125,23 @@ class Signature:
     patterns: tuple[re.Pattern[str], ...]
     unless: tuple[re.Pattern[str], ...] = field(default=())
 
+    def search(self, line: str) -> re.Match[str] | None:
+        """Where the signature matches the line, or None (also when an `unless` pattern matches)."""
+        hit = next((m for p in self.patterns if (m := p.search(line))), None)
+        if hit is None or any(u.search(line) for u in self.unless):
+            return None
+        return hit
+
     def matches(self, line: str) -> bool:
-        if not any(p.search(line) for p in self.patterns):
-            return False
-        return not any(u.search(line) for u in self.unless)
+        return self.search(line) is not None
 
     def find(self, text: str | None, limit: int = 5) -> list[str]:
-        """The first `limit` matching lines of a log (trimmed, prefixes kept)."""
+        """The first `limit` matching lines of a log (trimmed, prefixes kept, clipped around the match)."""
         out: list[str] = []
         for line in lines_of(text):
-            if self.matches(line):
-                out.append(line)
+            hit = self.search(line)
+            if hit is not None:
+                out.append(clip(line, hit.start()))
                 if len(out) >= limit:
                     break
         return out
@@ -127,41 +158,70 @@ def _re(*patterns: str) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
 
 
-# Quotes around "nvidia" may be ", ', escaped \" (kubelet journal, JSON) or &#34;.
-_Q = r"""(?:\\*["']|&#34;|&quot;)?"""
+# Quotes around "nvidia" may be ", ', escaped \" (kubelet journal, JSON), &#34; or typographic
+# quotes (“nvidia”, as pasted into issues and chat).
+_Q = r"""(?:\\*["'\u201c\u201d\u2018\u2019]|&#34;|&quot;)?"""
 
 NO_RUNTIME_NVIDIA = Signature(
     "no-runtime-nvidia",
-    _re(rf"no\s+runtime\s+for\s+{_Q}nvidia{_Q}\s+is\s+configured"),
+    _re(
+        # containerd (CRI plugin): "failed to get sandbox runtime: no runtime for "nvidia" is configured",
+        # containerd 2.x: "unable to get OCI runtime for sandbox …: no runtime for "nvidia" is configured".
+        rf"no\s+runtime\s+for\s+{_Q}nvidia{_Q}\s+is\s+configured",
+        # CRI-O: "failed to find runtime handler nvidia from runtime list map[crun:… runc:…]".
+        rf"failed\s+to\s+find\s+runtime\s+handler\s+{_Q}nvidia{_Q}(?![\w.-])",
+    ),
 )
 
-# The device plugin's NVML start-up failure (k8s-device-plugin factory.go / main.go).
-# Errors that merely mention NVML while building devices, such as an invalid
-# MIG configuration, are an operand failing, not NVML failing to start.
+# The device plugin's NVML start-up failure (k8s-device-plugin factory.go / main.go, every
+# release since 1.0): "Failed to start nvml with error" (1.0-beta), "Failed to initialize NVML:
+# could not load NVML library." (≤ v0.12), "nvml init failed: ERROR_LIBRARY_NOT_FOUND" and
+# "NVML not detected: could not load NVML library: libnvidia-ml.so.1: …" (v0.14+), and
+# "Incompatible strategy detected auto" (v0.15+: neither NVML nor Tegra could be loaded, printed
+# with "did you configure the NVIDIA Container Toolkit?"). Errors that merely mention NVML while
+# building devices, such as an invalid MIG configuration, are an operand failing, not NVML
+# failing to start.
 DEVICE_PLUGIN_NVML_FAILED = Signature(
     "device-plugin-nvml-failed",
     _re(
         r"failed\s+to\s+initiali[sz]e\s+NVML",
+        r"error\s+initiali[sz]ing\s+NVML",
+        r"failed\s+to\s+start\s+nvml",
         r"nvml\s+init\s+failed",
         r"could\s+not\s+load\s+NVML\s+library",
+        r"incompatible\s+strategy\s+detected",
     ),
     unless=_re(r"invalid\s+MIG", r"MIG\s+config", r"migEnabled"),
 )
 
-# The application finding no usable GPU (CUDA runtime, PyTorch, TensorFlow, nvidia-smi).
+# The application finding no usable GPU: the CUDA runtime and its samples (deviceQuery's
+# "cudaGetDeviceCount returned 100"), PyTorch, TensorFlow/JAX (cuInit), vLLM, NVML, nvidia-smi.
+# A GPU that is seen but misused (no kernel image for the architecture, out of memory) is not this.
 APP_SEES_NO_GPU = Signature(
     "app-sees-no-gpu",
     _re(
         r"no\s+CUDA-capable\s+device\s+is\s+detected",
         r"CUDA\s+driver\s+version\s+is\s+insufficient",
         r"cudaGetDeviceCount\(\)",
+        r"cudaGetDeviceCount\s+(?:returned|failed)",
         r"CUDA\s+Driver\s+UNAVAILABLE",
         r"CUDA_ERROR_NO_DEVICE",
+        r"cudaErrorNoDevice|cudaErrorInsufficientDriver",
         r"No\s+CUDA\s+GPUs\s+are\s+available",
+        r"CUDA\s+driver\s+initiali[sz]ation\s+failed",
         r"Found\s+no\s+NVIDIA\s+driver\s+on\s+your\s+system",
+        r"The\s+NVIDIA\s+driver\s+on\s+your\s+system\s+is\s+too\s+old",
+        r"CUDA-capable\s+devices?(?:\(s\))?\s+(?:is/are|are|is)\s+busy\s+or\s+unavailable",
+        r"failed\s+call\s+to\s+cuInit",
+        r"could\s+not\s+retrieve\s+CUDA\s+device\s+count",
+        r"Failed\s+to\s+infer\s+device\s+type",  # vLLM found no CUDA platform
+        r"NVML\s+Shared\s+Library\s+Not\s+Found",  # pynvml
         r"failed\s+to\s+initiali[sz]e\s+NVML",
         r"NVIDIA-SMI\s+has\s+failed",
+        r"nvidia-smi:\s+(?:command\s+)?not\s+found",  # the toolkit did not inject its utilities
     ),
+    # A Python traceback quotes the raising source line before the error itself: keep the error.
+    unless=_re(r"\braise\s+\w*(?:Error|Exception)\s*\("),
 )
 
 # Waiting reasons of a failing operand container (spec L2_OPERAND_FAILING).
@@ -224,14 +284,37 @@ def event_message(ev: Mapping[str, Any]) -> str:
 
 def event_time(ev: Mapping[str, Any]) -> str:
     """For ordering: RFC 3339 strings sort in time order."""
-    return str(ev.get("lastTimestamp") or ev.get("eventTime") or ev.get("firstTimestamp") or "")
+    series = ev.get("series") or {}
+    return str(
+        ev.get("lastTimestamp")
+        or series.get("lastObservedTime")  # an event series: the latest occurrence
+        or ev.get("eventTime")
+        or ev.get("firstTimestamp")
+        or ""
+    )
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def event_line(ev: Mapping[str, Any]) -> str:
     """An event as `kubectl describe` shows it: type, reason, (xN), source: message."""
-    count = ev.get("count") or (ev.get("series") or {}).get("count")
-    source = (ev.get("source") or {}).get("component") or ev.get("reportingComponent") or ""
-    times = f" (x{count})" if count and int(count) > 1 else ""
+    count = (
+        _int(ev.get("count"))
+        or _int((ev.get("series") or {}).get("count"))
+        or _int(ev.get("deprecatedCount"))
+    )
+    source = (
+        (ev.get("source") or {}).get("component")
+        or ev.get("reportingComponent")
+        or ev.get("reportingController")  # events.k8s.io/v1 spelling
+        or ""
+    )
+    times = f" (x{count})" if count > 1 else ""
     msg = " ".join(event_message(ev).split())
     return " ".join(f"{ev.get('type') or 'Warning'} {ev.get('reason')}{times} {source}:".split()) + f" {msg}"
 
@@ -251,7 +334,11 @@ _SELECTOR = re.compile(
     r"|didn'?t\s+satisfy\s+plugin\(s\)\s*\[\s*NodeAffinity",
     re.IGNORECASE,
 )
-_UNSCHEDULABLE = re.compile(r"(?:were|was|is|are)\s+unschedulable", re.IGNORECASE)
+# NodeUnschedulable says "were unschedulable"; where TaintToleration saw the cordon first it names
+# the taint "{node.kubernetes.io/unschedulable: }": the same cordon.
+_UNSCHEDULABLE = re.compile(
+    r"(?:were|was|is|are)\s+unschedulable|node\.kubernetes\.io/unschedulable", re.IGNORECASE
+)
 _TAINTED = re.compile(r"untolerated\s+taint|had\s+taints?\b|didn'?t\s+tolerate", re.IGNORECASE)
 
 

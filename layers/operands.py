@@ -104,14 +104,19 @@ def runtime_lines(pod: K8sObject, events: Iterable[K8sObject]) -> list[str]:
 def node_checks(
     w: Reads, node: str, pods: list[K8sObject], sandbox: list[str], read_all_logs: bool
 ) -> list[Finding]:
-    live = [p for p in pods if o.pod_phase(p) != "Succeeded" and not p["metadata"].get("deletionTimestamp")]
+    live = [p for p in pods if not _history(p)]
+    no_sandbox: set[str] = set()  # pods whose containers never started: the runtime has no "nvidia" handler
     for p in live:
-        sandbox += runtime_lines(p, w.pod_events(p))
+        lines = runtime_lines(p, w.pod_events(p))
+        if lines:
+            no_sandbox.add(o.name(p))
+        sandbox += lines
     out: list[Finding] = []
     if sandbox:
         out.append(no_runtime_finding(node, sandbox, live))
     out += waiting_for_driver(w, node, live)
-    out += validator_stuck(w, node, live)
+    # A validator without a sandbox ran no stage: naming one would blame the driver for the runtime.
+    out += validator_stuck(w, node, [p for p in live if o.name(p) not in no_sandbox])
     out += device_plugin_nvml(w, node, live, read_all_logs)
     out += operand_failing(w, node, live)
     if any(f.severity >= Severity.WARN for f in out):
@@ -142,6 +147,16 @@ def node_checks(
         )
     )
     return out
+
+
+def _history(pod: K8sObject) -> bool:
+    """A pod that no longer runs anything: completed, being deleted, or evicted (the DaemonSet replaced it)."""
+    status = pod.get("status") or {}
+    return (
+        o.pod_phase(pod) == "Succeeded"
+        or bool(pod["metadata"].get("deletionTimestamp"))
+        or (o.pod_phase(pod) == "Failed" and status.get("reason") == "Evicted")
+    )
 
 
 def no_runtime_finding(node: str, lines: list[str], pods: list[K8sObject]) -> Finding:
@@ -231,6 +246,11 @@ def plugin_containers(pod: K8sObject) -> list[str]:
     return guess or names[:1] or list(DEVICE_PLUGIN_CONTAINERS)
 
 
+def _match_at(line: str) -> int:
+    hit = sig.DEVICE_PLUGIN_NVML_FAILED.search(line)
+    return hit.start() if hit else 0
+
+
 def device_plugin_nvml(w: Reads, node: str, pods: list[K8sObject], read_all_logs: bool) -> list[Finding]:
     out = []
     for pod in pods:
@@ -242,14 +262,15 @@ def device_plugin_nvml(w: Reads, node: str, pods: list[K8sObject], read_all_logs
         ns, name = o.namespace(pod), o.name(pod)
         for cname in plugin_containers(pod):
             for previous in (False, True) if restarts else (False,):
-                text = w.log(pod, cname, previous)
-                hits = sig.DEVICE_PLUGIN_NVML_FAILED.find(text, 3)
-                if not hits:
+                lines = sig.lines_of(w.log(pod, cname, previous))
+                at = [i for i, ln in enumerate(lines) if sig.DEVICE_PLUGIN_NVML_FAILED.matches(ln)][:3]
+                if not at:
                     continue
+                hits = [sig.clip(lines[i], _match_at(lines[i])) for i in at]
                 # The plugin's own hints follow the failure (runtime, toolkit, prerequisites).
-                after = sig.lines_of(text)
-                at = after.index(hits[0])
-                context = [ln for ln in after[at + 1 : at + 3] if ln not in hits]
+                context = [
+                    sig.clip(lines[i]) for i in range(at[0] + 1, min(at[0] + 3, len(lines))) if i not in at
+                ]
                 flag = " --previous" if previous else ""
                 out.append(
                     finding(
@@ -278,12 +299,24 @@ _REASON_HINT = {
 }
 
 
+def failing_reason(s: dict[str, Any]) -> str | None:
+    """Why a container is failing, in kubectl's words: its waiting reason, or `Error` for a container
+    caught between a failed run and its back-off (kubectl's `Init:Error`)."""
+    reason = sig.failing_wait_reason(o.waiting_reason(s))
+    if reason:
+        return reason
+    term = (s.get("state") or {}).get("terminated") or {}
+    if term and term.get("exitCode") not in (0, None):
+        return "Error"
+    return None
+
+
 def operand_failing(w: Reads, node: str, pods: Sequence[K8sObject]) -> list[Finding]:
     out = []
     for pod in pods:
         ns, name = o.namespace(pod), o.name(pod)
         for is_init, s in o.iter_all_statuses(pod):
-            reason = sig.failing_wait_reason(o.waiting_reason(s))
+            reason = failing_reason(s)
             if not reason:
                 continue
             cname, restarts = str(s.get("name")), int(s.get("restartCount") or 0)
@@ -292,6 +325,12 @@ def operand_failing(w: Reads, node: str, pods: Sequence[K8sObject]) -> list[Find
             waiting_msg = ((s.get("state") or {}).get("waiting") or {}).get("message")
             if waiting_msg:
                 evidence.append(f"message: {' '.join(str(waiting_msg).split())}")
+            now = (s.get("state") or {}).get("terminated") or {}
+            if now:
+                msg = " ".join(str(now.get("message") or "").split())
+                evidence.append(
+                    f"terminated: {now.get('reason') or 'Error'} (exit code {now.get('exitCode')}) {msg}".strip()
+                )
             last = (s.get("lastState") or {}).get("terminated") or {}
             if last:
                 msg = " ".join(str(last.get("message") or "").split())

@@ -47,9 +47,22 @@ def taint_text(t: Mapping[str, Any]) -> str:
     return f"{t.get('key')}{value}:{t.get('effect')}"
 
 
+def label_value(value: Any) -> str | None:
+    """A label or selector value as the API stores it: a string (YAML may give `true` or `8` unquoted)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _labels(node: K8sObject) -> dict[str, str | None]:
+    return {str(k): label_value(v) for k, v in o.labels(node).items()}
+
+
 def _term_matches(term: Mapping[str, Any], node: K8sObject) -> bool:
     """One nodeSelectorTerm (matchExpressions on labels, matchFields on metadata.name)."""
-    lab = o.labels(node)
+    lab = _labels(node)
     for expr in term.get("matchExpressions") or []:
         if not _expr_matches(expr, lab.get(str(expr.get("key")))):
             return False
@@ -60,7 +73,7 @@ def _term_matches(term: Mapping[str, Any], node: K8sObject) -> bool:
 
 
 def _expr_matches(expr: Mapping[str, Any], value: str | None) -> bool:
-    op, values = expr.get("operator"), [str(v) for v in expr.get("values") or []]
+    op, values = expr.get("operator"), [label_value(v) for v in expr.get("values") or []]
     if op == "In":
         return value in values
     if op == "NotIn":
@@ -71,7 +84,8 @@ def _expr_matches(expr: Mapping[str, Any], value: str | None) -> bool:
         return value is None
     if op in ("Gt", "Lt") and value is not None and values:
         try:
-            return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
+            limit = int(str(values[0]))
+            return int(value) > limit if op == "Gt" else int(value) < limit
         except ValueError:
             return False
     return False
@@ -80,13 +94,14 @@ def _expr_matches(expr: Mapping[str, Any], value: str | None) -> bool:
 def selector_misses(pod: K8sObject, node: K8sObject) -> list[str]:
     """Why the pod's nodeSelector / required node affinity rejects the node (empty: it matches)."""
     spec = pod.get("spec") or {}
-    lab = o.labels(node)
+    lab = _labels(node)
+    wanted = {str(k): label_value(v) for k, v in (spec.get("nodeSelector") or {}).items()}
     why = [
         f"nodeSelector {k}={v}, node has {k}={lab[k]}"
         if k in lab
         else f"nodeSelector {k}={v}, node lacks {k}"
-        for k, v in (spec.get("nodeSelector") or {}).items()
-        if lab.get(k) != str(v)
+        for k, v in wanted.items()
+        if lab.get(k) != v
     ]
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"

@@ -611,3 +611,353 @@ def test_nodes_without_operator_pods_are_one_unknown_and_sandbox_errors_still_co
     result = run([*silent, app(node_name=None), *healthy_operator("elsewhere")])
     unk = one(result, "L2_UNKNOWN")
     assert unk.node is None and "gpu-00" in unk.summary and "and 2 more" in unk.summary
+
+
+# --- variants from the field: other plugin, runtime and validator versions --------------------------
+
+# Real lines from k8s-device-plugin issues, each in the prefix its reporter pasted.
+NVML_VARIANTS = {
+    # #856 (v0.16.1, k3s): the crash-looping plugin's last words, klog-prefixed.
+    "v0.16-nvml-init-failed": (
+        "E0801 12:01:07.310245       1 main.go:132] error starting plugins: error creating plugin manager: "
+        "unable to create plugin manager: nvml init failed: ERROR_LIBRARY_NOT_FOUND"
+    ),
+    # #1371 (v0.17.3): the NVML probe at start, before the config dump.
+    "v0.17-nvml-not-detected": (
+        "W0819 07:02:54.757556       1 rm.go:109] NVML not detected: could not load NVML library: "
+        "libnvidia-ml.so.1: cannot open shared object file: No such file or directory"
+    ),
+    # #1011 (v0.15.0, k3s + MPS).
+    "v0.15-non-nvml-platform": (
+        "I0117 15:43:15.906553 1 factory.go:107] Detected non-NVML platform: could not load NVML library: "
+        "libnvidia-ml.so.1: cannot open shared object file: No such file or directory"
+    ),
+    # #1220 (v0.17.1): neither NVML nor Tegra; the plugin then asks about the toolkit.
+    "v0.17-incompatible-strategy": "E0506 17:45:45.421956       1 factory.go:112] Incompatible strategy detected auto",
+    # #444 (v0.11.0): a node's CRI log file (/var/log/pods) with its stream tag, Go log dates inside.
+    "v0.11-cri-log-file": (
+        "2023-10-19T11:11:54.957723331+08:00 stderr F 2023/10/19 03:11:54 Failed to initialize NVML: "
+        "could not load NVML library."
+    ),
+    # #23 (1.0-beta, Kubernetes 1.8).
+    "1.0-beta-failed-to-start": "Failed to start nvml with error:  could not load NVML library",
+    # Colour codes and CRLF from a log shipper.
+    "ansi-crlf": "\x1b[31mE1118 10:00:01.1 1 factory.go:78] Failed to initialize NVML: ERROR_DRIVER_NOT_LOADED.\x1b[0m\r",
+}
+# A healthy v0.17 plugin says NVML at start: none of these is a failure (#480, #321, #328).
+HEALTHY_PLUGIN_LOG = """I1118 10:00:00.1 1 main.go:235] "Starting NVIDIA Device Plugin" version=<
+I1118 10:00:00.2 1 main.go:317] Loading configuration.
+2022/07/11 21:42:10 Loading NVML
+2023/03/19 19:41:26 Detected NVML platform: found NVML library
+2023/03/19 19:41:26 Detected non-Tegra platform: /sys/devices/soc0/family file not found
+2023/03/19 19:41:26 Using NVML manager
+W0819 07:02:54.757542       1 rm.go:108] mig-strategy="mixed" is only supported with NVML
+2022/08/11 06:57:10 Initializing NVML.
+2022/08/11 06:57:10 Registered device plugin for 'nvidia.com/gpu' with Kubelet
+"""
+
+
+@pytest.mark.parametrize("line", list(NVML_VARIANTS.values()), ids=list(NVML_VARIANTS))
+def test_device_plugin_nvml_failure_variants(line: str) -> None:
+    plugin = operand(
+        "nvidia-device-plugin-daemonset",
+        NODE,
+        "h9kxw",
+        statuses=[
+            waiting(
+                "nvidia-device-plugin",
+                "CrashLoopBackOff",
+                restarts=5,
+                last={"reason": "Error", "exitCode": 1},
+            ),
+            running("config-manager"),
+        ],
+    )
+    text = f"I1118 10:00:00.1 1 main.go:317] Loading configuration.\r\n{line}\n"
+    result = run(
+        [gpu_node(NODE), app(), *replace(healthy_operator(NODE), plugin)],
+        logs_for(plugin, "nvidia-device-plugin", text, previous=True),
+    )
+    f = one(result, "L2_DEVICE_PLUGIN_NVML_FAILED")
+    clean = sig.lines_of(line)[0]
+    assert f.evidence[0] == f"nvidia-device-plugin (previous): {clean}"
+    assert "\x1b" not in f.evidence[0] and "\r" not in f.evidence[0]
+    assert f.node == NODE and f.severity == Severity.FAULT and f.next == 3
+    assert "L2_OPERAND_FAILING" in codes(result)  # the crash loop itself
+    assert result.next == 3
+
+
+def test_incompatible_strategy_keeps_the_plugins_toolkit_hint() -> None:
+    log = (
+        "E0506 17:45:45.421956       1 factory.go:112] Incompatible strategy detected auto\n"
+        "E0506 17:45:45.421965       1 factory.go:113] If this is a GPU node, did you configure the NVIDIA "
+        "Container Toolkit?\n"
+    )
+    standalone = pod(
+        "nvidia-device-plugin",
+        "nvdp-nvidia-device-plugin-7btjn",
+        node=NODE,
+        containers=("nvidia-device-plugin-ctr",),
+        labels={"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/instance": "nvdp"},
+    )
+    result = run([gpu_node(NODE), app(), standalone], logs_for(standalone, "nvidia-device-plugin-ctr", log))
+    f = one(result, "L2_DEVICE_PLUGIN_NVML_FAILED")
+    assert any("did you configure the NVIDIA Container Toolkit?" in e for e in f.evidence)
+    assert (
+        "kubectl logs -n nvidia-device-plugin nvdp-nvidia-device-plugin-7btjn -c nvidia-device-plugin-ctr"
+        in (f.commands[0])
+    )
+
+
+def test_healthy_plugin_mentioning_nvml_is_ok() -> None:
+    plugin = operand("nvidia-device-plugin-daemonset", NODE)
+    result = run(
+        [gpu_node(NODE), app(), *replace(healthy_operator(NODE), plugin)],
+        logs_for(plugin, "nvidia-device-plugin", HEALTHY_PLUGIN_LOG),
+    )
+    assert codes(result) == ["L2_OK"]
+
+
+def test_a_very_long_plugin_line_is_clipped_around_the_failure() -> None:
+    line = "E1118 10:00:01.1 1 main.go:132] " + "x" * 5000 + " nvml init failed: ERROR_UNKNOWN " + "y" * 5000
+    plugin = operand("nvidia-device-plugin-daemonset", NODE)
+    result = run(
+        [gpu_node(NODE), app(), *replace(healthy_operator(NODE), plugin)],
+        logs_for(plugin, "nvidia-device-plugin", line),
+    )
+    ev = one(result, "L2_DEVICE_PLUGIN_NVML_FAILED").evidence[0]
+    assert "nvml init failed: ERROR_UNKNOWN" in ev and len(ev) < 500
+
+
+# CRI-O says it differently (NVSentinel#442, gpu-operator#1298); containerd 2.x names the sandbox
+# (gpu-operator PR #2168); issue #759 was pasted with typographic quotes.
+SANDBOX_VARIANTS = {
+    "cri-o": (
+        "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to find runtime handler nvidia "
+        "from runtime list map[crun:0xc00047e300 runc:0xc00047ef00]"
+    ),
+    "containerd-2": (
+        "Failed to create pod sandbox: rpc error: code = Unknown desc = unable to get OCI runtime for sandbox "
+        '"18073b779521b77e3cbc7752dd5c2f63064efe24cec18807e917cd29f31fdf50": no runtime for "nvidia" is configured'
+    ),
+    "typographic-quotes": (
+        "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: "
+        "no runtime for \u201cnvidia\u201d is configured"
+    ),
+}
+
+
+@pytest.mark.parametrize("message", list(SANDBOX_VARIANTS.values()), ids=list(SANDBOX_VARIANTS))
+def test_no_runtime_variants_on_the_validator(message: str) -> None:
+    validator = operand(
+        "nvidia-operator-validator",
+        NODE,
+        "l4754",
+        phase="Pending",
+        statuses=[waiting("nvidia-operator-validator", "PodInitializing")],
+        init_statuses=[waiting("driver-validation", "PodInitializing")],
+    )
+    ev = event(
+        ("gpu-operator", "Pod", "nvidia-operator-validator-l4754"),
+        "FailedCreatePodSandBox",
+        message,
+        count=94,
+    )
+    result = run([gpu_node(NODE), app(), *replace(healthy_operator(NODE), validator), ev])
+    f = one(result, "L2_NO_RUNTIME_NVIDIA")
+    assert f.evidence[0] == (
+        f"gpu-operator/nvidia-operator-validator-l4754: Warning FailedCreatePodSandBox (x94) kubelet: {message}"
+    )
+    assert f.node == NODE and f.next == 3 and result.next == 3
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # OpenShift nodes without runc (openshift-kni/numaresources-operator#4979): not the nvidia handler.
+        "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to find runtime handler runc "
+        "from runtime list map[crun:0xc0004dd5f0]",
+        "failed to find runtime handler nvidia-cdi from runtime list map[nvidia:0xc0004dd5f0]",
+        'no runtime for "kata-qemu" is configured',
+    ],
+)
+def test_other_missing_runtime_handlers_are_not_no_runtime_nvidia(message: str) -> None:
+    assert not sig.NO_RUNTIME_NVIDIA.matches(message)
+
+
+APP_VARIANTS = [
+    # CUDA samples' deviceQuery.
+    "cudaGetDeviceCount returned 100",
+    # PyTorch.
+    "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:128: UserWarning: CUDA initialization: CUDA "
+    "driver initialization failed, you might not have a CUDA gpu. (Triggered internally at "
+    "../c10/cuda/CUDAFunctions.cpp:108.)",
+    "RuntimeError: The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver",
+    "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
+    # TensorFlow / JAX.
+    "2026-11-18 10:00:01.123456: E external/local_xla/xla/stream_executor/cuda/cuda_driver.cc:282] failed call "
+    "to cuInit: UNKNOWN ERROR (303)",
+    "E tensorflow/core/common_runtime/gpu/gpu_device.cc:1780] could not retrieve CUDA device count: "
+    "CUDA_ERROR_NOT_INITIALIZED: initialization error",
+    # vLLM (vllm#8885, #12847, #27318).
+    "RuntimeError: Failed to infer device type",
+    "DEBUG 10-22 05:47:43 [platforms/__init__.py:99] CUDA platform is not available because: NVML Shared Library "
+    "Not Found",
+    # nvidia-smi not injected by the toolkit.
+    "/bin/sh: 1: nvidia-smi: not found",
+    "bash: nvidia-smi: command not found",
+]
+
+
+@pytest.mark.parametrize("line", APP_VARIANTS)
+def test_app_sees_no_gpu_variants(line: str) -> None:
+    target = app()
+    result = run(
+        [gpu_node(NODE), target, *healthy_operator(NODE)], logs_for(target, "trainer", f"start\n{line}\n")
+    )
+    f = one(result, "L2_APP_SEES_NO_GPU")
+    assert f.evidence == (f"container trainer: {line}",)
+    assert f.severity == Severity.FAULT and f.node == NODE and f.next is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+        'Exception in thread "main" java.lang.OutOfMemoryError: Java heap space',
+        "    if not torch.cuda.is_available():",
+        "INFO 05-14 04:44:37 [cuda.py:240] Using Flash Attention backend on V1 engine.",
+        "Found 8 CUDA devices",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "nvidia-smi found 1 GPU(s)",
+    ],
+)
+def test_app_lines_that_see_the_gpu_are_no_finding(line: str) -> None:
+    target = app()
+    result = run([gpu_node(NODE), target, *healthy_operator(NODE)], logs_for(target, "trainer", f"{line}\n"))
+    assert codes(result) == ["L2_OK"]
+
+
+def test_init_error_between_restarts_is_an_operand_failing() -> None:
+    # kubectl shows `Init:Error` while the failed init container waits to be restarted.
+    driver = operand(
+        "nvidia-driver-daemonset",
+        NODE,
+        "p97x5",
+        phase="Pending",
+        ready=False,
+        init_statuses=[terminated("k8s-driver-manager", exit_code=1, restarts=3)],
+        statuses=[waiting("nvidia-driver-ctr", "PodInitializing")],
+    )
+    log = "Shutting down all GPU clients on the current node by disabling their component-specific nodeSelector labels\n"
+    result = run(
+        [gpu_node(NODE), app(), *replace(healthy_operator(NODE), driver)],
+        logs_for(driver, "k8s-driver-manager", log, previous=True),
+    )
+    f = one(result, "L2_OPERAND_FAILING")
+    assert "init container k8s-driver-manager is Error (3 restarts)" in f.summary
+    assert "terminated: Error (exit code 1)" in f.evidence
+    assert f"log: {log.strip()}" in f.evidence
+
+
+def test_private_registry_and_missing_config_map_say_what_to_check() -> None:
+    driver = operand(
+        "nvidia-driver-daemonset",
+        NODE,
+        "7wq2d",
+        phase="Pending",
+        ready=False,
+        init_statuses=[terminated("k8s-driver-manager")],
+        statuses=[
+            waiting(
+                "nvidia-driver-ctr",
+                "ImagePullBackOff",
+                message='Back-off pulling image "registry.corp.example/nvidia/driver:550.127.05-ubuntu22.04"',
+            )
+        ],
+    )
+    plugin = operand(
+        "nvidia-device-plugin-daemonset",
+        NODE,
+        statuses=[
+            waiting(
+                "nvidia-device-plugin",
+                "CreateContainerConfigError",
+                message='configmap "time-slicing-config" not found',
+            ),
+            running("config-manager"),
+        ],
+    )
+    pods = replace(replace(healthy_operator(NODE), driver), plugin)
+    result = run([gpu_node(NODE), app(), *pods])
+    failing = {f.summary.split(":")[0]: f for f in result.findings if f.code == "L2_OPERAND_FAILING"}
+    pull = failing["nvidia-driver-daemonset-7wq2d on gpu-1"]
+    assert "pull secret" in pull.summary and any("registry.corp.example" in e for e in pull.evidence)
+    cfg = failing["nvidia-device-plugin-daemonset-x7k2p on gpu-1"]
+    assert (
+        "ConfigMap or Secret" in cfg.summary
+        and 'message: configmap "time-slicing-config" not found' in cfg.evidence
+    )
+
+
+def test_evicted_operand_left_behind_is_not_a_problem() -> None:
+    evicted = operand("nvidia-dcgm-exporter", NODE, "old01", phase="Failed", ready=False, statuses=[])
+    evicted["status"] |= {"reason": "Evicted", "message": "The node was low on resource: ephemeral-storage."}
+    result = run([gpu_node(NODE), app(), *healthy_operator(NODE), evicted])
+    assert codes(result) == ["L2_OK"]
+
+
+def test_plugin_validation_waiting_for_capacity_in_logrus_format() -> None:
+    # gpu-operator#486: the validator's plugin-validation polls the node's capacity (logrus text format).
+    log = "\n".join(
+        f'time="2023-02-08T14:19:{s:02d}Z" level=info msg="GPU resources are not yet discovered by the node, '
+        f'retry: {r}"'
+        for s, r in ((1, 24), (6, 25), (11, 26))
+    )
+    validator = operand(
+        "nvidia-operator-validator",
+        "gpu-new",
+        "b6thh",
+        phase="Pending",
+        statuses=[waiting("nvidia-operator-validator")],
+        init_statuses=[
+            terminated("driver-validation"),
+            terminated("toolkit-validation"),
+            terminated("cuda-validation"),
+            waiting(
+                "plugin-validation", "CrashLoopBackOff", restarts=4, last={"reason": "Error", "exitCode": 1}
+            ),
+        ],
+    )
+    silent = node("gpu-new", labels={"nvidia.com/gpu.present": "true"})
+    pods = replace(healthy_operator("gpu-new", ns="nvidia-gpu-operator"), validator)
+    result = run(
+        [silent, app(node_name="gpu-new"), *pods],
+        logs_for(validator, "plugin-validation", log, previous=True),
+    )
+    f = one(result, "L2_VALIDATOR_STUCK")
+    assert "stopped at plugin-validation" in f.summary and "device plugin has not registered" in f.summary
+    assert f.evidence[-1].startswith('plugin-validation log: time="2023-02-08T14:19:11Z" level=info')
+    assert f.next is None and f.node == "gpu-new"
+    assert sig.strip_prefixes(f.evidence[-1].split(": ", 1)[1]) == (
+        "GPU resources are not yet discovered by the node, retry: 26"
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("2023-10-19T11:11:54.957723331+08:00 stderr F 2023/10/19 03:11:54 Loading NVML", "Loading NVML"),
+        (
+            'time="2023-02-08T14:19:01Z" level=info msg="GPU resources are not yet discovered"',
+            "GPU resources are not yet discovered",
+        ),
+        (
+            'time="2024-01-01T00:00:00Z" level=error msg="toolkit is not ready" err="exit status 1"',
+            'toolkit is not ready err="exit status 1"',
+        ),
+        ("\x1b[32mI1118 10:00:00.1 1 main.go:1] ready\x1b[0m", "ready"),
+    ],
+)
+def test_strip_prefixes_of_cri_logrus_and_colour(line: str, message: str) -> None:
+    assert sig.strip_prefixes(line) == message

@@ -487,3 +487,276 @@ def test_fleet_wide_gaps_are_listed_not_one_finding_each() -> None:
     assert [f.node for f in gaps[:10]] == [f"gpu-{i:02d}" for i in range(10)]
     assert gaps[10].node is None and gaps[10].evidence == ("gpu-10", "gpu-11", "gpu-12", "gpu-13")
     assert result.next == 5
+
+
+# --- variants from the field: other scheduler versions, event shapes, object spellings --------------
+
+# kube-scheduler ≥ 1.27 with a control-plane node, MIG mixed strategy (gpu-operator#693 asks for
+# nvidia.com/mig-1g.10gb on an A100 under `mig.config=all-1g.10gb`).
+MSG_MIG_CONTROL_PLANE = (
+    "0/2 nodes are available: 1 Insufficient nvidia.com/mig-1g.10gb, 1 node(s) had untolerated taint "
+    "{node-role.kubernetes.io/control-plane: }. preemption: 0/2 nodes are available: 1 No preemption "
+    "victims found for incoming pod, 1 Preemption is not helpful for scheduling.."
+)
+# kube-scheduler ≥ 1.29 no longer names the taint.
+MSG_TAINTS_UNNAMED = (
+    "0/3 nodes are available: 3 node(s) had untolerated taint(s). preemption: 0/3 nodes are available: "
+    "3 Preemption is not helpful for scheduling."
+)
+MSG_PLUGIN_NODE_AFFINITY = "0/4 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeAffinity], 2 Insufficient nvidia.com/gpu."
+# A pod-affinity rule and a volume conflict are not a node selector problem (devpod-provider-kubernetes#63).
+MSG_POD_AFFINITY_VOLUME = (
+    "0/4 nodes are available: 1 node(s) didn't match pod affinity rules, 1 node(s) had volume node "
+    "affinity conflict, 2 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 2 No "
+    "preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling."
+)
+
+
+def mig_node(name: str, slices: Any = "7", **labels: str) -> K8sObject:
+    """An A100 under the mixed MIG strategy, its quantities written as YAML gives them (int or str)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"nvidia.com/mig.strategy": "mixed", "nvidia.com/gpu.present": "true", **labels},
+        },
+        "spec": {},
+        # No nodeInfo, no conditions: a trimmed paste must still be read.
+        "status": {
+            "capacity": {"nvidia.com/mig-1g.10gb": slices},
+            "allocatable": {"nvidia.com/mig-1g.10gb": slices},
+        },
+    }
+
+
+def mig_user(name: str, slices: Any) -> K8sObject:
+    p = pod("other", name, node="a100-0", requests={"nvidia.com/mig-1g.10gb": 1})
+    p["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-1g.10gb": slices}}  # limits only
+    return p
+
+
+def test_mig_slices_all_taken_with_a_control_plane_taint_is_exhaustion() -> None:
+    cp = node("cp-0", taints=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}])
+    wants = pod("ml", "trainer-0", requests={"nvidia.com/mig-1g.10gb": 1})
+    objs = [
+        cp,
+        mig_node("a100-0", 7),  # int, as in a hand-written YAML
+        mig_user("a", 4),
+        mig_user("b", "3"),
+        wants,
+        failed_scheduling(MSG_MIG_CONTROL_PLANE),
+    ]
+    result = run(objs, pod=("ml", "trainer-0"))
+    full = one(result, "L1_GPU_EXHAUSTED")
+    assert full.node == "a100-0" and full.severity == Severity.INFO
+    assert "a100-0: allocatable nvidia.com/mig-1g.10gb=7, requested by pods=7, free=0 < 1" in full.evidence
+    assert "L1_UNTOLERATED_TAINT" not in codes(result)  # the control-plane node is no GPU node
+    assert "L1_RESOURCE_MISMATCH" not in codes(result)
+    assert any(MSG_MIG_CONTROL_PLANE in e for e in one(result, "L1_POD_PENDING").evidence)
+    assert result.next == STOP
+
+
+def test_unnamed_untolerated_taints_are_found_on_the_gpu_nodes() -> None:
+    taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    objs = [
+        *(gpu_node(f"gpu-{i}", 8, taints=[taint]) for i in range(3)),
+        pending(),
+        failed_scheduling(MSG_TAINTS_UNNAMED),
+    ]
+    result = run(objs, pod=("ml", "trainer-0"))
+    f = one(result, "L1_UNTOLERATED_TAINT")
+    assert "taint nvidia.com/gpu=present:NoSchedule" in f.summary and f.node is None
+    assert [e for e in f.evidence if e.startswith("gpu-")] == [
+        f"gpu-{i}: taint nvidia.com/gpu=present:NoSchedule" for i in range(3)
+    ]
+    assert f"scheduler: {MSG_TAINTS_UNNAMED}" in f.evidence
+    assert result.status == Severity.WARN and result.next == STOP
+
+
+def test_no_execute_taint_is_untolerated_and_not_ready_taint_tolerated_by_default() -> None:
+    # Every pod gets `not-ready`/`unreachable` NoExecute tolerations from the API server.
+    defaults = [
+        {
+            "key": "node.kubernetes.io/not-ready",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 300,
+        },
+        {
+            "key": "node.kubernetes.io/unreachable",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 300,
+        },
+    ]
+    taints = [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+        {"key": "dedicated", "value": "training", "effect": "NoExecute"},
+    ]
+    msg = "0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: training}."
+    result = run(
+        [gpu_node("gpu-0", 8, taints=taints), pending(tolerations=defaults), failed_scheduling(msg)],
+        pod=("ml", "trainer-0"),
+    )
+    f = one(result, "L1_UNTOLERATED_TAINT")
+    assert "dedicated=training:NoExecute" in f.summary and f.node == "gpu-0"
+
+
+def test_node_affinity_plugin_wording_is_a_selector_mismatch() -> None:
+    objs = [
+        gpu_node("gpu-0", 8, labels={"nvidia.com/gpu.product": "NVIDIA-A10G"}),
+        gpu_node("gpu-1", 8, labels={"nvidia.com/gpu.product": "NVIDIA-A10G"}),
+        node("cpu-0"),
+        node("cpu-1"),
+        pending(node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+        failed_scheduling(MSG_PLUGIN_NODE_AFFINITY),
+    ]
+    result = run(objs, pod=("ml", "trainer-0"))
+    f = one(result, "L1_SELECTOR_MISMATCH")
+    assert (
+        "gpu-0: nodeSelector nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3, node has "
+        "nvidia.com/gpu.product=NVIDIA-A10G" in f.evidence
+    )
+    assert result.next == STOP
+
+
+def test_pod_affinity_and_volume_conflicts_are_not_selector_mismatches() -> None:
+    objs = [
+        gpu_node("gpu-0", 1),
+        gpu_node("gpu-1", 1),
+        busy("gpu-0", 1, "a"),
+        busy("gpu-1", 1, "b"),
+        pending(
+            node_selector={"kubernetes.io/os": "linux"}
+        ),  # the GPU nodes lack it, the scheduler did not say so
+        failed_scheduling(MSG_POD_AFFINITY_VOLUME),
+    ]
+    result = run(objs, pod=("ml", "trainer-0"))
+    assert "L1_SELECTOR_MISMATCH" not in codes(result)
+    assert "L1_GPU_EXHAUSTED" in codes(result)
+
+
+def test_yaml_booleans_and_numbers_in_selectors_and_labels() -> None:
+    n = gpu_node("gpu-0", 8)
+    n["metadata"]["labels"] |= {"gpu-pool": True, "nvidia.com/gpu.memory": 81559}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": [40000]}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    wants = pending(affinity=affinity)
+    wants["spec"]["nodeSelector"] = {"gpu-pool": True}
+    msg = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+    assert "L1_SELECTOR_MISMATCH" not in codes(
+        run([n, wants, failed_scheduling(msg)], pod=("ml", "trainer-0"))
+    )
+    wants["spec"]["nodeSelector"] = {"gpu-pool": False}
+    f = one(run([n, wants, failed_scheduling(msg)], pod=("ml", "trainer-0")), "L1_SELECTOR_MISMATCH")
+    assert "gpu-0: nodeSelector gpu-pool=false, node has gpu-pool=true" in f.evidence
+
+
+def test_cordon_named_as_a_taint_is_unschedulable() -> None:
+    msg = (
+        "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) had untolerated taint "
+        "{node.kubernetes.io/unschedulable: }. preemption: 0/2 nodes are available: 2 Preemption is not "
+        "helpful for scheduling."
+    )
+    cordoned = gpu_node(
+        "gpu-0",
+        1,
+        unschedulable=True,
+        taints=[{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}],
+    )
+    objs = [cordoned, gpu_node("gpu-1", 1), busy("gpu-1", 1, "a"), pending(), failed_scheduling(msg)]
+    result = run(objs, pod=("ml", "trainer-0"))
+    assert one(result, "L1_NODES_UNSCHEDULABLE").node == "gpu-0"
+    assert "L1_UNTOLERATED_TAINT" not in codes(result)
+
+
+def events_k8s_io_style(message: str) -> K8sObject:
+    """A core/v1 Event written by a new client: eventTime, series, reportingController, no count."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "trainer-0.17f1", "namespace": "ml"},
+        "involvedObject": {"kind": "Pod", "namespace": "ml", "name": "trainer-0", "apiVersion": "v1"},
+        "reason": "FailedScheduling",
+        "message": message,
+        "type": "Warning",
+        "eventTime": "2026-11-18T09:00:00.000000Z",
+        "series": {"count": 42, "lastObservedTime": "2026-11-18T10:30:00.000000Z"},
+        "reportingController": "default-scheduler",
+        "reportingInstance": "default-scheduler-cp-0",
+        "action": "Scheduling",
+        "firstTimestamp": None,
+        "lastTimestamp": None,
+    }
+
+
+def test_event_series_and_reporting_controller_are_shown_like_kubectl() -> None:
+    older = failed_scheduling(MSG_PREEMPTION, last="2026-11-18T10:00:00Z")
+    objs = [
+        gpu_node("gpu-0", 1),
+        busy("gpu-0", 1, "a"),
+        pending(),
+        events_k8s_io_style(MSG_TAINTS_UNNAMED),
+        older,
+    ]
+    pend = one(run(objs, pod=("ml", "trainer-0")), "L1_POD_PENDING")
+    # The series' last observation (10:30) is later than the other event (10:00): it is listed last.
+    assert pend.evidence[-1] == f"Warning FailedScheduling (x42) default-scheduler: {MSG_TAINTS_UNNAMED}"
+    assert "x42" in pend.evidence[-1] and MSG_PREEMPTION in pend.evidence[-2]
+
+
+def test_aggregated_event_message_is_still_parsed() -> None:
+    combined = "(combined from similar events): " + MSG_TAINT
+    taint = {"key": "gpu", "effect": "NoSchedule"}
+    result = run(
+        [gpu_node("gpu-0", 1, taints=[taint]), pending(), failed_scheduling(combined, count=120)],
+        pod=("ml", "trainer-0"),
+    )
+    assert one(result, "L1_UNTOLERATED_TAINT").node == "gpu-0"
+    assert any("(x120)" in e for e in one(result, "L1_POD_PENDING").evidence)
+
+
+def test_pending_pod_with_no_events_and_no_conditions() -> None:
+    bare = pending()
+    bare["status"] = {"phase": "Pending"}  # just created: no conditions yet
+    result = run([gpu_node("gpu-0", 8), bare], pod=("ml", "trainer-0"))
+    assert codes(result) == ["L1_POD_PENDING"]
+    f = one(result, "L1_POD_PENDING")
+    assert "no FailedScheduling event recorded (events expire)" in f.evidence
+    assert f.severity == Severity.WARN and result.next == 2
+
+
+def test_multiline_crlf_message_with_extra_spaces() -> None:
+    msg = "0/2 nodes are available:\r\n  2   Insufficient   nvidia.com/gpu.shared .\r\n"
+    f = parse_failed_scheduling(msg)
+    assert f.total_nodes == 2 and f.insufficient == {"nvidia.com/gpu.shared": 2}
+    shared = node("gpu-0", capacity={"nvidia.com/gpu.shared": "4"}, labels={"nvidia.com/gpu.replicas": "4"})
+    user = pod("other", "a", node="gpu-0", requests={"nvidia.com/gpu.shared": 4})
+    wants = pod("ml", "trainer-0", requests={"nvidia.com/gpu.shared": 1})
+    result = run([shared, user, wants, failed_scheduling(msg)], pod=("ml", "trainer-0"))
+    assert (
+        "gpu-0: allocatable nvidia.com/gpu.shared=4, requested by pods=4, free=0 < 1"
+        in one(result, "L1_GPU_EXHAUSTED").evidence
+    )
+
+
+def test_ephemeral_and_init_containers_count_as_kubernetes_counts_them() -> None:
+    wants = pending(gpus=1, init_containers=("fetch",))
+    wants["spec"]["initContainers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "2"}}
+    wants["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox"}]
+    objs = [gpu_node("gpu-0", 2), busy("gpu-0", 1, "a"), wants, failed_scheduling(MSG_PREEMPTION)]
+    pend = one(run(objs, pod=("ml", "trainer-0")), "L1_POD_PENDING")
+    assert "requests nvidia.com/gpu=2" in pend.evidence  # the largest init container decides
+    assert "L1_GPU_EXHAUSTED" in codes(run(objs, pod=("ml", "trainer-0")))
