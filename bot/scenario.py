@@ -206,7 +206,27 @@ def _objects(raw: object, source: str, path: str, out: list[dict[str, Any]]) -> 
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
             raise ScenarioError(source, f"{where}.metadata.name", f"expected the {kind}'s name")
+        for field_name in ("labels", "annotations"):
+            _as_api_strings(meta, field_name, source, f"{where}.metadata.{field_name}")
         out.append(obj)
+
+
+def _as_api_strings(meta: dict[str, Any], field_name: str, source: str, path: str) -> None:
+    """Label and annotation values are strings in the API; hand-written YAML says `true` or `8`."""
+    values = meta.get(field_name)
+    if values is None:
+        return
+    if not isinstance(values, dict):
+        raise ScenarioError(source, path, f"expected a mapping of strings, got {_show(values)}")
+    for key, value in values.items():
+        if isinstance(value, str):
+            continue
+        if isinstance(value, bool):
+            values[key] = "true" if value else "false"
+        elif isinstance(value, int | float) or value is None:
+            values[key] = "" if value is None else str(value)
+        else:
+            raise ScenarioError(source, f"{path}[{key!r}]", f"expected a string, got {_show(value)}")
 
 
 def _logs(raw: object, source: str) -> dict[str, str]:

@@ -50,8 +50,11 @@ STANDALONE_NAMES: dict[str, str] = {
 }
 OPERATOR_SELECTORS = (
     "app in (" + ",".join(OPERATOR_APPS) + ")",
-    # NVIDIADriver-managed driver pods are named after the CR, not the daemonset.
+    # NVIDIADriver-managed driver pods are named after the CR, not the daemonset;
+    # OpenShift's per-RHCOS driver daemonsets (Driver Toolkit) carry their own
+    # app name, so they are found by the labels must-gather.sh uses.
     "app.kubernetes.io/component=nvidia-driver",
+    "openshift.driver-toolkit",
     "app.kubernetes.io/name in (" + ",".join(STANDALONE_NAMES) + ")",
 )
 
@@ -59,13 +62,17 @@ OPERATOR_SELECTORS = (
 def component(pod: K8sObject) -> str | None:
     """Which operand a pod is ("driver", "device-plugin", "validator", …), or None."""
     lab = o.labels(pod)
-    if lab.get("app.kubernetes.io/component") == "nvidia-driver":
+    if lab.get("app.kubernetes.io/component") == "nvidia-driver" or "openshift.driver-toolkit" in lab:
         return "driver"
     app = lab.get("app")
     if app in OPERATOR_APPS:
         return OPERATOR_APPS[app]
     std = lab.get("app.kubernetes.io/name")
     if std in STANDALONE_NAMES:
+        # The device plugin's own chart (v0.15+) names its GFD pods after itself too:
+        # tell them apart by their container.
+        if any(c.get("name", "").startswith("gpu-feature-discovery") for c in o.containers(pod)):
+            return "gfd"
         return STANDALONE_NAMES[std]
     return None
 

@@ -272,3 +272,40 @@ def test_scenario_to_dict_uses_times_relative_to_now() -> None:
     d = scenario_to_dict(sc)
     assert d["now"] == "2026-11-29T12:00:00Z"
     assert d["metrics"][1] == {"metric": {"__name__": "g", "gpu": "1"}, "values": [[-3600, 5], [0, 7]]}
+
+
+def test_unquoted_label_values_become_api_strings(tmp_path) -> None:
+    from bot.scenario import load_scenario
+    from layers import objects as o
+
+    path = tmp_path / "typed.yaml"
+    path.write_text(
+        "kind: Scenario\n"
+        "objects:\n"
+        "- apiVersion: v1\n"
+        "  kind: Node\n"
+        "  metadata:\n"
+        "    name: gpu-1\n"
+        "    labels: {nvidia.com/gpu.present: true, nvidia.com/gpu.count: 8, nvidia.com/gpu.replicas: 1.0}\n"
+        "    annotations: {note: null}\n"
+    )
+    node = load_scenario(path).objects[0]
+    assert node["metadata"]["labels"] == {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.count": "8",
+        "nvidia.com/gpu.replicas": "1.0",
+    }
+    assert o.is_gpu_node(node)
+
+
+def test_label_values_that_are_not_scalars_are_refused(tmp_path) -> None:
+    import pytest
+
+    from bot.scenario import ScenarioError, load_scenario
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "kind: Scenario\nobjects:\n- {apiVersion: v1, kind: Node, metadata: {name: n, labels: {a: [1, 2]}}}\n"
+    )
+    with pytest.raises(ScenarioError, match=r"objects\[0\]\.metadata\.labels\['a'\]: expected a string"):
+        load_scenario(path)
