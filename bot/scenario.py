@@ -23,8 +23,22 @@ from typing import Any, ClassVar
 import yaml
 
 from bot.exposition import ExpositionError, parse_exposition
+from bot.scenario_write import dump_scenario, rfc3339, scenario_to_dict
 from bot.series import SeriesData, SeriesTelemetry, prom_labels  # SeriesData is part of this API
 from bot.snapshot import SnapshotCluster
+
+# Writing a scenario (bundles' scenario.yaml) lives in bot/scenario_write.py; re-exported here.
+__all__ = [
+    "Scenario",
+    "ScenarioError",
+    "SeriesData",
+    "build_sources",
+    "dump_scenario",
+    "load_scenario",
+    "parse_scenario",
+    "rfc3339",
+    "scenario_to_dict",
+]
 
 TOP_LEVEL_KEYS = ("kind", "name", "description", "now", "objects", "logs", "metrics", "exposition")
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
@@ -34,7 +48,6 @@ _ABSOLUTE_SECONDS = 1e9  # numbers above this are Unix seconds, at or below 0 ar
 _TIME_EXPECTED = "expected seconds relative to now (<= 0), Unix seconds (> 1e9) or an RFC 3339 time"
 
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
@@ -134,12 +147,6 @@ def load_scenario(path: str | Path) -> Scenario:
         scenario = parse_scenario(data, source, consume=True)
         size.append(len(scenario.objects) + len(scenario.series))
     return scenario
-
-
-def rfc3339(t: float) -> str:
-    dt = datetime.fromtimestamp(t, tz=UTC)
-    text = dt.isoformat(timespec="milliseconds" if t % 1 else "seconds")
-    return text.replace("+00:00", "Z")
 
 
 def _parse_datetime(value: object) -> float | None:
@@ -426,62 +433,6 @@ def parse_scenario(
         path=path,
         extra=extra,
     )
-
-
-# --- writing ---------------------------------------------------------------------
-
-
-class _Flow(list):  # type: ignore[type-arg]
-    """A list written on one line: a [time, value] pair, or a series' labels."""
-
-
-class _FlowMap(dict):  # type: ignore[type-arg]
-    pass
-
-
-def _plain(x: float) -> int | float | str:
-    if not math.isfinite(x):
-        return "NaN" if math.isnan(x) else ("+Inf" if x > 0 else "-Inf")
-    return int(x) if x.is_integer() and abs(x) < 2**53 else x
-
-
-def scenario_to_dict(s: Scenario) -> dict[str, Any]:
-    """The scenario as a YAML-ready mapping; sample times relative to `now`."""
-    out: dict[str, Any] = {"kind": "Scenario", "name": s.name}
-    if s.description:
-        out["description"] = s.description
-    out["now"] = rfc3339(s.now)
-    out["objects"] = s.objects
-    out["logs"] = s.logs
-    out["metrics"] = [
-        {
-            "metric": _FlowMap(series.labels),
-            "values": _Flow(_Flow([_plain(round(t - s.now, 3)), _plain(v)]) for t, v in series.points),
-        }
-        for series in s.series
-    ]
-    out.update(s.extra)
-    return out
-
-
-class _Dumper(_BaseDumper):  # type: ignore[misc, valid-type]
-    pass
-
-
-def _str(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
-    # Logs read best as literal blocks; PyYAML falls back to quoting when a block cannot hold the text.
-    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
-
-
-_Dumper.add_representer(str, _str)
-_Dumper.add_representer(_Flow, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
-_Dumper.add_representer(
-    _FlowMap, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v, flow_style=True)
-)
-
-
-def dump_scenario(s: Scenario) -> str:
-    return str(yaml.dump(scenario_to_dict(s), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120))
 
 
 def _own_copy(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
