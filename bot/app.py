@@ -4,34 +4,44 @@ Listeners acknowledge at once (Slack allows 3 s; we aim well under 0.5 s) and
 hand the walk to our own pool, so Bolt's listener threads are never held by a
 walk: a burst of commands queues on the pool, none is dropped. The pool has a
 fixed number of workers (GPUBOT_WORKERS) and an unbounded queue.
+
+`MetricsObserver` fills the handlers' WalkObserver port with bot/metrics.py
+(walks, layer durations, findings, actions) and bot/logs.py (the walk id on
+every log line of a walk or a click).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from slack_bolt import Ack, App
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
 
+from bot import metrics
 from bot.config import Config
+from bot.logs import walk_scope
 from bot.sources import Sources
 from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
-from handlers.buttons import Bundle, Buttons, Operators, Outcome, click_from_payload
+from handlers.buttons import Bundle, Buttons, Operators, Outcome, click_from_payload, walk_id_of
 from handlers.commands import USAGE, CommandError, Digest, Help, Why, parse_command, usage_reply
 from handlers.digest import DIAGNOSE
 from handlers.escape import escape
-from handlers.ports import SlackPoster, StateStore, StateUnavailable
+from handlers.ports import SlackPoster, StateStore, StateUnavailable, WalkObserver
 from handlers.walks import RETENTION_S, WalkService
+from handlers.walkstate import new_walk_id
 from layers.context import Settings, WalkContext
-from layers.findings import Target, WalkResult
+from layers.findings import LayerResult, Target, WalkResult
 from layers.walk import open_node, open_pod
 
 log = logging.getLogger("gpubot.app")
@@ -39,6 +49,39 @@ log = logging.getLogger("gpubot.app")
 BUTTON_ACTIONS = re.compile(
     f"^({'|'.join((DESCEND, JUMP, WALK_ALL, MUST_GATHER, CORDON, UNCORDON, DIAGNOSE))})$"
 )
+
+
+class MetricsObserver:
+    """WalkObserver over this process's Prometheus metrics and JSON log context."""
+
+    def walk_started(self) -> None:
+        metrics.record_walk_started()
+
+    def layer_done(self, result: LayerResult, seconds: float) -> None:
+        metrics.record_layer(result, seconds)
+
+    def walk_finished(self, result: WalkResult) -> None:
+        metrics.record_walk_finished(result)
+
+    def action(self, kind: str, outcome: str) -> None:
+        metrics.record_action(kind, outcome)
+
+    def scope(self, walk_id: str | None) -> AbstractContextManager[None]:
+        return walk_scope(walk_id)
+
+
+def group_members(client: WebClient) -> Callable[[str], Iterable[str]]:
+    """usergroups.users.list for the operator check; a failure is counted, then Operators fails closed."""
+
+    def members(group: str) -> Iterable[str]:
+        try:
+            users = client.usergroups_users_list(usergroup=group).get("users") or []
+        except (SlackApiError, SlackClientError, OSError):
+            metrics.record_slack_api_error("usergroups.users.list")
+            raise
+        return [str(u) for u in users]
+
+    return members
 
 
 class ClusterNodeActions:
@@ -107,14 +150,16 @@ class GpuBot:
     pending: set[Future[None]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def submit(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
-        """Run off the request path; a failure is logged with what it was, never lost silently."""
+    def submit(self, what: str, fn: Callable[..., Any], *args: Any, walk_id: str | None = None) -> None:
+        """Run off the request path; a failure is logged with what it was (and its walk id), never lost."""
 
         def run() -> None:
-            try:
-                fn(*args)
-            except Exception:
-                log.exception("%s failed", what)
+            # The pool's threads do not inherit the listener's context: the walk id is set here.
+            with walk_scope(walk_id):
+                try:
+                    fn(*args)
+                except Exception:
+                    log.exception("%s failed", what)
 
         fut: Future[None] = self.pool.submit(run)
         with self._lock:
@@ -160,6 +205,7 @@ def build_app(
     node_actions: Any = None,
     workers: int | None = None,
     token_verification: bool = True,
+    observer: WalkObserver | None = None,
 ) -> GpuBot:
     """The Bolt app with its listeners; nothing is served until a transport runs it (bot/serve.py)."""
     client = client or WebClient(token=cfg.slack_bot_token, base_url=cfg.slack_api_url)
@@ -170,6 +216,8 @@ def build_app(
         token_verification_enabled=token_verification,
         # Socket Mode has no signatures to check; HTTP mode always has a signing secret (load_config).
         request_verification_enabled=cfg.slack_signing_secret is not None,
+        # Else Bolt copies the root level: at DEBUG it would log request and response bodies.
+        logger=logging.getLogger("slack_bolt.App"),
     )
     settings = Settings(operator_namespace=cfg.operator_namespace)
     service = WalkService(
@@ -178,12 +226,9 @@ def build_app(
         _open_walk(sources, settings),
         retention_s=cfg.state_retention_days * 86400 if cfg.state_retention_days else RETENTION_S,
         cluster_name=cfg.cluster_name,
+        observer=observer or MetricsObserver(),
     )
-    operators = Operators(
-        cfg.operators,
-        cfg.operator_groups,
-        lambda group: client.usergroups_users_list(usergroup=group).get("users") or [],
-    )
+    operators = Operators(cfg.operators, cfg.operator_groups, group_members(client))
     buttons = Buttons(service, operators, node_actions or ClusterNodeActions(sources, cfg))
     pool = ThreadPoolExecutor(max_workers=workers or cfg.workers, thread_name_prefix="gpubot-walk")
     bot = GpuBot(app, service, buttons, pool, state, poster, cfg)
@@ -200,12 +245,17 @@ def build_app(
             ack(text=USAGE, response_type="ephemeral")
         elif isinstance(cmd, Why):
             ack(text=f"walking the layers for {escape(cmd.label)}…", response_type="ephemeral")
+            walk_id = new_walk_id()  # chosen here so even a crash of the walk is logged under it
             bot.submit(
-                f"walk of {cmd.label} for {user}",
-                service.start,
-                channel,
-                user,
-                Target(namespace=cmd.namespace, pod=cmd.pod),
+                f"walk {walk_id} of {cmd.label} for {user}",
+                functools.partial(
+                    service.start,
+                    channel,
+                    user,
+                    Target(namespace=cmd.namespace, pod=cmd.pod),
+                    walk_id=walk_id,
+                ),
+                walk_id=walk_id,
             )
         elif isinstance(cmd, Digest):
             ack(text="posting the GPU fleet digest in this channel…", response_type="ephemeral")
@@ -215,7 +265,12 @@ def build_app(
     def on_button(ack: Ack, body: dict[str, Any]) -> None:
         ack()
         click = click_from_payload(body)
-        bot.submit(f"{click.action_id} by {click.user} on walk {click.value}", buttons.handle, click)
+        bot.submit(
+            f"{click.action_id} by {click.user} on walk {click.value}",
+            buttons.handle,
+            click,
+            walk_id=walk_id_of(click),
+        )
 
     return bot
 

@@ -64,6 +64,7 @@ def cmd_digest(args: argparse.Namespace) -> int:
 
 
 def _post(args: argparse.Namespace, cfg: Any, digest: Any, telemetry: Any, did: str) -> None:
+    from bot import metrics
     from bot.chart import digest_chart
     from bot.scheduler import digest_day
     from bot.slackpost import Poster
@@ -92,9 +93,12 @@ def _post(args: argparse.Namespace, cfg: Any, digest: Any, telemetry: Any, did: 
             retention_s=cfg.state_retention_days * 86400,
         )
     except PostFailed as err:
+        metrics.record_digest_run("failed")
         raise SourceError("unavailable", f"digest {did} was not posted: {err.reason}") from None
     except StateUnavailable as err:
+        metrics.record_digest_run("failed")
         raise SourceError("unavailable", f"digest {did} was not posted: {err}") from None
+    metrics.record_digest_run("posted" if digest.flagged else "all_clear")
     extra = f"; not attached: {'; '.join(posted.problems)}" if posted.problems else ""
     print(f"gpubot: digest {did} posted to {posted.ref.channel} (ts {posted.ref.ts}){extra}", file=sys.stderr)
 

@@ -47,6 +47,7 @@ class Config:
     cluster_name: str | None = None
     state_retention_days: int = 14
     workers: int = 4
+    log_level: str = "INFO"
 
     @property
     def tz(self) -> ZoneInfo:
@@ -141,6 +142,10 @@ def load_config(
         kw["scenario"] = v
     if (v := get("GPUBOT_CLUSTER_NAME")) is not None:
         kw["cluster_name"] = v
+    if (v := get("GPUBOT_LOG_LEVEL")) is not None:
+        if v.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise ConfigError(f"GPUBOT_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {v!r}")
+        kw["log_level"] = v.upper()
     for name, key, low, high in (
         ("GPUBOT_STATE_RETENTION_DAYS", "state_retention_days", 1, 365),
         ("GPUBOT_WORKERS", "workers", 1, 64),

@@ -2,8 +2,9 @@
 
 Objects come back as the API's own JSON (camelCase dicts, `_preload_content=False`
 + `json.loads`), so a live cluster looks exactly like a scenario file to the
-layers. Every failure becomes a SourceError naming what could not be read;
-nothing from the client (tokens included) leaks into messages.
+layers. Every failure becomes a SourceError naming what could not be read,
+counted in gpubot_kubernetes_api_errors_total by its kind; nothing from the
+client (tokens included) leaks into messages.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
+from bot import metrics
 from layers.sources import K8sObject, SourceError
 
 PAGE_SIZE = 500
@@ -141,9 +143,24 @@ class KubeCluster:
         namespace: str | None = None,
         **kwargs: Any,
     ) -> bytes:
-        """Run one API call; return the raw body or raise SourceError."""
+        """Run one API call; return the raw body or raise SourceError (counted by kind)."""
         with self._calls_lock:
             self.calls += 1
+        try:
+            return self._request(call, *args, verb=verb, resource=resource, namespace=namespace, **kwargs)
+        except SourceError as err:
+            metrics.record_kubernetes_api_error(err.kind)
+            raise
+
+    def _request(
+        self,
+        call: Callable[..., Any],
+        *args: Any,
+        verb: str,
+        resource: str,
+        namespace: str | None = None,
+        **kwargs: Any,
+    ) -> bytes:
         try:
             resp = call(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
         except ApiException as exc:

@@ -56,7 +56,15 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 ACTIONS = frozenset(
-    {"layer_descend", "layer_jump", "walk_all", "must_gather", "cordon_node", "uncordon_node"}
+    {
+        "layer_descend",
+        "layer_jump",
+        "walk_all",
+        "must_gather",
+        "cordon_node",
+        "uncordon_node",
+        "digest_diagnose",
+    }
 )
 SOURCE_ERROR_KINDS = frozenset({"forbidden", "not_found", "unavailable", "bad_input"})
 DIGEST_SUCCESS = frozenset({"posted", "all_clear"})

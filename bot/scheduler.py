@@ -10,6 +10,9 @@ the lock already released and posts again. So each run takes the lock, checks
 the per-day done key `digest:done:{YYYY-MM-DD}` (the day in GPUBOT_TIMEZONE),
 posts, sets the done key (NX, 3 days), and releases. The done key is also what
 keeps a restarted replica from posting a second time.
+
+Each run is counted in gpubot_digest_runs_total: posted (or all_clear when no
+node was flagged), skipped (another replica or an earlier run did it), failed.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from zoneinfo import ZoneInfo
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 
+from bot import metrics
 from bot.chart import digest_chart
 from handlers.digest import post_digest
 from handlers.ports import LockNotAcquired, PostFailed, SlackPoster, StateStore, StateUnavailable
@@ -100,7 +104,7 @@ class DigestJob:
     lock_timeout_s: float = LOCK_TIMEOUT_S
     wait_s: float = LOCK_WAIT_S
 
-    def post(self, day: str) -> None:
+    def post(self, day: str) -> Digest:
         digest, telemetry = self.collect()
         chart = digest_chart(telemetry, digest, day)
         posted = post_digest(
@@ -119,26 +123,40 @@ class DigestJob:
             posted.ref.ts,
             len(digest.flagged),
         )
+        return digest
 
     def __call__(self) -> Outcome:
         day = digest_day(self.clock(), self.tz)
+        posted: list[Digest] = []
         try:
             outcome = run_digest_once(
                 day,
                 self.store,
-                lambda: self.post(day),
+                lambda: posted.append(self.post(day)),
                 lock_timeout_s=self.lock_timeout_s,
                 wait_s=self.wait_s,
             )
         except PostFailed as err:
             log.error("digest %s was not posted: %s", day, err.reason)
-            return Outcome.FAILED
+            outcome = Outcome.FAILED
         except (SourceError, StateUnavailable) as err:
             log.error("digest %s was not posted: %s", day, err)
-            return Outcome.FAILED
-        if outcome is not Outcome.POSTED:
+            outcome = Outcome.FAILED
+        except Exception:
+            # Counted before APScheduler logs it: a digest that crashes must show on /metrics too.
+            metrics.record_digest_run("failed")
+            raise
+        if outcome not in (Outcome.POSTED, Outcome.FAILED):
             log.info("digest %s: %s (by another replica or an earlier run)", day, outcome.value)
+        metrics.record_digest_run(run_label(outcome, posted[0] if posted else None))
         return outcome
+
+
+def run_label(outcome: Outcome, digest: Digest | None) -> str:
+    """The outcome label of gpubot_digest_runs_total for one run."""
+    if outcome is Outcome.POSTED:
+        return "all_clear" if digest is not None and not digest.flagged else "posted"
+    return "failed" if outcome is Outcome.FAILED else "skipped"
 
 
 def start_scheduler(
@@ -164,4 +182,5 @@ def start_scheduler(
     )
     if start:
         scheduler.start()
+        metrics.record_digest_scheduled()
     return scheduler

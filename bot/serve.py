@@ -1,11 +1,13 @@
 """`gpubot serve`: the Slack bot over Socket Mode (default) or HTTP, with health endpoints.
 
 HTTP mode serves Slack's Events API at /slack/events (Bolt checks the
-signature and rejects stale timestamps) and /healthz, /readyz. Socket Mode
-connects out with SLACK_APP_TOKEN and serves only /healthz and /readyz on the
-port. The host defaults to 127.0.0.1; 0.0.0.0 (the container) only when asked
-with --host. SIGTERM stops cleanly: no new requests, running walks finish
-(within a grace period), the Slack connection closes.
+signature and rejects stale timestamps) and /healthz, /readyz, /metrics.
+Socket Mode connects out with SLACK_APP_TOKEN and serves only /healthz,
+/readyz and /metrics (Prometheus text, bot/metrics.py) on the port. Logs are
+JSON lines on stderr (bot/logs.py) at GPUBOT_LOG_LEVEL. The host defaults to
+127.0.0.1; 0.0.0.0 (the container) only when asked with --host. SIGTERM
+stops cleanly: no new requests, running walks finish (within a grace period),
+the Slack connection closes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from urllib.parse import urlsplit
 from slack_bolt.request import BoltRequest
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from bot import metrics
 from bot.app import GpuBot
 from bot.config import Config
 from bot.sources import Sources
@@ -83,6 +86,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/readyz":
             ok, why = self.bot.ready()
             self._send(200 if ok else 503, (why + "\n").encode())
+        elif path == "/metrics":
+            self._send(200, metrics.render(), {"Content-Type": [metrics.CONTENT_TYPE]})
         else:
             self._send(404, b"not found\n")
 
@@ -122,14 +127,13 @@ def drain(bot: GpuBot, timeout_s: float = DRAIN_S) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from bot.app import build_app
     from bot.config import load_config
+    from bot.logs import setup_logging
     from bot.slackpost import Poster
     from bot.sources import open_sources
     from bot.state import open_state
 
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
     cfg = load_config(need_slack=True, http=args.http)
+    setup_logging(cfg.log_level)
     if args.redis_url:
         from dataclasses import replace
 
@@ -190,6 +194,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.server_close()
         if scheduler is not None:
             scheduler.shutdown(wait=False)
+            metrics.record_digest_scheduled(False)
         if socket_handler is not None:
             socket_handler.close()
         drain(bot)

@@ -3,8 +3,9 @@
 429 answers are retried after their `Retry-After` (capped); 5xx answers and
 connection errors are retried with exponential backoff; anything else (a bad
 channel, a missing scope) fails at once. What still fails becomes PostFailed
-with a one-line reason, which callers log with the walk or digest id. The
-token never appears in a reason or a repr.
+with a one-line reason, which callers log with the walk or digest id, and is
+counted in gpubot_slack_api_errors_total by Web API method. The token never
+appears in a reason or a repr.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError, SlackRequestError
 from slack_sdk.web import SlackResponse
 
+from bot import metrics
 from handlers.ports import PostFailed, PostRef, SlackPoster
 
 __all__ = ["PostFailed", "Poster"]
@@ -108,7 +110,7 @@ class Poster:
         comment: str | None = None,
     ) -> None:
         self._call(
-            f"file upload of {filename}",
+            "files.upload_v2",
             lambda: self._client.files_upload_v2(
                 channel=channel,
                 filename=filename,
@@ -117,11 +119,14 @@ class Poster:
                 thread_ts=thread_ts,
                 initial_comment=comment,
             ),
+            what=f"file upload of {filename}",
         )
 
     # --- retries -----------------------------------------------------------------------
 
-    def _call(self, what: str, do: Callable[[], SlackResponse]) -> SlackResponse:
+    def _call(self, method: str, do: Callable[[], SlackResponse], what: str | None = None) -> SlackResponse:
+        """`do` with the retry policy; `method` names the Web API call in the error counter."""
+        what = what or method
         last = ""
         for attempt in range(1, self.attempts + 1):
             try:
@@ -129,6 +134,7 @@ class Poster:
             except Exception as err:  # classified below: retry, or fail now
                 retry = self._classify(what, err, attempt)
                 if retry is None:
+                    metrics.record_slack_api_error(method)
                     raise PostFailed(self._reason(what, err)) from None
                 last, wait = retry.reason, retry.wait_s
             if attempt < self.attempts:
@@ -136,6 +142,7 @@ class Poster:
                     "%s: %s; retrying in %.1fs (attempt %d/%d)", what, last, wait, attempt, self.attempts
                 )
                 self._sleep(wait)
+        metrics.record_slack_api_error(method)
         raise PostFailed(f"{what} failed after {self.attempts} attempts: {last}")
 
     def _backoff(self, attempt: int) -> float:

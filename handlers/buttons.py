@@ -5,7 +5,8 @@ else gets an ephemeral refusal and nothing happens), which walk (the button's
 value), a claim in the state store per walk + action (a second click on a
 finished action is answered, not repeated), the audit line in the thread
 (who, what, when), then the action. If the state store is down the clicker is
-told so before anything is done.
+told so before anything is done. Each click is counted by its action id and
+outcome through the walk service's observer, and logged under its walk id.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_A
 from handlers.digest import DIAGNOSE, parse_button_value
 from handlers.escape import escape
 from handlers.ports import StateUnavailable
-from handlers.walks import CLAIM_S, Walk, WalkGone, WalkService
+from handlers.walks import CLAIM_S, WalkService
+from handlers.walkstate import Walk, WalkGone
 from layers.findings import Target, WalkResult
 from layers.target import check_object_name
 
@@ -33,6 +35,17 @@ NAV_ACTIONS = frozenset({DESCEND, JUMP, WALK_ALL})
 OPERATOR_ACTIONS = frozenset({MUST_GATHER, CORDON, UNCORDON})
 GROUP_CACHE_S = 60.0
 _BLOCK_LAYER = re.compile(r"^layer(\d)_actions$")
+
+# What came of a click (the `outcome` of the actions counter).
+DONE = "done"
+REFUSED = "refused"  # not an operator
+REPEATED = "repeated"  # already done (or being done) for this walk
+FAILED = "failed"
+UNCHANGED = "unchanged"  # the node action found nothing to do, or its breaker said no
+NOTHING = "nothing_to_do"  # no layer left to go to, no node to act on
+EXPIRED = "expired"  # the walk is past its retention
+INVALID = "invalid"  # a button value or action id we do not understand
+STATE_DOWN = "state_unavailable"
 
 
 @dataclass(frozen=True)
@@ -131,6 +144,17 @@ class Operators:
         return any(user in self._group(g) for g in self.groups)
 
 
+def walk_id_of(click: Click) -> str | None:
+    """The walk a click belongs to, for its log lines (a digest row's `<digest id>|<node>` names one)."""
+    if "|" not in click.value:
+        return click.value[:64] or None
+    try:
+        did, node = parse_button_value(click.value)
+    except ValueError:
+        return None
+    return f"{did}.{node}"[:64]
+
+
 def when(now: float) -> str:
     """A Slack date token (shown in the reader's time zone) with a UTC fallback."""
     iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
@@ -153,24 +177,33 @@ class Buttons:
     # --- entry -----------------------------------------------------------------------------
 
     def handle(self, click: Click) -> None:
+        observer = self.service.observer
+        with observer.scope(walk_id_of(click)):
+            outcome = FAILED  # unless the handler says otherwise (an exception leaves it failed)
+            try:
+                outcome = self._handle(click)
+            finally:
+                observer.action(click.action_id, outcome)
+
+    def _handle(self, click: Click) -> str:
         if click.action_id in OPERATOR_ACTIONS and not self.operators.allows(click.user):
             self._tell(
                 click,
                 f":no_entry: only operators may use *{click.action_id.replace('_', ' ')}*: "
                 "ask someone listed in GPUBOT_OPERATORS or GPUBOT_OPERATOR_GROUPS. Nothing was done.",
             )
-            return
+            return REFUSED
         try:
             walk = self._digest_walk(click) if "|" in click.value else self.service.load(click.value)
         except ValueError as err:
             self._tell(click, f"this button is not understood: {escape(str(err))}")
-            return
+            return INVALID
         except WalkGone as err:
             self._tell(click, f":hourglass: {escape(str(err))}")
-            return
+            return EXPIRED
         except StateUnavailable as err:
             self._state_down(click, err)
-            return
+            return STATE_DOWN
         handler = {
             DESCEND: self._descend,
             JUMP: self._jump,
@@ -182,11 +215,12 @@ class Buttons:
         }.get(click.action_id)
         if handler is None:
             self._tell(click, f"unknown button {escape(click.action_id)!r}")
-            return
+            return INVALID
         try:
-            handler(click, walk)
+            return handler(click, walk)
         except StateUnavailable as err:
             self._state_down(click, err)
+            return STATE_DOWN
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -216,46 +250,54 @@ class Buttons:
         check_object_name(node, "node")
         return self.service.node_walk(f"{did}.{node}", node, click.channel, click.message_ts)
 
-    def _diagnose(self, click: Click, walk: Walk) -> None:
+    def _diagnose(self, click: Click, walk: Walk) -> str:
         node = walk.target.node or ""
         if not self._claim(walk, "diagnose", click.user):
             self._tell(click, f"{escape(node)} is already being diagnosed in this digest's thread.")
-            return
+            return REPEATED
         self._audit(walk, click, f"asked to diagnose `{escape(node)}`")
         started = self.service.start(
             walk.channel, click.user, walk.target, thread_ts=walk.thread, walk_id=walk.walk_id
         )
         if started is None:
             self.service.release(walk.walk_id, "diagnose")
+            return FAILED
+        return DONE
 
     # --- navigation (anyone) ------------------------------------------------------------------
 
-    def _run_layer(self, click: Click, walk: Walk, layer: int | None, verb: str) -> None:
+    def _run_layer(self, click: Click, walk: Walk, layer: int | None, verb: str) -> str:
         if layer is None:
             self._tell(click, "there is no layer to go to from here: the walk has reached its end.")
-            return
+            return NOTHING
         if not self._claim(walk, f"layer:{layer}", click.user, CLAIM_S):
             self._tell(click, f"layer {layer} has already been run for this walk: see the thread.")
-            return
+            return REPEATED
         self._audit(walk, click, f"{verb} layer {layer}")
-        self.service.run_layers(walk, [layer], claimed=True)
+        # The layer was claimed for this click, so nothing ran only when it failed (and said so).
+        return DONE if self.service.run_layers(walk, [layer], claimed=True) else FAILED
 
-    def _descend(self, click: Click, walk: Walk) -> None:
-        self._run_layer(click, walk, self.service.next_after(walk.walk_id, click.from_layer), "descended to")
+    def _descend(self, click: Click, walk: Walk) -> str:
+        return self._run_layer(
+            click, walk, self.service.next_after(walk.walk_id, click.from_layer), "descended to"
+        )
 
-    def _jump(self, click: Click, walk: Walk) -> None:
-        self._run_layer(click, walk, self.service.suggested(walk.walk_id, click.from_layer), "jumped to")
+    def _jump(self, click: Click, walk: Walk) -> str:
+        return self._run_layer(
+            click, walk, self.service.suggested(walk.walk_id, click.from_layer), "jumped to"
+        )
 
-    def _walk_all(self, click: Click, walk: Walk) -> None:
+    def _walk_all(self, click: Click, walk: Walk) -> str:
         remaining = self.service.remaining(walk.walk_id)
         if not remaining:
             self._tell(click, "every layer has already been run for this walk: see the thread.")
-            return
+            return NOTHING
         if not self._claim(walk, "walk_all", click.user):
             self._tell(click, "the remaining layers are already being walked for this thread.")
-            return
+            return REPEATED
         self._audit(walk, click, "walked the remaining layers (" + ", ".join(map(str, remaining)) + ")")
-        self.service.run_layers(walk, remaining)
+        # Layers another click took meanwhile are not failures; none run at all is.
+        return DONE if self.service.run_layers(walk, remaining) else FAILED
 
     # --- node actions (operators) ---------------------------------------------------------------
 
@@ -268,13 +310,13 @@ class Buttons:
             return None
         return walk.target.node
 
-    def _cordon(self, click: Click, walk: Walk) -> None:
+    def _cordon(self, click: Click, walk: Walk) -> str:
         node = self._node(click, walk)
         if node is None or self.actions is None:
-            return
+            return NOTHING
         if not self._claim(walk, f"cordon:{node}", click.user):
             self._tell(click, f"{escape(node)} was already cordoned from this thread: nothing more to do.")
-            return
+            return REPEATED
         verdict = self.service.walk_result(walk).verdict
         reason = f"gpubot walk {walk.walk_id} ({walk.target.label})"
         if verdict is not None:
@@ -284,42 +326,44 @@ class Buttons:
         except Exception as err:
             self.service.release(walk.walk_id, f"cordon:{node}")
             self.service.report_failure(walk, f"cordon {node} requested by {click.user} failed", err)
-            return
+            return FAILED
         if outcome.changed:
             self.service.release(walk.walk_id, f"uncordon:{node}")
             self._audit(walk, click, f"cordoned `{escape(node)}`: {escape(outcome.message)}")
-        else:
-            # Nothing changed (refused by the breaker, already cordoned): a later click may try again.
-            self.service.release(walk.walk_id, f"cordon:{node}")
-            self._audit(walk, click, f"asked to cordon `{escape(node)}`: {escape(outcome.message)}")
+            return DONE
+        # Nothing changed (refused by the breaker, already cordoned): a later click may try again.
+        self.service.release(walk.walk_id, f"cordon:{node}")
+        self._audit(walk, click, f"asked to cordon `{escape(node)}`: {escape(outcome.message)}")
+        return UNCHANGED
 
-    def _uncordon(self, click: Click, walk: Walk) -> None:
+    def _uncordon(self, click: Click, walk: Walk) -> str:
         node = self._node(click, walk)
         if node is None or self.actions is None:
-            return
+            return NOTHING
         if not self._claim(walk, f"uncordon:{node}", click.user):
             self._tell(click, f"{escape(node)} was already uncordoned from this thread: nothing more to do.")
-            return
+            return REPEATED
         try:
             outcome = self.actions.uncordon(node, f"slack:{click.user}")
         except Exception as err:
             self.service.release(walk.walk_id, f"uncordon:{node}")
             self.service.report_failure(walk, f"uncordon {node} requested by {click.user} failed", err)
-            return
+            return FAILED
         if outcome.changed:
             self.service.release(walk.walk_id, f"cordon:{node}")
             self._audit(walk, click, f"uncordoned `{escape(node)}`: {escape(outcome.message)}")
-        else:
-            self.service.release(walk.walk_id, f"uncordon:{node}")
-            self._audit(walk, click, f"asked to uncordon `{escape(node)}`: {escape(outcome.message)}")
+            return DONE
+        self.service.release(walk.walk_id, f"uncordon:{node}")
+        self._audit(walk, click, f"asked to uncordon `{escape(node)}`: {escape(outcome.message)}")
+        return UNCHANGED
 
-    def _must_gather(self, click: Click, walk: Walk) -> None:
+    def _must_gather(self, click: Click, walk: Walk) -> str:
         node = self._node(click, walk)
         if node is None or self.actions is None:
-            return
+            return NOTHING
         if not self._claim(walk, f"must_gather:{node}", click.user):
             self._tell(click, f"a must-gather for {escape(node)} is already in this thread (or on its way).")
-            return
+            return REPEATED
         self._audit(walk, click, f"started a must-gather of `{escape(node)}`")
         try:
             bundle = self.actions.must_gather(node, walk.target, self.service.walk_result(walk))
@@ -334,5 +378,6 @@ class Buttons:
         except Exception as err:
             self.service.release(walk.walk_id, f"must_gather:{node}")
             self.service.report_failure(walk, f"must-gather of {node} failed", err)
-            return
+            return FAILED
         self.service.note(walk, f"must-gather of `{escape(node)}` attached: {escape(bundle.summary)}")
+        return DONE

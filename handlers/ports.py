@@ -1,14 +1,18 @@
 """What handlers need from the outside world, as small Protocols that bot/ fills in.
 
 Handlers never import bot/: the Bolt wiring passes a state store (Redis or
-process memory) and a Slack poster (slack_sdk WebClient) that satisfy these.
+process memory), a Slack poster (slack_sdk WebClient) and a walk observer
+(metrics and log context) that satisfy these.
 """
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from layers.findings import LayerResult, WalkResult
 
 JSONValue = Any  # anything json.dumps accepts
 
@@ -87,3 +91,46 @@ class SlackPoster(Protocol):
     ) -> None:
         """Attach a file (files upload v2: get URL, send bytes, complete) to a channel or thread."""
         ...
+
+
+class WalkObserver(Protocol):
+    """What the walk service and the buttons report as they run (metrics, and the walk id on log lines)."""
+
+    def walk_started(self) -> None:
+        """A walk exists: its root message is posted and its state stored."""
+        ...
+
+    def layer_done(self, result: LayerResult, seconds: float) -> None:
+        """One layer's check ran in `seconds`; its findings are counted from `result`."""
+        ...
+
+    def walk_finished(self, result: WalkResult) -> None:
+        """The walk's own run (from /gpu why or "diagnose node") has ended; counted once per walk."""
+        ...
+
+    def action(self, kind: str, outcome: str) -> None:
+        """A button click (its action id) and what came of it: done, refused, repeated, failed, …"""
+        ...
+
+    def scope(self, walk_id: str | None) -> AbstractContextManager[None]:
+        """Every log line emitted inside carries this walk id."""
+        ...
+
+
+class NoObserver:
+    """The default WalkObserver: records nothing (tests, the CLI)."""
+
+    def walk_started(self) -> None:
+        pass
+
+    def layer_done(self, result: LayerResult, seconds: float) -> None:
+        pass
+
+    def walk_finished(self, result: WalkResult) -> None:
+        pass
+
+    def action(self, kind: str, outcome: str) -> None:
+        pass
+
+    def scope(self, walk_id: str | None) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()

@@ -8,7 +8,9 @@ claimed with `set_if_absent` before it runs, so two clicks never run it twice.
 
 `/gpu why` and the buttons take the same path: `start` then `follow`,
 `descend`, `jump` or `walk_all`, each layer posted in the thread as it
-completes and the root's layer track updated in place.
+completes and the root's layer track updated in place. The observer port
+counts walks, layer durations and findings, and tags every log line of a
+walk with its id.
 """
 
 from __future__ import annotations
@@ -16,17 +18,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from handlers.blocks import Message, layer_message, root_message
 from handlers.commands import usage_reply
 from handlers.escape import escape
-from handlers.ports import PostRef, SlackPoster, StateStore
+from handlers.ports import NoObserver, PostRef, SlackPoster, StateStore, WalkObserver
+from handlers.walkstate import Walk, WalkGone, layer_from_dict, layer_to_dict, new_walk_id
 from layers.context import WalkContext
-from layers.findings import Finding, LayerResult, Severity, Target, WalkResult
+from layers.findings import LayerResult, Target, WalkResult
 from layers.sources import SourceError
 from layers.walk import LAYERS, run_layer
 
@@ -38,97 +40,6 @@ CLAIM_S = 15 * 60
 
 # Opens a fresh context for a target (reads the pod or node; SourceError when it cannot).
 OpenWalk = Callable[[Target], WalkContext]
-
-
-class WalkGone(LookupError):
-    """The walk id is unknown: expired past the retention, or never existed."""
-
-
-@dataclass(frozen=True)
-class Walk:
-    walk_id: str
-    target: Target
-    channel: str
-    requester: str | None
-    root_ts: str | None
-    thread_ts: str | None  # the digest's node walks live in the digest message's thread
-    created_at: float
-
-    @property
-    def thread(self) -> str | None:
-        """Where layer messages go: the root's thread, or the digest message's."""
-        return self.thread_ts or self.root_ts
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "walk_id": self.walk_id,
-            "target": self.target.to_dict(),
-            "channel": self.channel,
-            "requester": self.requester,
-            "root_ts": self.root_ts,
-            "thread_ts": self.thread_ts,
-            "created_at": self.created_at,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Walk:
-        t = d["target"]
-        return cls(
-            walk_id=d["walk_id"],
-            target=Target(namespace=t.get("namespace"), pod=t.get("pod"), node=t.get("node")),
-            channel=d["channel"],
-            requester=d.get("requester"),
-            root_ts=d.get("root_ts"),
-            thread_ts=d.get("thread_ts"),
-            created_at=float(d.get("created_at") or 0.0),
-        )
-
-
-# --- layer results in the store (to_dict() drops `next` per finding; this keeps it all) ---------------
-
-
-def layer_to_dict(result: LayerResult, at: float) -> dict[str, Any]:
-    return {
-        "layer": result.layer,
-        "status": result.status.label,
-        "next": result.next,
-        "at": at,
-        "findings": [
-            {
-                "code": f.code,
-                "severity": f.severity.label,
-                "summary": f.summary,
-                "evidence": list(f.evidence),
-                "commands": list(f.commands),
-                "node": f.node,
-                "next": f.next,
-            }
-            for f in result.findings
-        ],
-    }
-
-
-def layer_from_dict(d: dict[str, Any]) -> tuple[LayerResult, float]:
-    findings = tuple(
-        Finding(
-            code=f["code"],
-            severity=Severity.parse(f["severity"]),
-            summary=f["summary"],
-            evidence=tuple(f.get("evidence") or ()),
-            commands=tuple(f.get("commands") or ()),
-            node=f.get("node"),
-            next=f.get("next"),
-        )
-        for f in d["findings"]
-    )
-    result = LayerResult(
-        layer=d["layer"], status=Severity.parse(d["status"]), next=d["next"], findings=findings
-    )
-    return result, float(d.get("at") or 0.0)
-
-
-def new_walk_id() -> str:
-    return uuid.uuid4().hex[:16]
 
 
 class WalkService:
@@ -143,8 +54,10 @@ class WalkService:
         retention_s: int = RETENTION_S,
         cluster_name: str | None = None,
         clock: Callable[[], float] = time.time,
+        observer: WalkObserver | None = None,
     ) -> None:
         self.state = state
+        self.observer: WalkObserver = observer or NoObserver()
         self.poster = poster
         self.open_walk = open_walk
         self.retention_s = retention_s
@@ -198,6 +111,13 @@ class WalkService:
         usage) and nothing is posted in the channel: returns None. With `thread_ts`
         the root goes into that thread (the digest's "diagnose node").
         """
+        walk_id = walk_id or new_walk_id()
+        with self.observer.scope(walk_id):
+            return self._start(channel, user, target, thread_ts, walk_id)
+
+    def _start(
+        self, channel: str, user: str | None, target: Target, thread_ts: str | None, walk_id: str
+    ) -> Walk | None:
         try:
             ctx = self.open_walk(target)
         except SourceError as err:
@@ -208,7 +128,7 @@ class WalkService:
             self._ephemeral(channel, user, text)
             return None
         walk = Walk(
-            walk_id=walk_id or new_walk_id(),
+            walk_id=walk_id,
             target=ctx.target,
             channel=channel,
             requester=user,
@@ -230,7 +150,13 @@ class WalkService:
         walk = replace(walk, root_ts=ref.ts)
         self.state.set(self._key(walk.walk_id), walk.to_dict(), self.retention_s)
         log.info("walk %s started for %s by %s", walk.walk_id, walk.target.label, user)
-        self.follow(walk, 1, ctx=ctx)
+        self.observer.walk_started()
+        ran: list[LayerResult] = []
+        try:
+            ran = self.follow(walk, 1, ctx=ctx)
+        finally:
+            # Counted even when the run broke off (the store went down): started and finished pair up.
+            self.observer.walk_finished(WalkResult(walk.target, tuple(ran)))
         return walk
 
     def node_walk(self, walk_id: str, node: str, channel: str, thread_ts: str | None) -> Walk:
@@ -267,7 +193,9 @@ class WalkService:
         try:
             if ctx is None:
                 ctx = self.open_walk(walk.target)
+            started = time.perf_counter()
             result = run_layer(ctx, layer)
+            self.observer.layer_done(result, time.perf_counter() - started)
             self.state.set(
                 self._key(walk.walk_id, "layer", layer), layer_to_dict(result, self.clock()), self.retention_s
             )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -14,7 +17,7 @@ import yaml
 from bot import metrics
 from bot.logs import mask_secrets, setup_logging, walk_scope
 from bot.scenario import build_sources, parse_scenario
-from layers.findings import WalkResult
+from layers.findings import LayerResult, WalkResult
 from layers.walk import open_pod
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
@@ -78,7 +81,7 @@ def _walk_with_metrics() -> WalkResult:
     cluster, telemetry = build_sources(sc)
     ctx = open_pod(cluster, telemetry, "ml", "trainer-0")
     metrics.record_walk_started()
-    results = []
+    results: list[LayerResult] = []
     layer: int | None = 1
     while layer is not None and layer not in {r.layer for r in results}:
         result = metrics.run_layer(ctx, layer)
@@ -247,3 +250,212 @@ def test_mask_secrets_keeps_ordinary_text() -> None:
 def test_bad_level_is_refused() -> None:
     with pytest.raises(ValueError, match="log level"):
         setup_logging("LOUD", stream=io.StringIO())
+
+
+# --- the wiring: Kubernetes and Slack API errors, digest runs, walks that never opened ----------------
+
+
+def _harness_sources(tmp_path: Path, gpu7_allocatable: int = 7) -> tuple[Path, Any, Any]:
+    """The Slack harness scenario (sample 06: gpu-7 lost one of eight GPUs); allocatable 8 heals it."""
+    from bot.scenario import load_scenario
+    from tests.slack_harness import scenario_doc
+
+    doc = scenario_doc()
+    gpu7 = next(o for o in doc["objects"] if o["metadata"]["name"] == "gpu-7")
+    gpu7["status"]["allocatable"]["nvidia.com/gpu"] = str(gpu7_allocatable)
+    path = tmp_path / f"scenario-{gpu7_allocatable}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    cluster, telemetry = build_sources(load_scenario(path))
+    return path, cluster, telemetry
+
+
+def test_kubernetes_api_errors_are_counted_by_kind(tmp_path: Path) -> None:
+    from bot.kube import KubeCluster
+    from layers.sources import SourceError
+    from tests.fakes.kube_api import serve
+
+    _, snapshot, _ = _harness_sources(tmp_path)
+    with serve(snapshot) as api:
+        kube = KubeCluster.from_config(kubeconfig=api.kubeconfig)
+        before = {k: _value("gpubot_kubernetes_api_errors_total", kind=k) for k in ("forbidden", "not_found")}
+        assert [n["metadata"]["name"] for n in kube.list_nodes()]  # a read that works counts nothing
+        with pytest.raises(SourceError) as missing:
+            kube.get_pod("ml", "no-such-pod")
+        assert missing.value.kind == "not_found"
+        api.fail(r"^/api/v1/nodes$", status=403)
+        with pytest.raises(SourceError) as forbidden:
+            kube.list_nodes()
+        assert forbidden.value.kind == "forbidden"
+        kube.close()
+    assert _value("gpubot_kubernetes_api_errors_total", kind="not_found") == before["not_found"] + 1
+    assert _value("gpubot_kubernetes_api_errors_total", kind="forbidden") == before["forbidden"] + 1
+
+
+def test_slack_api_errors_are_counted_once_per_failed_call() -> None:
+    from bot.slackpost import Poster
+    from handlers.ports import PostFailed, PostRef
+    from tests.fakes.slack_api import serve_slack
+
+    def errors(method: str) -> float:
+        return _value("gpubot_slack_api_errors_total", method=method)
+
+    with serve_slack() as slack:
+        poster = Poster(BOT_TOKEN, slack.url, attempts=3, backoff_s=0.0)
+        b_post, b_update = errors("chat.postmessage"), errors("chat.update")
+        poster.post("C0OK", "fine")
+        assert errors("chat.postmessage") == b_post
+        # Three 500s: three attempts, one failed call.
+        slack.fail("chat.postMessage", 500, times=3)
+        with pytest.raises(PostFailed):
+            poster.post("C0FAIL", "lost")
+        assert len(slack.calls_to("chat.postMessage")) == 4
+        assert errors("chat.postmessage") == b_post + 1
+        # A 404 is not retried, and counted under its own method.
+        slack.fail("chat.update", 404)
+        with pytest.raises(PostFailed):
+            poster.update(PostRef("C0FAIL", "1795000001.000100"), "x")
+        assert errors("chat.update") == b_update + 1
+        b_upload = errors("files.upload_v2")
+        slack.fail("files.getUploadURLExternal", 403)
+        with pytest.raises(PostFailed, match=r"file upload of chart\.png"):
+            poster.upload("C0FAIL", "chart.png", b"png")
+        assert errors("files.upload_v2") == b_upload + 1
+
+
+def test_scheduled_digest_runs_are_counted_by_outcome(tmp_path: Path) -> None:
+    from zoneinfo import ZoneInfo
+
+    from bot.scheduler import DigestJob, Outcome, start_scheduler
+    from bot.slackpost import Poster
+    from bot.state import MemoryState
+    from layers.digest import Digest, collect_digest
+    from layers.sources import Telemetry
+    from tests.fakes.slack_api import serve_slack
+
+    def runs(outcome: str) -> float:
+        return _value("gpubot_digest_runs_total", outcome=outcome)
+
+    def job_over(cluster: Any, telemetry: Any, slack_url: str) -> DigestJob:
+        def collect() -> tuple[Digest, Telemetry]:
+            return collect_digest(cluster, telemetry), telemetry
+
+        poster = Poster(BOT_TOKEN, slack_url, attempts=1)
+        day = 1_795_000_000.0
+        return DigestJob(collect, poster, "C0DIGEST", MemoryState(), ZoneInfo("UTC"), clock=lambda: day)
+
+    _, sick_cluster, sick_metrics = _harness_sources(tmp_path, gpu7_allocatable=7)
+    _, well_cluster, well_metrics = _harness_sources(tmp_path, gpu7_allocatable=8)
+    before = {o: runs(o) for o in ("posted", "all_clear", "skipped", "failed")}
+    with serve_slack() as slack:
+        sick = job_over(sick_cluster, sick_metrics, slack.url)
+        assert sick() is Outcome.POSTED
+        assert sick() is Outcome.ALREADY_DONE
+        slack.fail("chat.postMessage", 404)
+        failing = job_over(sick_cluster, sick_metrics, slack.url)  # a fresh store: the day is open
+        assert failing() is Outcome.FAILED
+        well = job_over(well_cluster, well_metrics, slack.url)
+        assert well() is Outcome.POSTED
+    assert runs("posted") == before["posted"] + 1
+    assert runs("skipped") == before["skipped"] + 1
+    assert runs("failed") == before["failed"] + 1
+    assert runs("all_clear") == before["all_clear"] + 1
+    assert _value("gpubot_digest_last_success_timestamp_seconds") > 1.7e9
+
+    metrics.record_digest_scheduled(False)
+    scheduler = start_scheduler(lambda: None, 9, 0, ZoneInfo("UTC"))
+    try:
+        assert _value("gpubot_digest_scheduled") == 1
+    finally:
+        scheduler.shutdown(wait=False)
+
+
+def test_cli_digest_post_counts_its_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot import cli
+    from tests.fakes.slack_api import serve_slack
+
+    path, _, _ = _harness_sources(tmp_path)
+    for name in ("REDIS_URL", "PROMETHEUS_URL", "GPUBOT_SCENARIO"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
+    monkeypatch.setenv("GPUBOT_DIGEST_CHANNEL", "C0DIGEST")
+    before_posted, before_failed = (
+        _value("gpubot_digest_runs_total", outcome="posted"),
+        _value("gpubot_digest_runs_total", outcome="failed"),
+    )
+    with serve_slack() as slack:
+        monkeypatch.setenv("SLACK_API_URL", slack.url)
+        assert cli.main(["digest", "--post", "--scenario", str(path)]) == 0
+        assert _value("gpubot_digest_runs_total", outcome="posted") == before_posted + 1
+        slack.fail("chat.postMessage", 404)
+        assert cli.main(["digest", "--post", "--scenario", str(path)]) != 0
+        assert _value("gpubot_digest_runs_total", outcome="failed") == before_failed + 1
+    assert BOT_TOKEN not in capsys.readouterr().err
+
+
+def test_a_pod_that_cannot_be_read_opens_no_walk(tmp_path: Path) -> None:
+    from tests.fakes.slack_api import serve_slack
+    from tests.slack_harness import dispatch, inprocess_bot, slash_body, wait_for
+
+    path, _, _ = _harness_sources(tmp_path)
+    started, finished = _value("gpubot_walks_started_total"), _exposition_total("gpubot_walks_finished_total")
+    with serve_slack() as slack:
+        bot = inprocess_bot(slack.url, path)
+        try:
+            assert dispatch(bot, slash_body("why ml/no-such-pod")).status == 200
+            wait_for("the usage, ephemerally", lambda: slack.calls_to("chat.postEphemeral"))
+        finally:
+            bot.shutdown()
+    assert _value("gpubot_walks_started_total") == started
+    assert _exposition_total("gpubot_walks_finished_total") == finished
+
+
+def _exposition_total(name: str) -> float:
+    return sum(v for k, v in _exposition().items() if k.startswith(name + "{"))
+
+
+def test_log_level_setting() -> None:
+    from bot.config import ConfigError, load_config
+
+    assert load_config({}).log_level == "INFO"
+    assert load_config({"GPUBOT_LOG_LEVEL": " debug "}).log_level == "DEBUG"
+    with pytest.raises(
+        ConfigError, match=r"^GPUBOT_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got 'LOUD'$"
+    ):
+        load_config({"GPUBOT_LOG_LEVEL": "LOUD"})
+
+
+# Names whose value is a credential, or a URL that may carry one (REDIS_URL's password).
+_SECRET_NAMES = re.compile(r"token|secret|password|passwd|redis_url|authorization", re.I)
+_LOG_METHODS = {"debug", "info", "warning", "error", "exception", "critical", "log"}
+
+
+def test_no_log_call_formats_a_credential() -> None:
+    """Masking is the second line of defence; the first is never handing a credential to a logger."""
+    root = Path(__file__).resolve().parents[1]
+    offenders = []
+    for path in sorted([*root.glob("bot/*.py"), *root.glob("handlers/*.py")]):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _LOG_METHODS
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in {"log", "logger", "logging"}
+            ):
+                continue
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                for sub in ast.walk(arg):
+                    name = (
+                        sub.id
+                        if isinstance(sub, ast.Name)
+                        else sub.attr
+                        if isinstance(sub, ast.Attribute)
+                        else ""
+                    )
+                    if _SECRET_NAMES.search(name):
+                        offenders.append(f"{path.relative_to(root)}:{node.lineno} logs {name}")
+    assert offenders == []
+    assert len(list(root.glob("handlers/*.py"))) > 3  # the scan saw the code it is meant to check

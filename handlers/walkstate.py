@@ -1,0 +1,104 @@
+"""A walk's stored state: what the state store keeps under the walk id.
+
+Plain JSON so any replica, after any restart, reads the same walk: its
+target, thread and requester, and each layer's result with when it ran.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from layers.findings import Finding, LayerResult, Severity, Target
+
+
+class WalkGone(LookupError):
+    """The walk id is unknown: expired past the retention, or never existed."""
+
+
+@dataclass(frozen=True)
+class Walk:
+    walk_id: str
+    target: Target
+    channel: str
+    requester: str | None
+    root_ts: str | None
+    thread_ts: str | None  # the digest's node walks live in the digest message's thread
+    created_at: float
+
+    @property
+    def thread(self) -> str | None:
+        """Where layer messages go: the root's thread, or the digest message's."""
+        return self.thread_ts or self.root_ts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "walk_id": self.walk_id,
+            "target": self.target.to_dict(),
+            "channel": self.channel,
+            "requester": self.requester,
+            "root_ts": self.root_ts,
+            "thread_ts": self.thread_ts,
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Walk:
+        t = d["target"]
+        return cls(
+            walk_id=d["walk_id"],
+            target=Target(namespace=t.get("namespace"), pod=t.get("pod"), node=t.get("node")),
+            channel=d["channel"],
+            requester=d.get("requester"),
+            root_ts=d.get("root_ts"),
+            thread_ts=d.get("thread_ts"),
+            created_at=float(d.get("created_at") or 0.0),
+        )
+
+
+# --- layer results in the store (to_dict() drops `next` per finding; this keeps it all) ---------------
+
+
+def layer_to_dict(result: LayerResult, at: float) -> dict[str, Any]:
+    return {
+        "layer": result.layer,
+        "status": result.status.label,
+        "next": result.next,
+        "at": at,
+        "findings": [
+            {
+                "code": f.code,
+                "severity": f.severity.label,
+                "summary": f.summary,
+                "evidence": list(f.evidence),
+                "commands": list(f.commands),
+                "node": f.node,
+                "next": f.next,
+            }
+            for f in result.findings
+        ],
+    }
+
+
+def layer_from_dict(d: dict[str, Any]) -> tuple[LayerResult, float]:
+    findings = tuple(
+        Finding(
+            code=f["code"],
+            severity=Severity.parse(f["severity"]),
+            summary=f["summary"],
+            evidence=tuple(f.get("evidence") or ()),
+            commands=tuple(f.get("commands") or ()),
+            node=f.get("node"),
+            next=f.get("next"),
+        )
+        for f in d["findings"]
+    )
+    result = LayerResult(
+        layer=d["layer"], status=Severity.parse(d["status"]), next=d["next"], findings=findings
+    )
+    return result, float(d.get("at") or 0.0)
+
+
+def new_walk_id() -> str:
+    return uuid.uuid4().hex[:16]
