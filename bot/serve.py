@@ -234,20 +234,9 @@ def _start_digest(bot: GpuBot, sources: Sources, cfg: Config) -> BackgroundSched
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m bot.serve …`: the same command as `gpubot serve`, through the CLI's error handling."""
-    from bot import cli, cli_serve
-    from bot.config import ConfigError
+    from bot import cli
 
-    parser = argparse.ArgumentParser(prog="gpubot serve")
-    cli_serve.add_arguments(parser, cli._add_sources)
-    args = parser.parse_args(argv)
-    try:
-        return cmd_serve(args)
-    except ConfigError as err:
-        print(f"gpubot: {err}", file=sys.stderr)
-        return cli.EXIT_INPUT
-    except SourceError as err:
-        print(f"gpubot: {err}", file=sys.stderr)
-        return cli.EXIT_INPUT if err.kind in ("not_found", "bad_input") else cli.EXIT_BACKEND
+    return cli.main(["serve", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -48,13 +48,6 @@ _DEVICE_ID = re.compile(r"\b(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*")
 UNNAMED_DEVICE = "a device the plugin did not name"
 # An Xid the plugin is told to ignore; "Skipping non-nvmlEventTypeXidCriticalError event" is not one.
 _SKIPPING = re.compile(r"Skipping event\s*:?\s*\{.*?EventData:\s*(?P<xid>\d+)", re.IGNORECASE)
-# Terminal colour codes some log shippers keep.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def clean_line(raw: str) -> str:
-    """A log line without colour codes or surrounding whitespace (CR included)."""
-    return _ANSI.sub("", raw).strip()
 
 
 def unhealthy_device(line: str) -> str | None:
@@ -81,10 +74,7 @@ class PluginLog:
     commands: list[str] = field(default_factory=list)
 
     def scan(self, text: str, where: str, now: float, previous: bool) -> None:
-        for raw in text.splitlines():
-            line = clean_line(raw)
-            if not line:
-                continue
+        for line in sig.lines_of(text):
             ts = sig.line_time(line, now)
             recent = ts is None or ts >= now - gf.DAY_S
             shown = f"[{where}] {line[:300]}"

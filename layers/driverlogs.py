@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from layers.logsigs import Signature, lines_of, strip_prefixes
+from layers.logsigs import EVIDENCE_CHARS, Signature, clip, lines_of, strip_prefixes
 
 
 def _sig(name: str, *phrases: str) -> Signature:
@@ -23,9 +23,7 @@ def _sig(name: str, *phrases: str) -> Signature:
 
 
 _Q = r"""["'‘’`]?"""
-# Terminal colour/cursor codes some images print around ERROR/WARNING, and other control characters.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
-MAX_LINE = 400  # evidence characters per line: progress bars and glued messages can run to kilobytes
+MAX_LINE = EVIDENCE_CHARS  # per line: progress bars and glued messages can run to kilobytes
 
 
 @dataclass(frozen=True)
@@ -172,28 +170,11 @@ MANAGER_PROBLEM = re.compile(
 )
 
 
-def clean(line: str) -> str:
-    """A log line without terminal colour codes or control characters, trimmed."""
-    return _ANSI.sub("", line).strip()
-
-
 def excerpt(line: str, sig: Signature | None = None) -> str:
     """The line as evidence: whole when short, else a window around what the signature matched."""
-    if len(line) <= MAX_LINE:
-        return line
-    start = 0
-    for p in sig.patterns if sig else ():
-        m = p.search(line)
-        if m:
-            start = max(0, m.start() - MAX_LINE // 4)
-            break
-    cut = line[start : start + MAX_LINE]
-    return ("…" if start else "") + cut + ("…" if start + MAX_LINE < len(line) else "")
-
-
-def log_lines(text: str | None) -> list[str]:
-    """Non-blank lines of a log, cleaned of colour codes."""
-    return [ln for ln in (clean(raw) for raw in lines_of(text)) if ln]
+    # Signature.search would apply `unless`; the line already matched, only where matters here.
+    at = next((m.start() for p in (sig.patterns if sig else ()) if (m := p.search(line))), 0)
+    return clip(line, at)
 
 
 @dataclass
@@ -226,7 +207,7 @@ def failure_of(line: str) -> tuple[str, str] | None:
 def scan_driver_log(text: str | None, ready: Signature = DRIVER_READY) -> DriverLogScan:
     """Build/load failures and host-driver lines after the last `ready` marker; the kernel it names."""
     scan = DriverLogScan()
-    lines = log_lines(text)
+    lines = lines_of(text)
     cut = max((i for i, ln in enumerate(lines) if ready.matches(ln)), default=-1)
     for ln in lines[cut + 1 :]:
         if _SOFT.match(strip_prefixes(ln)):

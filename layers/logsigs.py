@@ -1,4 +1,4 @@
-"""Signatures of GPU failures in logs, events and scheduler messages.
+"""Signatures of GPU failures in logs and events.
 
 Pure text matching, shared by the layers. Real logs come with prefixes
 (`kubectl logs --timestamps`, `--prefix`, klog headers, Go's log dates, the
@@ -33,13 +33,23 @@ _GOLOG = re.compile(r"^\d{4}/\d{2}/\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?\s+")
 _CRI_STREAM = re.compile(r"^(?:stdout|stderr)\s+[FP]\s+")
 # logrus text format (the validator): 'time="…" level=info msg="…"' keeps only the message.
 _LOGRUS = re.compile(r'^time="[^"]*"\s+level=\w+\s+msg=(?:"((?:[^"\\]|\\.)*)"|(\S+))(.*)$')
-# Terminal colours some images print even when not on a terminal.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# Terminal colour/cursor codes some images print even when not on a terminal (CSI sequences with
+# intermediate bytes, two-character escapes), and other control characters, CR included; tab stays.
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean_line(line: str) -> str:
+    """One log line without colour codes or control characters, trimmed.
+
+    Per line, never over a whole log: \\v, \\f and \\x1c-\\x1e are line breaks to str.splitlines,
+    so removing them first would glue lines together.
+    """
+    return _CONTROL.sub("", line).strip()
 
 
 def strip_prefixes(line: str) -> str:
     """The message of a log line without its transport and logger prefixes."""
-    text = _ANSI.sub("", line).strip()
+    text = clean_line(line)
     for pattern in (_KUBECTL_PREFIX, _RFC3339, _CRI_STREAM, _JOURNAL, _PROCESS, _KLOG, _GOLOG):
         text = pattern.sub("", text, count=1)
     m = _LOGRUS.match(text)
@@ -91,12 +101,13 @@ def line_time(line: str, now: float) -> float | None:
 
 
 def lines_of(text: str | None) -> list[str]:
-    """Non-blank lines, trimmed, without terminal colour codes (CRLF endings split like LF)."""
+    """Non-blank lines, cleaned (clean_line); CRLF endings split like LF."""
     if not text:
         return []
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
-    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+    lines = text.splitlines()
+    # Most logs carry no escape or control character: skip the per-line regex over 100k lines.
+    tidy = clean_line if _CONTROL.search(text) else str.strip
+    return [ln for ln in map(tidy, lines) if ln]
 
 
 EVIDENCE_CHARS = 400  # one evidence line; a minified JSON log line can be 100 kB
@@ -250,10 +261,14 @@ def failing_wait_reason(reason: str | None) -> str | None:
 
 # --- GPU memory in application logs ---------------------------------------------------
 
-# GPU out-of-memory in application logs (PyTorch, CUDA runtime, TensorFlow, vLLM).
+# GPU out-of-memory in application logs: PyTorch, the CUDA runtime, TensorFlow, XLA/JAX, cuBLAS,
+# raw cudaMalloc (llama.cpp …) and vLLM V1's KV-cache check. gRPC's RESOURCE_EXHAUSTED and
+# host-side MemoryError / java.lang.OutOfMemoryError are not these.
 GPU_OOM = re.compile(
     r"CUDA out of memory|(?<!java\.lang\.)OutOfMemoryError|CUDA error: out of memory"
-    r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|OOM when allocating tensor",
+    r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|OOM when allocating tensor"
+    r"|RESOURCE_EXHAUSTED:\s*Out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaMalloc\w*\s+failed:\s*out of memory"
+    r"|larger than the available KV cache memory",
     re.IGNORECASE,
 )
 VLLM_FREE_MEMORY = re.compile(
@@ -262,16 +277,20 @@ VLLM_FREE_MEMORY = re.compile(
     re.IGNORECASE,
 )
 VLLM_NO_CACHE = re.compile(r"No available memory for the cache blocks", re.IGNORECASE)
+# `grep -iE` for a person to find the same lines (a superset, for reading, not for deciding).
+GPU_OOM_GREP = (
+    "out of memory|OutOfMemoryError|Free memory on device|cache blocks|KV cache memory|OOM when allocating"
+    "|ALLOC_FAILED"
+)
 
 
 def gpu_oom_lines(text: str | None) -> list[str]:
-    """Lines of an application log saying the GPU ran out of memory (trimmed, cut at 400 characters)."""
-    hits: list[str] = []
-    for raw in (text or "").splitlines():
-        line = raw.strip()
-        if line and (GPU_OOM.search(line) or VLLM_FREE_MEMORY.search(line) or VLLM_NO_CACHE.search(line)):
-            hits.append(line[:400])
-    return hits
+    """Lines of an application log saying the GPU ran out of memory (cleaned, cut at EVIDENCE_CHARS)."""
+    return [
+        line[:EVIDENCE_CHARS]
+        for line in lines_of(text)
+        if GPU_OOM.search(line) or VLLM_FREE_MEMORY.search(line) or VLLM_NO_CACHE.search(line)
+    ]
 
 
 # --- events ------------------------------------------------------------------------
@@ -317,98 +336,3 @@ def event_line(ev: Mapping[str, Any]) -> str:
     times = f" (x{count})" if count > 1 else ""
     msg = " ".join(event_message(ev).split())
     return " ".join(f"{ev.get('type') or 'Warning'} {ev.get('reason')}{times} {source}:".split()) + f" {msg}"
-
-
-# --- kube-scheduler's FailedScheduling message ---------------------------------------
-
-_AVAILABLE = re.compile(r"(\d+)\s*/\s*(\d+)\s+nodes?\s+(?:are|is)\s+available\s*:?\s*", re.IGNORECASE)
-_PREEMPTION = re.compile(r"\.?\s*preemption\s*:", re.IGNORECASE)
-# Reasons are "<count> <text>" joined by ", "; a comma inside a reason (the old
-# "had taint {k: v}, that the pod didn't tolerate") is not followed by a count.
-_REASON_SPLIT = re.compile(r",\s*(?=\d+\s)")
-_COUNTED = re.compile(r"^(\d+)\s+(.+)$", re.DOTALL)
-_TAINT = re.compile(r"taints?\s*\{\s*([^:{}]+?)\s*:\s*([^{}]*?)\s*\}", re.IGNORECASE)
-_INSUFFICIENT = re.compile(r"^insufficient\s+(\S+?)\.?$", re.IGNORECASE)
-_SELECTOR = re.compile(
-    r"didn'?t\s+match\s+(?:the\s+)?(?:node\s+selector|pod'?s\s+node\s+affinity|node\s+affinity)"
-    r"|didn'?t\s+satisfy\s+plugin\(s\)\s*\[\s*NodeAffinity",
-    re.IGNORECASE,
-)
-# NodeUnschedulable says "were unschedulable"; where TaintToleration saw the cordon first it names
-# the taint "{node.kubernetes.io/unschedulable: }": the same cordon.
-_UNSCHEDULABLE = re.compile(
-    r"(?:were|was|is|are)\s+unschedulable|node\.kubernetes\.io/unschedulable", re.IGNORECASE
-)
-_TAINTED = re.compile(r"untolerated\s+taint|had\s+taints?\b|didn'?t\s+tolerate", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class SchedulerReason:
-    count: int | None
-    text: str
-
-
-@dataclass(frozen=True)
-class SchedulingFailure:
-    """A parsed `0/N nodes are available: …` message (kube-scheduler framework/types.go)."""
-
-    message: str
-    total_nodes: int | None
-    reasons: tuple[SchedulerReason, ...]
-    preemption: str | None
-
-    @property
-    def insufficient(self) -> dict[str, int | None]:
-        """Resource → how many nodes lacked it (`Insufficient nvidia.com/gpu`)."""
-        out: dict[str, int | None] = {}
-        for r in self.reasons:
-            m = _INSUFFICIENT.match(r.text)
-            if m:
-                out[m.group(1)] = r.count
-        return out
-
-    @property
-    def selector_mismatch(self) -> bool:
-        return any(_SELECTOR.search(r.text) for r in self.reasons)
-
-    @property
-    def unschedulable(self) -> bool:
-        return any(_UNSCHEDULABLE.search(r.text) for r in self.reasons)
-
-    @property
-    def untolerated_taint(self) -> bool:
-        return any(_TAINTED.search(r.text) for r in self.reasons)
-
-    @property
-    def taints(self) -> list[tuple[str, str]]:
-        """(key, value) of every taint the scheduler named."""
-        return [(m.group(1), m.group(2)) for r in self.reasons for m in _TAINT.finditer(r.text)]
-
-
-def _split_reasons(body: str) -> tuple[SchedulerReason, ...]:
-    body = body.strip().rstrip(".").strip()
-    reasons: list[SchedulerReason] = []
-    # PreFilter messages ("pod has unbound immediate PersistentVolumeClaims") end with a
-    # period before the counted filter reasons; split on ". " first.
-    for sentence in re.split(r"\.\s+(?=\d|[A-Za-z])", body):
-        for piece in _REASON_SPLIT.split(sentence.strip()):
-            piece = piece.strip().strip(",").strip().rstrip(".").strip()
-            if not piece:
-                continue
-            m = _COUNTED.match(piece)
-            reasons.append(
-                SchedulerReason(int(m.group(1)), m.group(2)) if m else SchedulerReason(None, piece)
-            )
-    return tuple(reasons)
-
-
-def parse_failed_scheduling(message: str) -> SchedulingFailure:
-    """Split a FailedScheduling message into counted reasons; unknown shapes keep the whole text."""
-    text = " ".join(message.split())
-    m = _AVAILABLE.search(text)
-    if not m:
-        return SchedulingFailure(text, None, _split_reasons(text), None)
-    rest = text[m.end() :]
-    pre = _PREEMPTION.search(rest)
-    body, preemption = (rest[: pre.start()], rest[pre.end() :].strip()) if pre else (rest, None)
-    return SchedulingFailure(text, int(m.group(2)), _split_reasons(body), preemption)

@@ -26,19 +26,7 @@ FB_CEILING = 0.95
 
 _VLLM = re.compile(r"vllm", re.IGNORECASE)
 _EVIDENCE_LINES = 5
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# GPU allocators failing beyond logsigs' signatures: XLA/JAX, cuBLAS, raw cudaMalloc (llama.cpp …)
-# and vLLM V1's KV-cache check. gRPC's RESOURCE_EXHAUSTED and host-side MemoryError are not these.
-_MORE_GPU_OOM = re.compile(
-    r"RESOURCE_EXHAUSTED:\s*Out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaMalloc\w*\s+failed:\s*out of memory"
-    r"|larger than the available KV cache memory",
-    re.IGNORECASE,
-)
 _KV_CACHE = re.compile(r"memory for the cache blocks|available KV cache memory", re.IGNORECASE)
-_OOM_GREP = (
-    "out of memory|OutOfMemoryError|Free memory on device|cache blocks|KV cache memory|OOM when allocating"
-    "|ALLOC_FAILED"
-)
 
 
 def check(ctx: WalkContext) -> LayerResult:
@@ -142,7 +130,7 @@ def gpu_oom_in_logs(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
         seen: set[str] = set()
         try:
             for previous in (False, True):
-                for line in gpu_oom_lines(ctx.log(ns, name, container, previous)):
+                for line in sig.gpu_oom_lines(ctx.log(ns, name, container, previous)):
                     if line not in seen:
                         seen.add(line)
                         hits.append(f"[{container}{' previous' if previous else ''}] {line}")
@@ -164,26 +152,12 @@ def gpu_oom_in_logs(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
                 _oom_summary(container, hits),
                 evidence=hits[:_EVIDENCE_LINES],
                 commands=[
-                    f"kubectl logs -n {ns} {name} -c {container} | grep -iE '{_OOM_GREP}'",
-                    f"kubectl logs -n {ns} {name} -c {container} --previous | grep -iE '{_OOM_GREP}'",
+                    f"kubectl logs -n {ns} {name} -c {container} | grep -iE '{sig.GPU_OOM_GREP}'",
+                    f"kubectl logs -n {ns} {name} -c {container} --previous | grep -iE '{sig.GPU_OOM_GREP}'",
                 ],
                 node=ctx.bound_node,
             )
         )
-    return out
-
-
-def gpu_oom_lines(text: str | None) -> list[str]:
-    """GPU out-of-memory lines of an application log: logsigs' signatures and a few more, colour codes removed."""
-    if not text:
-        return []
-    clean = _ANSI.sub("", text)
-    known = set(sig.gpu_oom_lines(clean))
-    out = []
-    for raw in clean.splitlines():
-        line = raw.strip()[:400]
-        if line and (line in known or _MORE_GPU_OOM.search(line)):
-            out.append(line)
     return out
 
 

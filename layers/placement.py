@@ -13,7 +13,7 @@ from typing import Any
 
 from layers import objects as o
 from layers.findings import Finding, finding
-from layers.logsigs import SchedulingFailure
+from layers.schedmsg import SchedulingFailure
 from layers.sources import K8sObject
 
 MAX_LISTED = 10  # nodes named in one finding's evidence; the rest are counted

@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from layers import objects as o
 from layers.context import WalkContext
 from layers.findings import Finding, LayerResult, finding, unknown
-from layers.logsigs import SchedulingFailure, event_line, event_message, event_time, parse_failed_scheduling
+from layers.logsigs import event_line, event_message, event_time
 from layers.placement import MAX_LISTED, listed, one_node, scheduler_reasons
+from layers.schedmsg import SchedulingFailure, parse_failed_scheduling
 from layers.sources import K8sObject, SourceError
 
 LAYER = 1

@@ -17,7 +17,7 @@ from layers import objects as o
 from layers import podstatus as ps
 from layers.context import WalkContext, component
 from layers.findings import Finding, LayerResult, finding, unknown
-from layers.logsigs import Signature, event_message
+from layers.logsigs import Signature, clean_line, event_message, lines_of
 from layers.sources import K8sObject, SourceError
 
 LAYER = 3
@@ -137,7 +137,7 @@ def _read_driver(reads: _Reads, pod: K8sObject, node: str) -> _DriverLog:
         st = ps.container_status(pod, DRIVER_MANAGER)
         if st is None or ps.status_failing(st, init=True):
             for prev in (False, True) if ps.restarted(pod, DRIVER_MANAGER) else (False,):
-                for ln in dl.log_lines(reads.log(pod, DRIVER_MANAGER, prev, node)):
+                for ln in lines_of(reads.log(pod, DRIVER_MANAGER, prev, node)):
                     if dl.HOST_DRIVER.matches(ln):
                         host.append(dl.excerpt(ln, dl.HOST_DRIVER))
                     elif dl.MANAGER_PROBLEM.search(ln):
@@ -201,7 +201,7 @@ def _host_driver_in_validators(reads: _Reads, pods: list[K8sObject], node: str) 
             continue
         for prev in (False, True) if ps.restarted(pod, "driver-validation") else (False,):
             text = reads.log(pod, "driver-validation", prev, node)
-            out += [ln for ln in dl.log_lines(text) if dl.HOST_DRIVER.matches(ln)][:2]
+            out += [ln for ln in lines_of(text) if dl.HOST_DRIVER.matches(ln)][:2]
     return out
 
 
@@ -302,12 +302,12 @@ def _fabric_manager(reads: _Reads, node: str) -> list[Finding]:
         for c in ps.container_names(pod, _FALLBACK_CONTAINERS.get(component(pod) or "", ())):
             for prev in (False, True) if ps.restarted(pod, c) else (False,):
                 text = reads.log(pod, c, prev, node)
-                hits = [dl.excerpt(ln) for ln in dl.log_lines(text) if dl.FABRIC_NOT_READY.matches(ln)][:3]
+                hits = [dl.excerpt(ln) for ln in lines_of(text) if dl.FABRIC_NOT_READY.matches(ln)][:3]
                 if hits:
                     evidence += [f"{o.name(pod)}/{c}: {ln}" for ln in hits]
                     commands.append(_logs_cmd(pod, c, prev))
         for ev in reads.events(pod, node):
-            msg = dl.clean(event_message(ev))
+            msg = clean_line(event_message(ev))
             if dl.FABRIC_NOT_READY.matches(msg):
                 evidence.append(f"event on {o.name(pod)}: {' '.join(msg.split())}")
                 commands.append(f"kubectl describe pod -n {o.namespace(pod)} {o.name(pod)}")

@@ -16,9 +16,16 @@ from typing import Any
 import pytest
 
 from tests import test_bundled_scenarios as bundled
+from tests.incidents.scenario_checks import (
+    bundled_names,
+    check_structure,
+    incident_files,
+    names,
+    walked_findings,
+)
 
 HERE = Path(__file__).resolve().parent / "l12"
-FILES = sorted(HERE.glob("*.yaml"))
+FILES = incident_files("l12")
 IDS = [p.stem for p in FILES]
 
 
@@ -28,16 +35,12 @@ def test_at_least_four_incidents() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_files_follow_the_scenario_format(path: Path) -> None:
-    bundled.test_top_level_follows_the_scenario_format(path)
-    bundled.test_objects_are_consistent(path)
-    bundled.test_operands_look_like_the_gpu_operators(path)
-    bundled.test_logs_belong_to_real_containers(path)
-    bundled.test_expectations_are_well_formed(path)
+    check_structure(path)
 
 
 def test_names_differ_from_the_bundled_scenarios() -> None:
-    ours = {bundled.read(p)["name"] for p in FILES}
-    theirs = {bundled.read(p)["name"] for p in bundled.FILES}
+    ours = names(FILES)
+    theirs = bundled_names()
     assert not ours & theirs
 
 
@@ -47,8 +50,7 @@ def test_default_walk_gives_the_expected_diagnosis(path: Path) -> None:
 
 
 def findings(path: Path, code: str) -> list[Any]:
-    result, _exp = bundled.diagnose(path)
-    return [f for layer in result.layers for f in layer.findings if f.code == code]
+    return walked_findings(path, code)
 
 
 def by_name(stem: str) -> Path:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import tests.test_bundled_scenarios as bundled
+from tests.incidents.scenario_checks import bundled_names, check_structure, incident_files, names
 
-DIR = Path(__file__).resolve().parent / "l3"
-FILES = sorted(DIR.glob("*.yaml"))
+FILES = incident_files("l3")
 IDS = [p.stem for p in FILES]
 
 
@@ -39,19 +39,14 @@ def test_at_least_four_incidents() -> None:
 
 
 def test_names_do_not_clash_with_bundled_scenarios() -> None:
-    mine = {bundled.read(p)["name"] for p in FILES}
-    theirs = {bundled.read(p)["name"] for p in bundled.FILES}
+    mine = names(FILES)
+    theirs = bundled_names()
     assert len(mine) == len(FILES) and not mine & theirs
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_structure(path: Path) -> None:
-    bundled.test_top_level_follows_the_scenario_format(path)
-    bundled.test_objects_are_consistent(path)
-    bundled.test_operands_look_like_the_gpu_operators(path)
-    bundled.test_logs_belong_to_real_containers(path)
-    bundled.test_series_have_history_in_order(path)
-    bundled.test_expectations_are_well_formed(path)
+    check_structure(path)
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)

@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.snapshot import SnapshotCluster, log_key
 from layers.context import Settings, WalkContext
-from layers.findings import Target
+from layers.findings import Finding, LayerResult, Target
 from layers.sources import K8sObject, NoTelemetry, SourceError, Telemetry
 
 NOW = 1_795_000_000.0  # 2026-11-18, a fixed instant for NoTelemetry
@@ -98,6 +98,13 @@ def waiting(
     if last:
         st["lastState"] = {"terminated": dict(last)}
     return st
+
+
+def crash_looping(name: str, restarts: int, *, exit_code: int = 1) -> dict[str, Any]:
+    """A container in CrashLoopBackOff whose last run ended in Error."""
+    return waiting(
+        name, "CrashLoopBackOff", restarts=restarts, last={"reason": "Error", "exitCode": exit_code}
+    )
 
 
 def terminated(
@@ -340,3 +347,17 @@ def logs_for(pod_obj: K8sObject, container: str, text: str, *, previous: bool = 
     """{log key: text} for SnapshotCluster(logs=…)."""
     meta = pod_obj["metadata"]
     return {log_key(meta["namespace"], meta["name"], container, previous): text}
+
+
+# --- reading results ---------------------------------------------------------------------
+
+
+def codes(result: LayerResult) -> list[str]:
+    return [f.code for f in result.findings]
+
+
+def one(result: LayerResult, code: str) -> Finding:
+    """The single finding with this code (fails, naming the codes found, when there are 0 or 2+)."""
+    found = [f for f in result.findings if f.code == code]
+    assert len(found) == 1, (code, codes(result))
+    return found[0]

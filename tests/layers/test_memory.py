@@ -10,6 +10,7 @@ from layers import memory
 from layers.findings import Severity
 from layers.sources import NoTelemetry
 from tests.layers import builders as b
+from tests.layers.builders import codes
 from tests.layers.fake_telemetry import exposition, sample_text, series, telemetry
 
 NOW = 1_795_953_600.0  # 2026-11-29T12:00:00Z
@@ -36,10 +37,6 @@ TORCH_OOM = (
     "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacty of 23.69 GiB "
     "of which 3.09 GiB is free."
 )
-
-
-def codes(result: Any) -> list[str]:
-    return [f.code for f in result.findings]
 
 
 def fb(used: float, free: float, pod: tuple[str, str] | None = None, **extra: str) -> list:

@@ -11,6 +11,8 @@ from layers import runtime
 from layers.findings import STOP, LayerResult, Severity
 from layers.sources import K8sObject
 from tests.layers.builders import (
+    codes,
+    crash_looping,
     ctx,
     event,
     forbidden,
@@ -18,6 +20,7 @@ from tests.layers.builders import (
     healthy_operator,
     logs_for,
     node,
+    one,
     operand,
     pod,
     running,
@@ -56,16 +59,6 @@ GFD_START_ERROR_20 = (
     "running hook: exit status 1, stdout: , stderr: nvidia-container-cli.real: initialization error: driver "
     "rpc error: timed out: unknown"
 )
-
-
-def codes(result: LayerResult) -> list[str]:
-    return [f.code for f in result.findings]
-
-
-def one(result: LayerResult, code: str) -> Any:
-    found = [f for f in result.findings if f.code == code]
-    assert len(found) == 1, (code, codes(result))
-    return found[0]
 
 
 def app(node_name: str | None = NODE, **kw: Any) -> K8sObject:
@@ -175,6 +168,31 @@ def test_other_sandbox_errors_are_not_no_runtime() -> None:
     assert "L2_NO_RUNTIME_NVIDIA" not in codes(result)
 
 
+def crashing_plugin(restarts: int, suffix: str = "x7k2p") -> K8sObject:
+    """The device plugin crash-looping on NODE, its config-manager sidecar running."""
+    return operand(
+        "nvidia-device-plugin-daemonset",
+        NODE,
+        suffix,
+        statuses=[crash_looping("nvidia-device-plugin", restarts), running("config-manager")],
+    )
+
+
+def validator_at_driver_validation() -> K8sObject:
+    """The validator of samples 12 and 17: driver-validation running, never finishing."""
+    return operand(
+        "nvidia-operator-validator",
+        NODE,
+        "th4w7",
+        phase="Pending",
+        statuses=[waiting("nvidia-operator-validator")],
+        init_statuses=[
+            running("driver-validation", ready=False),
+            *(waiting(c) for c in ("toolkit-validation", "cuda-validation", "plugin-validation")),
+        ],
+    )
+
+
 # --- stuck in Init behind the driver (sample 12) -----------------------------------------------
 
 
@@ -187,17 +205,7 @@ def stuck_in_init(driver_ready: bool) -> list[K8sObject]:
             ready=driver_ready,
             statuses=[running("nvidia-driver-ctr", ready=driver_ready, restarts=3)],
         ),
-        operand(
-            "nvidia-operator-validator",
-            NODE,
-            "th4w7",
-            phase="Pending",
-            statuses=[waiting("nvidia-operator-validator")],
-            init_statuses=[
-                running("driver-validation", ready=False),
-                *(waiting(c) for c in ("toolkit-validation", "cuda-validation", "plugin-validation")),
-            ],
-        ),
+        validator_at_driver_validation(),
     ]
     for appname in ("gpu-feature-discovery", "nvidia-dcgm-exporter", "nvidia-device-plugin-daemonset"):
         pods.append(
@@ -243,19 +251,7 @@ def test_init_pods_with_a_ready_driver_are_not_waiting_for_it() -> None:
 
 
 def test_validator_stuck_at_driver_validation_with_its_log_from_sample_17() -> None:
-    validator = operand(
-        "nvidia-operator-validator",
-        NODE,
-        "th4w7",
-        phase="Pending",
-        statuses=[waiting("nvidia-operator-validator")],
-        init_statuses=[
-            running("driver-validation", ready=False),
-            waiting("toolkit-validation"),
-            waiting("cuda-validation"),
-            waiting("plugin-validation"),
-        ],
-    )
+    validator = validator_at_driver_validation()
     logs = logs_for(validator, "driver-validation", DRIVER_VALIDATION_17)
     result = run([gpu_node(NODE), app(), *replace(healthy_operator(NODE), validator)], logs)
     f = one(result, "L2_VALIDATOR_STUCK")
@@ -340,14 +336,7 @@ def test_standalone_plugin_container_and_klog_prefix() -> None:
         node=NODE,
         containers=("nvidia-device-plugin-ctr",),
         labels={"app.kubernetes.io/name": "nvidia-device-plugin"},
-        statuses=[
-            waiting(
-                "nvidia-device-plugin-ctr",
-                "CrashLoopBackOff",
-                restarts=6,
-                last={"reason": "Error", "exitCode": 1},
-            )
-        ],
+        statuses=[crash_looping("nvidia-device-plugin-ctr", 6)],
     )
     log = (
         "E1118 10:00:01.123456       1 factory.go:112] Failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND.\n"
@@ -369,19 +358,7 @@ def test_invalid_mig_config_mentioning_nvml_is_an_operand_failing() -> None:
         "create plugin manager: failed to construct NVML resource managers: invalid MIG configuration: "
         "At least one device with migEnabled=true was not configured correctly\n"
     )
-    plugin = operand(
-        "nvidia-device-plugin-daemonset",
-        NODE,
-        statuses=[
-            waiting(
-                "nvidia-device-plugin",
-                "CrashLoopBackOff",
-                restarts=3,
-                last={"reason": "Error", "exitCode": 1},
-            ),
-            running("config-manager"),
-        ],
-    )
+    plugin = crashing_plugin(3)
     result = run(
         [gpu_node(NODE), app(), *replace(healthy_operator(NODE), plugin)],
         logs_for(plugin, "nvidia-device-plugin", log, previous=True),
@@ -471,9 +448,7 @@ def test_failing_wait_reasons(reason: str | None, canonical: str | None) -> None
     ],
 )
 def test_app_sees_no_gpu_in_previous_log(line: str) -> None:
-    target = app(
-        statuses=[waiting("trainer", "CrashLoopBackOff", restarts=2, last={"reason": "Error", "exitCode": 1})]
-    )
+    target = app(statuses=[crash_looping("trainer", 2)])
     logs = logs_for(target, "trainer", f"loading model\n{line}\n", previous=True)
     result = run([gpu_node(NODE), target, *healthy_operator(NODE)], logs)
     f = one(result, "L2_APP_SEES_NO_GPU")
@@ -659,20 +634,7 @@ W0819 07:02:54.757542       1 rm.go:108] mig-strategy="mixed" is only supported 
 
 @pytest.mark.parametrize("line", list(NVML_VARIANTS.values()), ids=list(NVML_VARIANTS))
 def test_device_plugin_nvml_failure_variants(line: str) -> None:
-    plugin = operand(
-        "nvidia-device-plugin-daemonset",
-        NODE,
-        "h9kxw",
-        statuses=[
-            waiting(
-                "nvidia-device-plugin",
-                "CrashLoopBackOff",
-                restarts=5,
-                last={"reason": "Error", "exitCode": 1},
-            ),
-            running("config-manager"),
-        ],
-    )
+    plugin = crashing_plugin(5, "h9kxw")
     text = f"I1118 10:00:00.1 1 main.go:317] Loading configuration.\r\n{line}\n"
     result = run(
         [gpu_node(NODE), app(), *replace(healthy_operator(NODE), plugin)],
@@ -924,9 +886,7 @@ def test_plugin_validation_waiting_for_capacity_in_logrus_format() -> None:
             terminated("driver-validation"),
             terminated("toolkit-validation"),
             terminated("cuda-validation"),
-            waiting(
-                "plugin-validation", "CrashLoopBackOff", restarts=4, last={"reason": "Error", "exitCode": 1}
-            ),
+            crash_looping("plugin-validation", 4),
         ],
     )
     silent = node("gpu-new", labels={"nvidia.com/gpu.present": "true"})

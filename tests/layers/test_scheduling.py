@@ -11,9 +11,9 @@ import yaml
 from bot.snapshot import SnapshotCluster
 from layers import placement, scheduling
 from layers.findings import STOP, LayerResult, Severity
-from layers.logsigs import parse_failed_scheduling
+from layers.schedmsg import parse_failed_scheduling
 from layers.sources import K8sObject
-from tests.layers.builders import ctx, event, forbidden, gpu_node, node, pod
+from tests.layers.builders import codes, ctx, event, forbidden, gpu_node, node, one, pod
 
 SAMPLES = Path("/work/shared/samples")
 
@@ -44,14 +44,14 @@ def failed_scheduling(
     )
 
 
-def codes(result: LayerResult) -> list[str]:
-    return [f.code for f in result.findings]
-
-
-def one(result: LayerResult, code: str) -> Any:
-    found = [f for f in result.findings if f.code == code]
-    assert len(found) == 1, (code, codes(result))
-    return found[0]
+def cordoned_gpu_node(name: str) -> K8sObject:
+    """A one-GPU node cordoned by kubectl: spec.unschedulable and the taint the node controller adds."""
+    return gpu_node(
+        name,
+        1,
+        unschedulable=True,
+        taints=[{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}],
+    )
 
 
 def run(objects: list[K8sObject], **kw: Any) -> LayerResult:
@@ -306,12 +306,7 @@ def test_cordon_taint_and_prefer_no_schedule_are_not_untolerated_taints() -> Non
         "0/3 nodes are available: 1 node(s) were unschedulable, 1 node(s) had untolerated taint "
         "{node-role.kubernetes.io/control-plane: }, 1 Insufficient nvidia.com/gpu."
     )
-    cordoned = gpu_node(
-        "gpu-0",
-        1,
-        unschedulable=True,
-        taints=[{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}],
-    )
+    cordoned = cordoned_gpu_node("gpu-0")
     soft = gpu_node(
         "gpu-1", 1, taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "PreferNoSchedule"}]
     )
@@ -670,12 +665,7 @@ def test_cordon_named_as_a_taint_is_unschedulable() -> None:
         "{node.kubernetes.io/unschedulable: }. preemption: 0/2 nodes are available: 2 Preemption is not "
         "helpful for scheduling."
     )
-    cordoned = gpu_node(
-        "gpu-0",
-        1,
-        unschedulable=True,
-        taints=[{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}],
-    )
+    cordoned = cordoned_gpu_node("gpu-0")
     objs = [cordoned, gpu_node("gpu-1", 1), busy("gpu-1", 1, "a"), pending(), failed_scheduling(msg)]
     result = run(objs, pod=("ml", "trainer-0"))
     assert one(result, "L1_NODES_UNSCHEDULABLE").node == "gpu-0"

@@ -17,6 +17,7 @@ from layers.context import WalkContext
 from layers.findings import STOP, LayerResult, Severity, Target
 from layers.fleet import MAX_PER_CODE
 from layers.sources import K8sObject, NoTelemetry, SourceError
+from tests.layers.builders import codes, one
 
 NS = "gpu-operator"
 
@@ -222,16 +223,6 @@ def run(
         t = Target(None, None, node_name)
     ctx = WalkContext(cluster, NoTelemetry(0.0), t, target)
     return versions.check(ctx)
-
-
-def codes(result: LayerResult) -> list[str]:
-    return [f.code for f in result.findings]
-
-
-def one(result: LayerResult, code: str) -> Any:
-    hits = [f for f in result.findings if f.code == code]
-    assert len(hits) == 1, (code, codes(result))
-    return hits[0]
 
 
 def log_key(p: K8sObject, container: str, previous: bool = False) -> str:

@@ -1,0 +1,102 @@
+"""kube-scheduler's FailedScheduling message, parsed into counted reasons.
+
+"0/N nodes are available: <count> <reason>, …. preemption: …" (kube-scheduler
+framework/types.go), in its old and new spellings; any whitespace and case.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_AVAILABLE = re.compile(r"(\d+)\s*/\s*(\d+)\s+nodes?\s+(?:are|is)\s+available\s*:?\s*", re.IGNORECASE)
+_PREEMPTION = re.compile(r"\.?\s*preemption\s*:", re.IGNORECASE)
+# Reasons are "<count> <text>" joined by ", "; a comma inside a reason (the old
+# "had taint {k: v}, that the pod didn't tolerate") is not followed by a count.
+_REASON_SPLIT = re.compile(r",\s*(?=\d+\s)")
+_COUNTED = re.compile(r"^(\d+)\s+(.+)$", re.DOTALL)
+_TAINT = re.compile(r"taints?\s*\{\s*([^:{}]+?)\s*:\s*([^{}]*?)\s*\}", re.IGNORECASE)
+_INSUFFICIENT = re.compile(r"^insufficient\s+(\S+?)\.?$", re.IGNORECASE)
+_SELECTOR = re.compile(
+    r"didn'?t\s+match\s+(?:the\s+)?(?:node\s+selector|pod'?s\s+node\s+affinity|node\s+affinity)"
+    r"|didn'?t\s+satisfy\s+plugin\(s\)\s*\[\s*NodeAffinity",
+    re.IGNORECASE,
+)
+# NodeUnschedulable says "were unschedulable"; where TaintToleration saw the cordon first it names
+# the taint "{node.kubernetes.io/unschedulable: }": the same cordon.
+_UNSCHEDULABLE = re.compile(
+    r"(?:were|was|is|are)\s+unschedulable|node\.kubernetes\.io/unschedulable", re.IGNORECASE
+)
+_TAINTED = re.compile(r"untolerated\s+taint|had\s+taints?\b|didn'?t\s+tolerate", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SchedulerReason:
+    count: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class SchedulingFailure:
+    """A parsed `0/N nodes are available: …` message (kube-scheduler framework/types.go)."""
+
+    message: str
+    total_nodes: int | None
+    reasons: tuple[SchedulerReason, ...]
+    preemption: str | None
+
+    @property
+    def insufficient(self) -> dict[str, int | None]:
+        """Resource → how many nodes lacked it (`Insufficient nvidia.com/gpu`)."""
+        out: dict[str, int | None] = {}
+        for r in self.reasons:
+            m = _INSUFFICIENT.match(r.text)
+            if m:
+                out[m.group(1)] = r.count
+        return out
+
+    @property
+    def selector_mismatch(self) -> bool:
+        return any(_SELECTOR.search(r.text) for r in self.reasons)
+
+    @property
+    def unschedulable(self) -> bool:
+        return any(_UNSCHEDULABLE.search(r.text) for r in self.reasons)
+
+    @property
+    def untolerated_taint(self) -> bool:
+        return any(_TAINTED.search(r.text) for r in self.reasons)
+
+    @property
+    def taints(self) -> list[tuple[str, str]]:
+        """(key, value) of every taint the scheduler named."""
+        return [(m.group(1), m.group(2)) for r in self.reasons for m in _TAINT.finditer(r.text)]
+
+
+def _split_reasons(body: str) -> tuple[SchedulerReason, ...]:
+    body = body.strip().rstrip(".").strip()
+    reasons: list[SchedulerReason] = []
+    # PreFilter messages ("pod has unbound immediate PersistentVolumeClaims") end with a
+    # period before the counted filter reasons; split on ". " first.
+    for sentence in re.split(r"\.\s+(?=\d|[A-Za-z])", body):
+        for piece in _REASON_SPLIT.split(sentence.strip()):
+            piece = piece.strip().strip(",").strip().rstrip(".").strip()
+            if not piece:
+                continue
+            m = _COUNTED.match(piece)
+            reasons.append(
+                SchedulerReason(int(m.group(1)), m.group(2)) if m else SchedulerReason(None, piece)
+            )
+    return tuple(reasons)
+
+
+def parse_failed_scheduling(message: str) -> SchedulingFailure:
+    """Split a FailedScheduling message into counted reasons; unknown shapes keep the whole text."""
+    text = " ".join(message.split())
+    m = _AVAILABLE.search(text)
+    if not m:
+        return SchedulingFailure(text, None, _split_reasons(text), None)
+    rest = text[m.end() :]
+    pre = _PREEMPTION.search(rest)
+    body, preemption = (rest[: pre.start()], rest[pre.end() :].strip()) if pre else (rest, None)
+    return SchedulingFailure(text, int(m.group(2)), _split_reasons(body), preemption)
