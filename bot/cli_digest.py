@@ -31,7 +31,7 @@ def register(
 
 
 def cmd_digest(args: argparse.Namespace) -> int:
-    from bot.sources import open_sources
+    from bot.sources import sources_from_args
     from handlers.digest import digest_id, digest_message, digest_table
     from layers.digest import collect_digest
 
@@ -41,14 +41,7 @@ def cmd_digest(args: argparse.Namespace) -> int:
             raise ConfigError("--post needs SLACK_BOT_TOKEN: the bot token (xoxb-…) of the Slack app")
         if not cfg.digest_channel:
             raise ConfigError("--post needs GPUBOT_DIGEST_CHANNEL: the channel id (C…) or name to post to")
-    src = open_sources(
-        cfg,
-        scenario=args.scenario,
-        bundle=args.bundle,
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        prometheus_url=args.prometheus_url,
-    )
+    src = sources_from_args(cfg, args)
     digest = collect_digest(src.cluster, src.telemetry, operator_namespace=cfg.operator_namespace)
     did = digest_id(digest)
     if args.format == "json":

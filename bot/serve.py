@@ -129,7 +129,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bot.config import load_config
     from bot.logs import setup_logging
     from bot.slackpost import Poster
-    from bot.sources import open_sources
+    from bot.sources import sources_from_args
     from bot.state import open_state
 
     cfg = load_config(need_slack=True, http=args.http)
@@ -140,14 +140,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from bot.config import _url
 
         cfg = replace(cfg, redis_url=_url("--redis-url", args.redis_url, ("redis", "rediss", "unix")))
-    sources = open_sources(
-        cfg,
-        scenario=args.scenario,
-        bundle=args.bundle,
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        prometheus_url=args.prometheus_url,
-    )
+    sources = sources_from_args(cfg, args)
     try:
         state, note = open_state(cfg.redis_url)
     except StateUnavailable as err:

@@ -311,50 +311,41 @@ class Buttons:
         return walk.target.node
 
     def _cordon(self, click: Click, walk: Walk) -> str:
-        node = self._node(click, walk)
-        if node is None or self.actions is None:
-            return NOTHING
-        if not self._claim(walk, f"cordon:{node}", click.user):
-            self._tell(click, f"{escape(node)} was already cordoned from this thread: nothing more to do.")
-            return REPEATED
-        verdict = self.service.walk_result(walk).verdict
-        reason = f"gpubot walk {walk.walk_id} ({walk.target.label})"
-        if verdict is not None:
-            reason += f": {verdict.code}"
-        try:
-            outcome = self.actions.cordon(node, f"slack:{click.user}", reason)
-        except Exception as err:
-            self.service.release(walk.walk_id, f"cordon:{node}")
-            self.service.report_failure(walk, f"cordon {node} requested by {click.user} failed", err)
-            return FAILED
-        if outcome.changed:
-            self.service.release(walk.walk_id, f"uncordon:{node}")
-            self._audit(walk, click, f"cordoned `{escape(node)}`: {escape(outcome.message)}")
-            return DONE
-        # Nothing changed (refused by the breaker, already cordoned): a later click may try again.
-        self.service.release(walk.walk_id, f"cordon:{node}")
-        self._audit(walk, click, f"asked to cordon `{escape(node)}`: {escape(outcome.message)}")
-        return UNCHANGED
+        return self._schedule(click, walk, "cordon", "uncordon")
 
     def _uncordon(self, click: Click, walk: Walk) -> str:
+        return self._schedule(click, walk, "uncordon", "cordon")
+
+    def _schedule(self, click: Click, walk: Walk, verb: str, undo: str) -> str:
+        """Cordon or uncordon the walk's node, once per thread until the other undoes it."""
         node = self._node(click, walk)
         if node is None or self.actions is None:
             return NOTHING
-        if not self._claim(walk, f"uncordon:{node}", click.user):
-            self._tell(click, f"{escape(node)} was already uncordoned from this thread: nothing more to do.")
+        if not self._claim(walk, f"{verb}:{node}", click.user):
+            self._tell(click, f"{escape(node)} was already {verb}ed from this thread: nothing more to do.")
             return REPEATED
+        actor = f"slack:{click.user}"
         try:
-            outcome = self.actions.uncordon(node, f"slack:{click.user}")
+            if verb == "cordon":
+                verdict = self.service.walk_result(walk).verdict
+                reason = f"gpubot walk {walk.walk_id} ({walk.target.label})"
+                if verdict is not None:
+                    reason += f": {verdict.code}"
+                outcome = self.actions.cordon(node, actor, reason)
+            else:
+                outcome = self.actions.uncordon(node, actor)
         except Exception as err:
-            self.service.release(walk.walk_id, f"uncordon:{node}")
-            self.service.report_failure(walk, f"uncordon {node} requested by {click.user} failed", err)
+            self.service.release(walk.walk_id, f"{verb}:{node}")
+            self.service.report_failure(walk, f"{verb} {node} requested by {click.user} failed", err)
             return FAILED
         if outcome.changed:
-            self.service.release(walk.walk_id, f"cordon:{node}")
-            self._audit(walk, click, f"uncordoned `{escape(node)}`: {escape(outcome.message)}")
+            # Done: the opposite action becomes possible again from this thread.
+            self.service.release(walk.walk_id, f"{undo}:{node}")
+            self._audit(walk, click, f"{verb}ed `{escape(node)}`: {escape(outcome.message)}")
             return DONE
-        self.service.release(walk.walk_id, f"uncordon:{node}")
-        self._audit(walk, click, f"asked to uncordon `{escape(node)}`: {escape(outcome.message)}")
+        # Nothing changed (refused by the breaker, already in that state): a later click may try again.
+        self.service.release(walk.walk_id, f"{verb}:{node}")
+        self._audit(walk, click, f"asked to {verb} `{escape(node)}`: {escape(outcome.message)}")
         return UNCHANGED
 
     def _must_gather(self, click: Click, walk: Walk) -> str:
