@@ -183,15 +183,8 @@ def _manager_stuck(log: _DriverLog, failing: list[str], node: str) -> Finding:
 
 
 def _operands_on(ctx: WalkContext, node: str, *components: str) -> list[K8sObject]:
-    """Operator pods of these components on the node, indexed once per walk (O(pods), not per node)."""
-
-    def index() -> dict[str, list[K8sObject]]:
-        by_node: dict[str, list[K8sObject]] = {}
-        for p in ctx.operator_pods():
-            by_node.setdefault(o.pod_node(p) or "", []).append(p)
-        return by_node
-
-    return [p for p in ctx.cached("l3_operands_by_node", index).get(node, []) if component(p) in components]
+    """Operator pods of these components on the node (the context indexes them by node once per walk)."""
+    return [p for p in ctx.operator_pods_on(node) if component(p) in components]
 
 
 def _host_driver_in_validators(reads: _Reads, pods: list[K8sObject], node: str) -> list[str]:
