@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from layers import objects as o
+from layers.context import Settings, WalkContext
+from layers.findings import Target
 from layers.gpufacts import (
     CORRECTABLE_ROWS,
     UNCORRECTABLE_ROWS,
@@ -38,6 +40,10 @@ ROW_REMAP_FAILURE = "ROW_REMAP_FAILURE"
 REASONS = (ALLOCATABLE_BELOW_CAPACITY, REMAPPED_ROWS_RISING, ROW_REMAP_FAILURE)
 # Worst first when the list is long: a failed remap means RMA, a lost GPU costs capacity now.
 _WEIGHT = {ROW_REMAP_FAILURE: 4, ALLOCATABLE_BELOW_CAPACITY: 2, REMAPPED_ROWS_RISING: 1}
+
+# Device plugin logs read per digest: only nodes with a capacity gap, whose lost GPUs the plugin's
+# Xid lines explain (DCGM cannot report 79, 119, 120); bounded so a bad day stays one quick read.
+PLUGIN_LOG_NODES = 50
 
 # dcgm-exporter pods, by the operator's `app` label and the standalone chart's name label.
 EXPORTER_SELECTORS = ("app=nvidia-dcgm-exporter", "app.kubernetes.io/name=dcgm-exporter")
@@ -261,7 +267,7 @@ def collect_digest(
                 "some series name a host that is no node (an exporter pod name?) and the "
                 f"dcgm-exporter pods could not be listed to map them: {err}"
             )
-    return build_digest(
+    digest = build_digest(
         nodes,
         health,
         telemetry.now(),
@@ -271,3 +277,49 @@ def collect_digest(
         hostmap=hostmap,
         remap_series_present=present,
     )
+    return with_plugin_xids(digest, cluster, telemetry, operator_namespace)
+
+
+def with_plugin_xids(
+    digest: Digest, cluster: Cluster, telemetry: Telemetry, operator_namespace: str | None
+) -> Digest:
+    """Add the Xids of the last 24 h in the device plugin's log to nodes with a capacity gap.
+
+    DCGM cannot report every Xid (79, 119, 120): the plugin's log is the other witness
+    (spec/findings.md, layer 5), and the one that names why a GPU left allocatable.
+    """
+    from layers.card import read_plugin_log  # the card layer's reader: one parser for both
+
+    gaps = [f for f in digest.flagged if ALLOCATABLE_BELOW_CAPACITY in f.reasons]
+    if not gaps:
+        return digest
+    ctx = WalkContext(cluster, telemetry, Target(None, None), None, Settings(operator_namespace))
+    extra: dict[str, tuple[int, ...]] = {}
+    unread: list[str] = []
+    for f in gaps[:PLUGIN_LOG_NODES]:
+        try:
+            if not ctx.operator_pods_on(f.node, "device-plugin"):
+                continue  # no plugin pod (another device plugin, or none): nothing to read, not an error
+        except SourceError:
+            unread.append(f.node)
+            continue
+        log, problems = read_plugin_log(ctx, f.node)
+        if problems or log is None:
+            unread.append(f.node)
+        if log is not None and log.xids:
+            extra[f.node] = tuple(sorted(set(f.xids_24h) | set(log.xids)))
+    notes = list(digest.notes)
+    if unread:
+        notes.append(
+            f"device plugin log not read on {', '.join(unread[:10])}"
+            + (f" (+{len(unread) - 10} more)" if len(unread) > 10 else "")
+            + ": Xids DCGM cannot report (79, 119, 120) may be missing from xids_24h"
+        )
+    if len(gaps) > PLUGIN_LOG_NODES:
+        notes.append(
+            f"device plugin logs read on the first {PLUGIN_LOG_NODES} of {len(gaps)} nodes with a capacity gap"
+        )
+    flagged = tuple(
+        dataclasses.replace(f, xids_24h=extra[f.node]) if f.node in extra else f for f in digest.flagged
+    )
+    return dataclasses.replace(digest, flagged=flagged, notes=tuple(notes))

@@ -178,7 +178,10 @@ def test_exporter_pods_are_listed_only_when_a_host_label_is_no_node() -> None:
         pod_lists = 0
 
         def list_pods(self, *a: Any, **k: Any) -> list[K8sObject]:
-            Counting.pod_lists += 1
+            # Only the exporter lists count here: the device plugin pods of capacity-gap nodes are
+            # listed for their Xids (test_plugin_log_xids_join_dcgm_ones).
+            if k.get("label_selector") in dg.EXPORTER_SELECTORS:
+                Counting.pod_lists += 1
             return super().list_pods(*a, **k)
 
     objects, data = fleet()
@@ -494,3 +497,33 @@ def test_same_gpu_under_both_host_spellings_is_one_gpu() -> None:
     ]
     [flag] = collect(objects, data).flagged
     assert flag.gpus == ("GPU 2 (GPU-u2)",)
+
+
+def test_plugin_log_xids_join_dcgm_ones_on_capacity_gap_nodes() -> None:
+    """Xid 79 is in the device plugin's log only (DCGM cannot report it): xids_24h names it."""
+    path = Path(__file__).parent / "incidents/blackbox/l45/l40s-xid79-plugin-only-nvidia-system.yaml"
+    from bot.scenario import build_sources, load_scenario
+
+    cluster, tel = build_sources(load_scenario(path))
+    digest = dg.collect_digest(cluster, tel)
+    by = {f.node: f for f in digest.flagged}
+    assert by["gpu-l40s-03"].xids_24h == (79,) and by["gpu-l40s-03"].reasons == (
+        "ALLOCATABLE_BELOW_CAPACITY",
+    )
+    # Rows rising without a capacity gap: its plugin log is not read, its DCGM Xids stand alone.
+    assert by["gpu-l40s-04"].xids_24h == () and by["gpu-l40s-04"].reasons == ("REMAPPED_ROWS_RISING",)
+    assert digest.notes == ()
+
+
+def test_unreadable_plugin_pods_are_a_note() -> None:
+    from layers.sources import SourceError
+
+    class Forbidden(SnapshotCluster):
+        def list_pods(self, *a: Any, **k: Any) -> list[K8sObject]:
+            raise SourceError("forbidden", "pods is forbidden", verb="list", resource="pods")
+
+    objects, data = fleet()
+    digest = dg.collect_digest(
+        Forbidden(objects), telemetry([s for s in data if "hostname" not in s.labels], NOW)
+    )
+    assert any(n.startswith("device plugin log not read on gpu-all") for n in digest.notes), digest.notes
