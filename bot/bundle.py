@@ -132,6 +132,10 @@ def collect_bundle(
         },
     )
     out = Path(out_path)
+    if not out.parent.is_dir():
+        raise SourceError(
+            "bad_input", f"cannot write the bundle: no folder {out.parent} (for --out {out_path})"
+        )
     partial = out.with_name(f".{out.name}.partial")
     archive = Archive(partial, caps, manifest, now)
     c = Collector(cluster, telemetry, archive, scope, say)

@@ -54,7 +54,7 @@ class Config:
         return ZoneInfo(self.timezone)
 
 
-def _url(name: str, value: str, schemes: tuple[str, ...]) -> str:
+def check_url(name: str, value: str, schemes: tuple[str, ...]) -> str:
     parsed = urlparse(value)
     if parsed.scheme not in schemes or not parsed.netloc:
         raise ConfigError(f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}")
@@ -94,7 +94,7 @@ def load_config(
     if (v := get("SLACK_SIGNING_SECRET")) is not None:
         kw["slack_signing_secret"] = v
     if (v := get("SLACK_API_URL")) is not None:
-        kw["slack_api_url"] = _url("SLACK_API_URL", v, ("http", "https")).rstrip("/") + "/"
+        kw["slack_api_url"] = check_url("SLACK_API_URL", v, ("http", "https")).rstrip("/") + "/"
     if (v := get("GPUBOT_OPERATORS")) is not None:
         kw["operators"] = _ids("GPUBOT_OPERATORS", v, _USER_ID, "user")
     if (v := get("GPUBOT_OPERATOR_GROUPS")) is not None:
@@ -129,13 +129,15 @@ def load_config(
             raise ConfigError(f"GPUBOT_OPERATOR_NAMESPACE is not a valid namespace name: {v!r}")
         kw["operator_namespace"] = v
     if (v := get("PROMETHEUS_URL")) is not None:
-        kw["prometheus_url"] = _url("PROMETHEUS_URL", v, ("http", "https"))
+        kw["prometheus_url"] = check_url("PROMETHEUS_URL", v, ("http", "https"))
     if (v := get("PROMETHEUS_TOKEN")) is not None:
         kw["prometheus_token"] = v
     if (v := get("PROMETHEUS_CA_BUNDLE")) is not None:
+        if not os.path.isfile(v):
+            raise ConfigError(f"PROMETHEUS_CA_BUNDLE names no readable file: {v}")
         kw["prometheus_ca"] = v
     if (v := get("REDIS_URL")) is not None:
-        kw["redis_url"] = _url("REDIS_URL", v, ("redis", "rediss", "unix"))
+        kw["redis_url"] = check_url("REDIS_URL", v, ("redis", "rediss", "unix"))
     if (v := get("KUBECONFIG")) is not None:
         kw["kubeconfig"] = v
     if (v := get("GPUBOT_SCENARIO")) is not None:

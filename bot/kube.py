@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -33,6 +34,16 @@ _FALLBACK_VERSIONS = {"nvidiadrivers": "v1alpha1"}
 _NO_LOG = re.compile(
     r"not found|waiting to start|is not valid for pod|ContainerCreating|PodInitializing", re.I
 )
+
+
+def _is_kubernetes_status(exc: ApiException) -> bool:
+    """Whether the error body is the API server's own Status object (not a proxy's page)."""
+    body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else exc.body
+    try:
+        status = json.loads(body) if isinstance(body, str) and body else None
+    except ValueError:
+        return False
+    return isinstance(status, dict) and status.get("kind") == "Status"
 
 
 def _status_message(exc: ApiException) -> str:
@@ -93,6 +104,10 @@ class KubeCluster:
             source = f"context {cls._load_kubeconfig(cfg, path, context)}"
         # A dead server must fail fast: one connect retry, none on reads or statuses.
         cfg.retries = Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0, raise_on_status=False)
+        if not cfg.verify_ssl:
+            # The kubeconfig asked for insecure-skip-tls-verify: the user chose it, and a
+            # warning per request would break "one line on stderr".
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         api_client = client.ApiClient(configuration=cfg)
         api_client.user_agent = "gpubot"
         return cls(api_client, f"{source} ({cfg.host})", timeout_s)
@@ -108,8 +123,9 @@ class KubeCluster:
             )
         try:
             contexts, current = config.list_kube_config_contexts(config_file=path)
-        except (ConfigException, OSError, ValueError, TypeError, KeyError) as err:
-            raise SourceError("bad_input", f"kubeconfig {path} is not usable: {err}") from None
+        except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise SourceError("bad_input", f"kubeconfig {path} is not usable: {first}") from None
         names = [str(c.get("name")) for c in contexts or []]
         chosen = context or (current or {}).get("name")
         if not chosen or chosen not in names:
@@ -121,8 +137,9 @@ class KubeCluster:
             config.load_kube_config(
                 config_file=path, context=chosen, client_configuration=cfg, persist_config=False
             )
-        except (ConfigException, OSError, ValueError, TypeError, KeyError) as err:
-            raise SourceError("bad_input", f"kubeconfig {path}, context {chosen}: {err}") from None
+        except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise SourceError("bad_input", f"kubeconfig {path}, context {chosen}: {first}") from None
         return str(chosen)
 
     def close(self) -> None:
@@ -207,6 +224,13 @@ class KubeCluster:
                 f"Kubernetes API at {self.server} unreachable ({first}) while trying to {verb} {resource}",
             )
         message = _status_message(exc)
+        if status in (403, 404) and not _is_kubernetes_status(exc):
+            # A proxy or a web server answered, not an API server: the address is wrong.
+            return SourceError(
+                "unavailable",
+                f"{self.server} is not a Kubernetes API server (HTTP {status} to {verb} {resource}, "
+                "no Kubernetes Status in the answer): check the kubeconfig's server address",
+            )
         if status == 401:
             return SourceError(
                 "unavailable",

@@ -234,7 +234,58 @@ def _objects(raw: object, source: str, path: str, out: list[dict[str, Any]]) -> 
             raise ScenarioError(source, f"{where}.metadata.name", f"expected the {kind}'s name")
         for field_name in ("labels", "annotations"):
             _as_api_strings(meta, field_name, source, f"{where}.metadata.{field_name}")
+        _check_shape(obj, _SHAPES.get(kind, _ANY_OBJECT), source, where)
         out.append(obj)
+
+
+# The shapes the layers read, by kind: a mapping names its fields' shapes, a
+# one-element list means "a list of these", `dict` any mapping. A field that is
+# absent is fine (real objects omit empty fields); one of the wrong shape is an
+# error naming its key path, not a crash three layers later.
+_STATE = {"waiting": dict, "running": dict, "terminated": dict}
+_CONTAINER_STATUS = {"state": _STATE, "lastState": _STATE}
+_CONTAINER = {"resources": {"limits": dict, "requests": dict}, "env": [dict], "command": list, "args": list}
+_ANY_OBJECT: dict[str, Any] = {"spec": dict, "status": dict}
+_SHAPES: dict[str, dict[str, Any]] = {
+    "Pod": {
+        "spec": {
+            "containers": [_CONTAINER],
+            "initContainers": [_CONTAINER],
+            "ephemeralContainers": [_CONTAINER],
+            "tolerations": [dict],
+            "nodeSelector": dict,
+            "affinity": dict,
+        },
+        "status": {
+            "conditions": [dict],
+            "containerStatuses": [_CONTAINER_STATUS],
+            "initContainerStatuses": [_CONTAINER_STATUS],
+            "ephemeralContainerStatuses": [_CONTAINER_STATUS],
+        },
+    },
+    "Node": {
+        "spec": {"taints": [dict]},
+        "status": {"capacity": dict, "allocatable": dict, "conditions": [dict], "nodeInfo": dict},
+    },
+    "Event": {"involvedObject": dict},
+}
+
+
+def _check_shape(value: Any, shape: Any, source: str, path: str) -> None:
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            raise ScenarioError(source, path, f"expected a mapping, got {_show(value)}")
+        for key, inner in shape.items():
+            if value.get(key) is not None:
+                _check_shape(value[key], inner, source, f"{path}.{key}")
+    elif isinstance(shape, list):
+        if not isinstance(value, list):
+            raise ScenarioError(source, path, f"expected a list, got {_show(value)}")
+        for i, item in enumerate(value):
+            _check_shape(item, shape[0], source, f"{path}[{i}]")
+    elif not isinstance(value, shape):
+        what = "a mapping" if shape is dict else "a list"
+        raise ScenarioError(source, path, f"expected {what}, got {_show(value)}")
 
 
 def _as_api_strings(meta: dict[str, Any], field_name: str, source: str, path: str) -> None:

@@ -137,9 +137,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.redis_url:
         from dataclasses import replace
 
-        from bot.config import _url
+        from bot.config import check_url
 
-        cfg = replace(cfg, redis_url=_url("--redis-url", args.redis_url, ("redis", "rediss", "unix")))
+        cfg = replace(cfg, redis_url=check_url("--redis-url", args.redis_url, ("redis", "rediss", "unix")))
     sources = sources_from_args(cfg, args)
     try:
         state, note = open_state(cfg.redis_url)

@@ -51,9 +51,14 @@ def open_sources(
     context: str | None = None,
     prometheus_url: str | None = None,
 ) -> Sources:
+    from bot.config import check_url
     from bot.scenario import build_sources, load_scenario
 
+    if scenario and bundle:
+        raise SourceError("bad_input", "give --scenario or --bundle, not both: each is a whole cluster")
     scenario = scenario or (cfg.scenario if not bundle else None)
+    if prometheus_url:
+        check_url("--prometheus-url", prometheus_url, ("http", "https"))
     prometheus_url = prometheus_url or cfg.prometheus_url
     series_telemetry: Telemetry | None = None
     cluster: SnapshotCluster | Cluster
