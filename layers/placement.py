@@ -108,8 +108,67 @@ def selector_misses(pod: K8sObject, node: K8sObject) -> list[str]:
     ) or {}
     terms = required.get("nodeSelectorTerms") or []
     if terms and not any(_term_matches(t, node) for t in terms):
-        why.append("required node affinity matches no label of the node")
+        # Terms are ORed: say what fails in each, with the node's own value, so a person sees
+        # "nvidia.com/gpu.memory Gt 90000, node has 81920" rather than re-evaluating by hand.
+        why.append("required node affinity: " + " or ".join(_term_miss(t, node) for t in terms))
     return why
+
+
+def _term_miss(term: Mapping[str, Any], node: K8sObject) -> str:
+    """The first expression of a nodeSelectorTerm that the node fails, with the node's value."""
+    lab = _labels(node)
+    for expr in term.get("matchExpressions") or []:
+        key = str(expr.get("key"))
+        if not _expr_matches(expr, lab.get(key)):
+            return _expr_text(expr) + (
+                f", node has {key}={lab[key]}" if key in lab else f", node lacks {key}"
+            )
+    for expr in term.get("matchFields") or []:
+        if expr.get("key") == "metadata.name" and not _expr_matches(expr, o.name(node)):
+            return _expr_text(expr) + f", node is {o.name(node)}"
+    return "an empty term"
+
+
+def _expr_text(expr: Mapping[str, Any]) -> str:
+    values = [label_value(v) or "" for v in expr.get("values") or []]
+    shown = f" {','.join(values)}" if values else ""
+    return f"{expr.get('key')} {expr.get('operator')}{shown}"
+
+
+# Added to every pod by the DefaultTolerationSeconds admission plugin: noise in evidence.
+_DEFAULT_TOLERATIONS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def toleration_text(tol: Mapping[str, Any]) -> str:
+    """A toleration as a person writes it: `key=value:Effect`, `key:Effect (Exists)`, `* (Exists)`."""
+    key = tol.get("key") or "*"
+    op = tol.get("operator") or "Equal"
+    value = f"={tol.get('value')}" if op == "Equal" and tol.get("value") else ""
+    effect = f":{tol['effect']}" if tol.get("effect") else ""
+    return f"{key}{value}{effect}" + (" (Exists)" if op == "Exists" else "")
+
+
+def tolerations_shown(tolerations: Sequence[Mapping[str, Any]]) -> str:
+    own = [
+        t
+        for t in tolerations
+        if not (t.get("key") in _DEFAULT_TOLERATIONS and t.get("tolerationSeconds") is not None)
+    ]
+    return ", ".join(toleration_text(t) for t in own) or "none (only the default not-ready/unreachable ones)"
+
+
+def near_miss(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> str:
+    """Why a toleration for the taint's key does not apply (wrong effect or value), or ''."""
+    for tol in tolerations:
+        if tol.get("key") != taint.get("key"):
+            continue
+        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
+            return f" (it tolerates {taint.get('key')} only with effect {tol.get('effect')})"
+        if (tol.get("operator") or "Equal") == "Equal" and (tol.get("value") or "") != (
+            taint.get("value") or ""
+        ):
+            return f" (it tolerates {taint.get('key')} only with value {tol.get('value') or '(empty)'!s})"
+    return ""
 
 
 def listed(lines: Sequence[str]) -> list[str]:
@@ -140,22 +199,24 @@ def scheduler_reasons(
     if any(f.untolerated_taint for f in failures):
         tolerations = spec.get("tolerations") or []
         by_taint: dict[str, list[str]] = defaultdict(list)
+        near: dict[str, str] = {}
         for node in nodes:
             for taint in (node.get("spec") or {}).get("taints") or []:
                 if taint.get("effect") not in BLOCKING_EFFECTS or taint.get("key") == CORDON_TAINT:
                     continue
                 if not tolerates(tolerations, taint):
                     by_taint[taint_text(taint)].append(o.name(node))
+                    near[taint_text(taint)] = near_miss(tolerations, taint)
         for shown, names in sorted(by_taint.items()):
             out.append(
                 finding(
                     "L1_UNTOLERATED_TAINT",
                     f"{len(names)} GPU node(s) ({', '.join(names[:3])}) have taint {shown} that "
-                    f"{ns}/{name} does not tolerate: add a toleration or remove the taint",
+                    f"{ns}/{name} does not tolerate{near[shown]}: add a toleration or remove the taint",
                     evidence=[
                         f"scheduler: {said('untolerated_taint')}",
                         *listed([f"{n}: taint {shown}" for n in names]),
-                        f"pod tolerations: {tolerations or 'none'}",
+                        f"pod tolerations: {tolerations_shown(tolerations)}",
                     ],
                     commands=[
                         "kubectl get nodes -o custom-columns='NODE:.metadata.name,TAINTS:.spec.taints'",

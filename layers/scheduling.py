@@ -8,6 +8,7 @@ FailedScheduling messages checked against the nodes themselves.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -141,7 +142,7 @@ def pending_pod(ctx: WalkContext, pod: K8sObject) -> tuple[list[SchedulingFailur
         finding(
             "L1_POD_PENDING",
             f"{ns}/{name} is Pending: not scheduled on any node"
-            + (f" ({' '.join(messages[-1][1].split())[:160]})" if messages else ""),
+            + (f" ({scheduler_gist(messages[-1][1])})" if messages else ""),
             evidence=evidence,
             commands=[
                 f"kubectl describe pod -n {ns} {name} | tail -20",
@@ -150,6 +151,21 @@ def pending_pod(ctx: WalkContext, pod: K8sObject) -> tuple[list[SchedulingFailur
         )
     )
     return [parse_failed_scheduling(raw) for _, raw in messages], findings
+
+
+GIST_CHARS = 200
+_PREEMPTION = re.compile(r"\.?\s+preemption:", re.IGNORECASE)
+
+
+def scheduler_gist(message: str) -> str:
+    """The scheduler's reasons for a summary: without the preemption suffix (the full message is in
+    the evidence), cut at a word with an ellipsis rather than mid-word."""
+    text = " ".join(message.split())
+    text = _PREEMPTION.split(text, maxsplit=1)[0].rstrip(". ")
+    if len(text) <= GIST_CHARS:
+        return text
+    cut = text[:GIST_CHARS].rsplit(" ", 1)[0].rstrip(",;:")
+    return f"{cut}…"
 
 
 def _more_nodes(code: str, names: Sequence[str], what: str) -> Finding:

@@ -750,3 +750,70 @@ def test_ephemeral_and_init_containers_count_as_kubernetes_counts_them() -> None
     pend = one(run(objs, pod=("ml", "trainer-0")), "L1_POD_PENDING")
     assert "requests nvidia.com/gpu=2" in pend.evidence  # the largest init container decides
     assert "L1_GPU_EXHAUSTED" in codes(run(objs, pod=("ml", "trainer-0")))
+
+
+# --- what a person reads (black-box findings, tests/incidents/blackbox/l12) ------------------
+
+
+def test_pending_summary_drops_the_preemption_suffix_and_never_cuts_a_word() -> None:
+    result = run(
+        [gpu_node("gpu-0", 1), pending(), failed_scheduling(MSG_PREEMPTION)], pod=("ml", "trainer-0")
+    )
+    f = one(result, "L1_POD_PENDING")
+    assert f.summary.endswith("(0/1 nodes are available: 1 Insufficient nvidia.com/gpu)")
+    assert f.evidence[-1].endswith(MSG_PREEMPTION)  # the whole message stays in the evidence
+    many = "0/40 nodes are available: " + ", ".join(
+        f"1 node(s) had untolerated taint {{team-{i}: }}" for i in range(9)
+    )
+    gist = scheduling.scheduler_gist(
+        many + ". preemption: 0/40 nodes are available: 40 Preemption is not helpful.."
+    )
+    assert gist.endswith("…") and len(gist) <= scheduling.GIST_CHARS + 1
+    # cut where a word ends (only trailing punctuation of that word dropped)
+    assert many.startswith(gist[:-1]) and many[len(gist) - 1 :].lstrip(",;:").startswith(" ")
+
+
+def test_affinity_miss_names_the_expression_and_the_nodes_value() -> None:
+    expr = [
+        {"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["90000"]},
+        {"key": "nvidia.com/gpu.family", "operator": "In", "values": ["hopper", "blackwell"]},
+    ]
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": expr}, {"matchExpressions": expr[1:]}]
+            }
+        }
+    }
+    msg = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+    a100 = gpu_node("hgx-1", 8, labels={"nvidia.com/gpu.memory": "81920"})
+    result = run([a100, pending(affinity=affinity), failed_scheduling(msg)], pod=("ml", "trainer-0"))
+    assert one(result, "L1_SELECTOR_MISMATCH").evidence[-1] == (
+        "hgx-1: required node affinity: nvidia.com/gpu.memory Gt 90000, node has nvidia.com/gpu.memory=81920"
+        " or nvidia.com/gpu.family In hopper,blackwell, node lacks nvidia.com/gpu.family"
+    )
+
+
+def test_taint_tolerated_with_another_effect_is_said_and_default_tolerations_hidden() -> None:
+    taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    msg = "0/1 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present}."
+    tolerations = [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"},
+        {
+            "key": "node.kubernetes.io/not-ready",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 300,
+        },
+    ]
+    objs = [gpu_node("l40s-a", 4, taints=[taint]), pending(tolerations=tolerations), failed_scheduling(msg)]
+    f = one(run(objs, pod=("ml", "trainer-0")), "L1_UNTOLERATED_TAINT")
+    assert "(it tolerates nvidia.com/gpu only with effect NoExecute)" in f.summary
+    assert "pod tolerations: nvidia.com/gpu:NoExecute (Exists)" in f.evidence
+    wrong_value = pending(tolerations=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}])
+    objs = [gpu_node("l40s-a", 4, taints=[taint]), wrong_value, failed_scheduling(msg)]
+    f = one(run(objs, pod=("ml", "trainer-0")), "L1_UNTOLERATED_TAINT")
+    assert (
+        "only with value true" in f.summary
+        and "pod tolerations: nvidia.com/gpu=true:NoSchedule" in f.evidence
+    )
