@@ -9,6 +9,12 @@ from typing import Any
 from bot.serve import DEFAULT_HOST, DEFAULT_PORT, cmd_serve
 
 
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"a TCP port is a number from 1 to 65535, got {text!r}")
+    return int(text)
+
+
 def add_arguments(p: argparse.ArgumentParser, add_sources: Callable[[argparse.ArgumentParser], None]) -> None:
     p.add_argument(
         "--http",
@@ -17,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser, add_sources: Callable[[argparse.Ar
     )
     p.add_argument(
         "--port",
-        type=int,
+        type=_port,
         default=DEFAULT_PORT,
         help=f"port for /slack/events (HTTP mode) and /healthz, /readyz (both modes); default {DEFAULT_PORT}",
     )

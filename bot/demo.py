@@ -85,7 +85,11 @@ def run_demo(fmt: str = "text", interactive: bool = False, colour: bool = False)
         if fmt == "text":
             _print_case(i, len(paths), case, style)
             if interactive and i < len(paths):
-                answer = input(style.dim("Enter: next incident · q: quit › "))
+                try:
+                    answer = input(style.dim("Enter: next incident · q: quit › "))
+                except EOFError:  # Ctrl-D at the prompt: the same as q
+                    print()
+                    break
                 if answer.strip().lower().startswith("q"):
                     break
     bad = [c for c in cases if c.problems]

@@ -167,17 +167,37 @@ def cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     socket_handler: Any = None
-    server = start_http(bot, args.host, args.port, events=args.http)
+    try:
+        server = start_http(bot, args.host, args.port, events=args.http)
+    except OSError as err:
+        bot.shutdown(wait=False)
+        raise SourceError(
+            "bad_input", f"cannot listen on {args.host}:{args.port}: {err.strerror or err}"
+        ) from None
     host, port = server.server_address[:2]
     if args.http:
-        log.info("serving Slack events at http://%s:%s%s (and /healthz, /readyz)", host, port, EVENTS_PATH)
+        log.info(
+            "serving Slack events at http://%s:%s%s (and /healthz, /readyz, /metrics)",
+            host,
+            port,
+            EVENTS_PATH,
+        )
     else:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 
         socket_handler = SocketModeHandler(bot.app, cfg.slack_app_token)
         bot.slack_up = socket_handler.client.is_connected
-        socket_handler.connect()
-        log.info("connected to Slack over Socket Mode; health at http://%s:%s/healthz", host, port)
+        try:
+            socket_handler.connect()
+        except (SlackApiError, SlackClientError, OSError) as err:
+            server.shutdown()
+            server.server_close()
+            bot.shutdown(wait=False)
+            raise SourceError(
+                "unavailable",
+                f"Slack refused the app-level token (SLACK_APP_TOKEN) or Socket Mode did not connect: {err}",
+            ) from None
+        log.info("connected to Slack over Socket Mode; health at http://%s:%s/healthz, /metrics", host, port)
 
     scheduler = _start_digest(bot, sources, cfg)
     try:
