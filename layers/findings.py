@@ -84,7 +84,7 @@ CODES: dict[str, CodeSpec] = {
         _spec("L2_NO_RUNTIME_NVIDIA", F, 3, 2),
         _spec("L2_WAITING_FOR_DRIVER", F, 3),
         _spec("L2_VALIDATOR_STUCK", F, None),  # 3 when the stage is driver-validation
-        _spec("L2_DEVICE_PLUGIN_NVML_FAILED", F, 3),
+        _spec("L2_DEVICE_PLUGIN_NVML_FAILED", F, 3, 2),  # the cause; a stuck validator is its symptom
         _spec("L2_APP_SEES_NO_GPU", F, None),
         _spec("L2_OPERAND_FAILING", W, None),
         _spec("L2_OK", O, 3),
