@@ -9,7 +9,7 @@ so a pending pod examining every GPU node does not drown the thread.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -178,21 +178,38 @@ def skews(spreads: list[Spread], examined: list[str]) -> list[Finding]:
     )
 
 
-def upgrade_failed(node: str, node_obj: K8sObject | None) -> list[Finding]:
-    """L3_DRIVER_UPGRADE_FAILED when the operator's upgrade controller labelled the node upgrade-failed."""
+def upgrade_failed(node: str, node_obj: K8sObject | None, events: Sequence[str] = ()) -> list[Finding]:
+    """L3_DRIVER_UPGRADE_FAILED when the operator's upgrade controller labelled the node upgrade-failed.
+
+    `events` are the node's upgrade event lines: they say why (a drain blocked by a PodDisruptionBudget,
+    a driver pod that never came up), which the label alone does not.
+    """
     state = o.labels(node_obj or {}).get(UPGRADE_STATE, "")
     if state.strip().lower() != "upgrade-failed":
         return []
     return [
         finding(
             "L3_DRIVER_UPGRADE_FAILED",
-            f"The operator's driver upgrade failed on {node}: fix the driver pod's error, then relabel the "
-            f"node {UPGRADE_STATE}=upgrade-required to retry",
-            evidence=[f"{UPGRADE_STATE}={state}"],
+            f"The operator's driver upgrade failed on {node}: fix what stopped it (the driver pod's error or a "
+            f"blocked drain, see the node's events), then relabel the node {UPGRADE_STATE}=upgrade-required "
+            "to retry",
+            evidence=[f"{UPGRADE_STATE}={state}", *events],
             commands=[
                 f"kubectl get nodes -l {UPGRADE_STATE}=upgrade-failed",
+                f"kubectl get events -A --field-selector involvedObject.kind=Node,involvedObject.name={node}",
                 f"kubectl label node {node} {UPGRADE_STATE}=upgrade-required --overwrite",
             ],
             node=node,
         )
     ]
+
+
+def upgrade_event_lines(events: Sequence[K8sObject]) -> list[str]:
+    """A node's events about the driver upgrade (the controller's GPUDriverUpgrade, drain failures)."""
+    out: list[str] = []
+    for ev in events:
+        msg = " ".join(str(ev.get("message") or "").split())
+        reason = str(ev.get("reason") or "")
+        if "upgrade" in reason.lower() or "drain" in msg.lower() or "upgrade" in msg.lower():
+            out.append(f"event {reason}: {msg}")
+    return list(dict.fromkeys(out))[:MAX_PER_CODE]

@@ -217,9 +217,16 @@ def _driver_enabled(reads: _Reads, node: str) -> tuple[bool | None, str]:
 
 
 def _conflict(
-    log: _DriverLog, failing: list[str], validator_lines: list[str], policy: str, node: str
+    log: _DriverLog,
+    failing: list[str],
+    validator_lines: list[str],
+    policy: str,
+    node: str,
+    validators: list[K8sObject],
 ) -> Finding:
     pod = log.pod
+    # The node's own validator pods, so the command can be pasted as is (its namespace is known).
+    validator_cmds = [_logs_cmd(v, "driver-validation") for v in validators if component(v) == "validator"]
     return finding(
         "L3_PREINSTALLED_DRIVER_CONFLICT",
         f"{node} already has an NVIDIA driver on the host while the operator installs its own: "
@@ -232,7 +239,12 @@ def _conflict(
         ],
         commands=[
             _logs_cmd(pod, DRIVER_CTR),
-            "kubectl logs -n <operator-namespace> -l app=nvidia-operator-validator -c driver-validation",
+            *(
+                validator_cmds
+                or [
+                    f"kubectl logs -n {o.namespace(pod)} -l app=nvidia-operator-validator -c driver-validation"
+                ]
+            ),
             "kubectl get clusterpolicies.nvidia.com -o jsonpath='{.items[*].spec.driver.enabled}'",
         ],
         node=node,
@@ -257,7 +269,7 @@ def _driver_findings(reads: _Reads, node: str, node_obj: K8sObject | None) -> li
         if failing and (host_lines or validator_lines):
             enabled, policy = _driver_enabled(reads, node)
             if enabled:
-                out.append(_conflict(log, failing, validator_lines, policy, node))
+                out.append(_conflict(log, failing, validator_lines, policy, node, validators))
                 continue
             if enabled is None:
                 reads.unknowns.setdefault(
@@ -311,6 +323,14 @@ def _fabric_manager(reads: _Reads, node: str) -> list[Finding]:
                     evidence.append(f"{o.name(pod)}/{s.get('name')} terminated: {' '.join(msg.split())}")
     if not evidence:
         return []
+    drivers = [p for p in pods if component(p) == "driver"]
+    # Fabric state from the driver container when the operator runs one, else from the host's driver.
+    fabric = (
+        f"kubectl exec -n {o.namespace(drivers[0])} {o.name(drivers[0])} -c {DRIVER_CTR} -- "
+        "nvidia-smi -q | grep -A2 Fabric"
+        if drivers
+        else f"kubectl debug node/{node} -it --image=busybox -- chroot /host nvidia-smi -q | grep -A2 Fabric"
+    )
     return [
         finding(
             "L3_FABRIC_MANAGER",
@@ -319,8 +339,7 @@ def _fabric_manager(reads: _Reads, node: str) -> list[Finding]:
             evidence=list(dict.fromkeys(evidence))[:MAX_EVIDENCE],
             commands=[
                 *dict.fromkeys(commands),
-                "kubectl exec -n <operator-namespace> <nvidia-driver-daemonset-pod> -c nvidia-driver-ctr -- "
-                "nvidia-smi -q | grep -A2 Fabric",
+                fabric,
             ],
             node=node,
         )
@@ -328,6 +347,17 @@ def _fabric_manager(reads: _Reads, node: str) -> list[Finding]:
 
 
 # --- fleet: versions against the majority -------------------------------------------
+
+
+def _upgrade_events(reads: _Reads, node: str, node_obj: K8sObject | None) -> list[str]:
+    """The node's driver-upgrade events, read only for an upgrade-failed node: they say why it failed."""
+    if not fl.upgrade_failed(node, node_obj):
+        return []
+    try:
+        return fl.upgrade_event_lines(reads.ctx.events("Node", None, node))
+    except SourceError as err:
+        reads.fail(f"events of node {node}", err, node)
+        return []
 
 
 def _fleet(ctx: WalkContext) -> list[fl.Spread]:
@@ -367,7 +397,7 @@ def check(ctx: WalkContext) -> LayerResult:
         node_obj = ctx.node(node)
         findings += _driver_findings(reads, node, node_obj)
         findings += _fabric_manager(reads, node)
-        findings += fl.upgrade_failed(node, node_obj)
+        findings += fl.upgrade_failed(node, node_obj, _upgrade_events(reads, node, node_obj))
     findings += fl.skews(spreads, examined)
     findings = fl.fold(findings) + list(reads.unknowns.values())
     if not findings:

@@ -399,6 +399,14 @@ def test_preinstalled_driver_conflict(enabled: bool | None) -> None:
     assert result.next == STOP
 
 
+def test_conflict_commands_name_the_nodes_validator_pod_not_a_placeholder() -> None:
+    # Black-box finding: the command held "<operator-namespace>" though the namespace is known.
+    objs, logs = conflict_objects(cluster_policy(True))
+    f = one(run(objs, logs), "L3_PREINSTALLED_DRIVER_CONFLICT")
+    assert f"kubectl logs -n {NS} nvidia-operator-validator-x7k2p -c driver-validation" in f.commands
+    assert not any("<" in c for c in f.commands), f.commands
+
+
 def test_driver_in_use_alone_with_a_failing_driver_pod_is_a_conflict() -> None:
     objs, logs = conflict_objects(cluster_policy(None))
     del logs[next(k for k in logs if "driver-validation" in k)]
@@ -458,6 +466,20 @@ def test_system_not_yet_initialized_in_cuda_validator_sample_18() -> None:
     assert "nvidia-fabricmanager" in f.summary
     assert any("error code system not yet initialized" in e for e in f.evidence)
     assert result.next == STOP
+
+
+def test_fabric_command_execs_into_the_nodes_driver_pod_or_the_host() -> None:
+    cv = cuda_validator("hgx-1")
+    logs = {log_key(cv, "cuda-validation"): SAMPLE_18}
+    dp = driver_pod("hgx-1", ready=True, waiting={})
+    f = one(run([node("hgx-1"), cv, dp], logs, node_name="hgx-1"), "L3_FABRIC_MANAGER")
+    assert f.commands[-1] == (
+        f"kubectl exec -n {NS} nvidia-driver-daemonset-8t4mg -c nvidia-driver-ctr -- nvidia-smi -q | grep -A2 Fabric"
+    )
+    # A host driver (no driver pod): read the fabric state on the host itself.
+    f = one(run([node("hgx-1"), cv], logs, node_name="hgx-1"), "L3_FABRIC_MANAGER")
+    assert f.commands[-1].startswith("kubectl debug node/hgx-1 ")
+    assert not any("<" in c for c in f.commands), f.commands
 
 
 def test_system_not_yet_initialized_in_an_event() -> None:
@@ -575,6 +597,51 @@ def test_driver_upgrade_failed_label() -> None:
     f = one(result, "L3_DRIVER_UPGRADE_FAILED")
     assert f.evidence == ("nvidia.com/gpu-driver-upgrade-state=upgrade-failed",)
     assert result.status is Severity.WARN and result.next == 4
+
+
+def node_event(name: str, reason: str, message: str) -> K8sObject:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.1881a2b3c4d5e6f7", "namespace": "default"},
+        "involvedObject": {"kind": "Node", "name": name},
+        "reason": reason,
+        "message": message,
+        "type": "Warning",
+    }
+
+
+def test_upgrade_failed_quotes_the_nodes_upgrade_events_that_say_why() -> None:
+    # Black-box finding: a drain blocked by a PodDisruptionBudget is the cause, not the driver pod.
+    n = node("gpu-1")
+    n["metadata"]["labels"]["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-failed"
+    pdb = "Failed to drain node: cannot evict pod as it would violate the pod's disruption budget"
+    objs = [
+        n,
+        node_event("gpu-1", "GPUDriverUpgrade", pdb),
+        node_event("gpu-1", "NodeNotReady", "Node is not ready"),
+    ]
+    f = one(run(objs), "L3_DRIVER_UPGRADE_FAILED")
+    assert f.evidence == (
+        "nvidia.com/gpu-driver-upgrade-state=upgrade-failed",
+        f"event GPUDriverUpgrade: {pdb}",
+    )
+    assert any("involvedObject.name=gpu-1" in c for c in f.commands)
+
+
+def test_upgrade_failed_node_events_forbidden_keeps_the_finding_and_says_so() -> None:
+    n = node("gpu-1")
+    n["metadata"]["labels"]["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-failed"
+
+    class NoEvents(Forbidden):
+        def list_events(self, *a: Any, **kw: Any) -> list[K8sObject]:
+            raise SourceError("forbidden", "events is forbidden", verb="list", resource="events")
+
+    ctx = WalkContext(NoEvents([n], {}), NoTelemetry(0.0), Target(None, None, "gpu-1"), None)
+    result = versions.check(ctx)
+    one(result, "L3_DRIVER_UPGRADE_FAILED")
+    [u] = [f for f in result.findings if f.code == "L3_UNKNOWN"]
+    assert "events of node gpu-1" in u.summary and "events" in u.summary
 
 
 def test_upgrade_done_is_ok() -> None:
