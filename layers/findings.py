@@ -95,7 +95,7 @@ CODES: dict[str, CodeSpec] = {
         _spec("L3_FABRIC_MANAGER", F, STOP, 2),
         _spec("L3_DRIVER_VERSION_SKEW", W, None),
         _spec("L3_KERNEL_SKEW", W, None),
-        _spec("L3_DRIVER_UPGRADE_FAILED", W, None),
+        _spec("L3_DRIVER_UPGRADE_FAILED", W, None, 2),  # explains the version skew it leaves behind
         _spec("L3_OK", O, None),
         _spec("L3_UNKNOWN", U, None),
         # Layer 4 — memory
