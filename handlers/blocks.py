@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from handlers.escape import escape, escape_code
-from layers.findings import Finding, LayerResult, Severity, WalkResult
+from layers.findings import Finding, LayerResult, Severity, Target, WalkResult
 
 # Action ids are public (spec/interfaces.md): never rename.
 DESCEND, JUMP, WALK_ALL = "layer_descend", "layer_jump", "walk_all"
@@ -44,6 +44,19 @@ class Message:
         if self.attachments:
             out["attachments_to_upload"] = [name for name, _ in self.attachments]
         return out
+
+
+def node_in_question(target: Target, *results: LayerResult) -> str | None:
+    """The node a message's must-gather and cordon buttons act on.
+
+    The pod's node when it is bound (or the node of a node walk). A pending pod
+    has none, yet layer 1 may have jumped to a sick node: then the node named by
+    the most severe warning or fault among these results.
+    """
+    if target.node:
+        return target.node
+    named = [f for r in results for f in r.findings if f.node and f.severity >= Severity.WARN]
+    return max(named, key=lambda f: f.severity).node if named else None
 
 
 def _section(text: str) -> dict[str, Any]:
@@ -226,5 +239,5 @@ def walk_messages(walk: WalkResult, walk_id: str = "cli", requester: str | None 
     done = {r.layer for r in walk.layers}
     msgs = [root_message(walk, requester)]
     for r in walk.layers:
-        msgs.append(layer_message(r, walk_id, walk.target.node, done))
+        msgs.append(layer_message(r, walk_id, node_in_question(walk.target, r), done))
     return msgs

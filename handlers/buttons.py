@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
+from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL, node_in_question
 from handlers.digest import DIAGNOSE, parse_button_value
 from handlers.escape import escape
 from handlers.ports import StateUnavailable
@@ -302,13 +302,18 @@ class Buttons:
     # --- node actions (operators) ---------------------------------------------------------------
 
     def _node(self, click: Click, walk: Walk) -> str | None:
-        if walk.target.node is None:
+        """The node the clicked message offered to act on (see blocks.node_in_question)."""
+        results = self.service.results(walk.walk_id)
+        layer = click.from_layer
+        clicked = [results[layer]] if layer in results else list(results.values())
+        node = node_in_question(walk.target, *clicked)
+        if node is None:
             self._tell(click, f"{escape(walk.target.label)} is not on a node: no node to act on.")
             return None
         if self.actions is None:
             self._tell(click, "node actions are not available on this bot.")
             return None
-        return walk.target.node
+        return node
 
     def _cordon(self, click: Click, walk: Walk) -> str:
         return self._schedule(click, walk, "cordon", "uncordon")

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from handlers.blocks import Message, layer_message, root_message
+from handlers.blocks import Message, layer_message, node_in_question, root_message
 from handlers.commands import usage_reply
 from handlers.escape import escape
 from handlers.ports import NoObserver, PostRef, SlackPoster, StateStore, WalkObserver
@@ -208,7 +208,8 @@ class WalkService:
         # The claim now stands for "done": keep it as long as the walk.
         self.state.set(self._key(walk.walk_id, "claim", name), "done", self.retention_s)
         done = set(self.results(walk.walk_id))
-        self._post_layer(walk, layer_message(result, walk.walk_id, walk.target.node, done, self.cluster_name))
+        node = node_in_question(walk.target, result)
+        self._post_layer(walk, layer_message(result, walk.walk_id, node, done, self.cluster_name))
         return result, ctx
 
     def run_layers(self, walk: Walk, layers: Iterable[int], *, claimed: bool = False) -> list[LayerResult]:

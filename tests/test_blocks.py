@@ -89,3 +89,19 @@ def test_root_message_has_track_and_verdict() -> None:
     text = _all_text(msg.blocks)
     assert "<@U123>" in text  # the requester is a real mention
     assert "L5_XID" in text
+
+
+def test_node_in_question_for_bound_and_pending_pods() -> None:
+    from handlers.blocks import node_in_question
+
+    sick = LayerResult.build(
+        1,
+        [
+            finding("L1_POD_PENDING", "pending"),
+            finding("L1_ALLOCATABLE_BELOW_CAPACITY", "8 vs 7", node="gpu-7"),
+        ],
+    )
+    healthy = LayerResult.build(2, [finding("L2_OK", "fine", node="gpu-3")])
+    assert node_in_question(Target("ml", "p", "gpu-1"), sick) == "gpu-1"  # bound: always its node
+    assert node_in_question(Target("ml", "p", None), sick) == "gpu-7"  # pending: the sick node
+    assert node_in_question(Target("ml", "p", None), healthy) is None  # never offer to cordon a healthy node

@@ -206,3 +206,37 @@ def test_an_expired_walk_is_answered(slack: FakeSlack, scenario: Any) -> None:
         assert posts(slack, "C0OLD") == []
     finally:
         bot.shutdown()
+
+
+def test_a_pending_pods_fault_offers_and_acts_on_the_sick_node(slack: FakeSlack) -> None:
+    from bot.sources import resolve_scenario
+
+    # ml/trainer-0 is Pending: layer 1 jumps to layer 5, which finds Xid 79 on gpu-node-1.
+    # Two GPU nodes: the breaker must allow one of two to be cordoned.
+    bot = inprocess_bot(slack.url, resolve_scenario("xid79-fell-off-bus"), GPUBOT_CORDON_MAX_FRACTION="0.5")
+    try:
+        dispatch(bot, slash_body("why ml/trainer-0", channel="C0PENDING"))
+        layer5 = wait_for(
+            "layer 5",
+            lambda: [c for c in posts(slack, "C0PENDING") if c.params["text"].startswith("Layer 5 (")],
+        )[0]
+        actions = next(b for b in layer5.params["blocks"] if b["type"] == "actions")
+        by_id = {e["action_id"]: e["value"] for e in actions["elements"]}
+        assert list(by_id)[:2] == ["must_gather", "cordon_node"]  # remediation first after a layer-5 fault
+        kw = {
+            "channel": "C0PENDING",
+            "message_ts": layer5.params.get("ts", "1795000000.000200"),
+            "block_id": actions["block_id"],
+        }
+        dispatch(bot, action_body("cordon_node", by_id["cordon_node"], user=OPERATOR, **kw))
+        wait_for(
+            "the audit line",
+            lambda: [
+                c for c in posts(slack, "C0PENDING") if c.params["text"].startswith(f"<@{OPERATOR}> cordoned")
+            ],
+        )
+        node = bot.buttons.actions.sources.cluster.get_node("gpu-node-1")
+        assert node["spec"]["unschedulable"] is True
+        assert node["metadata"]["annotations"]["gpubot/cordoned-by"] == f"slack:{OPERATOR}"
+    finally:
+        bot.shutdown()
