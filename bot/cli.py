@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import traceback
@@ -47,7 +48,12 @@ def _add_sources(p: argparse.ArgumentParser) -> None:
 
 
 def _format(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", choices=("text", "json", "blocks"), default="text")
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "blocks"),
+        default="text",
+        help="text for people (default), json for programs, blocks: the Slack messages the bot would post",
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpubot",
         description="Diagnose GPU failures on Kubernetes clusters running the NVIDIA GPU Operator, layer by layer.",
     )
+    parser.add_argument("--version", action="version", version=f"gpubot {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     why = sub.add_parser("why", help="walk the five layers for a pod")
@@ -82,6 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpubot")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def _command_modules() -> list[Any]:
     """The subcommands that live beside the walk: node actions, the digest, the bot."""
     from bot import cli_actions, cli_digest, cli_serve
@@ -99,9 +115,14 @@ def cmd_why(args: argparse.Namespace) -> int:
     namespace, pod = parse_pod_ref(args.target, args.namespace)
     cfg = load_config()
     src = sources_from_args(cfg, args)
-    ctx = open_pod(
-        src.cluster, src.telemetry, namespace, pod, Settings(operator_namespace=cfg.operator_namespace)
-    )
+    try:
+        ctx = open_pod(
+            src.cluster, src.telemetry, namespace, pod, Settings(operator_namespace=cfg.operator_namespace)
+        )
+    except SourceError as err:
+        if err.kind != "not_found":
+            raise
+        raise SourceError("not_found", _not_found_hint(src, args, namespace, pod, err)) from None
     result = run(ctx, all_layers=args.all, only_layer=args.layer)
     if args.format == "json":
         print(walk_json(result))
@@ -114,6 +135,24 @@ def cmd_why(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _not_found_hint(src: Any, args: argparse.Namespace, namespace: str, pod: str, err: SourceError) -> str:
+    """Say where the pod is when it exists under another namespace; for a bundle, how to include it."""
+    try:
+        elsewhere = [
+            f"{p['metadata'].get('namespace')}/{pod}"
+            for p in src.cluster.list_pods(field_selector=f"metadata.name={pod}")
+        ]
+    except SourceError:
+        elsewhere = []
+    if elsewhere:
+        return f"{err.message}; did you mean {' or '.join(sorted(elsewhere)[:3])}?"
+    if args.bundle:
+        return (
+            f"{err.message}: the bundle was collected without it (gpubot must-gather --pod {namespace}/{pod})"
+        )
+    return err.message
+
+
 def _colour() -> bool:
     return sys.stdout.isatty() and os.environ.get("NO_COLOR") is None and os.environ.get("TERM") != "dumb"
 
@@ -122,10 +161,16 @@ def cmd_scenarios(_args: argparse.Namespace) -> int:
     from bot.scenario import load_scenario
     from bot.sources import bundled_scenarios
 
-    for path in bundled_scenarios():
-        sc = load_scenario(path)
-        first = " ".join(sc.description.split())
-        print(f"{path.stem:<40} {first[:100]}")
+    paths = bundled_scenarios()
+    rows = []
+    for path in paths:
+        expect = load_scenario(path).extra.get("x-expect") or {}
+        rows.append((path.stem, str(expect.get("target", "")), str(expect.get("verdict") or "all ok")))
+    width = max(len(r[0]) for r in rows) if rows else 0
+    target_width = max(len(r[1]) for r in rows) if rows else 0
+    for stem, target, verdict in rows:
+        print(f"{stem:<{width}}  {target:<{target_width}}  {verdict}")
+    print(f"\n{len(rows)} scenarios · gpubot why <target> --scenario <name> · what each one is: gpubot demo")
     return EXIT_OK
 
 
@@ -152,6 +197,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return EXIT_INPUT
+    if args.command != "serve" and not os.environ.get("GPUBOT_DEBUG"):
+        # The CLI reports errors itself, in one line: library and retry logs stay quiet.
+        logging.getLogger().setLevel(logging.CRITICAL)
     handlers = dict(COMMANDS)
     for module in _command_modules():
         handlers.update(module.COMMANDS)

@@ -92,7 +92,14 @@ def cmd_must_gather(args: argparse.Namespace) -> int:
     if report.walk is not None and report.walk.verdict is not None:
         v = report.walk.verdict
         print(f"  verdict: {v.code} (layer {v.layer}): {v.summary}")
-    print(f"replay: gpubot why --bundle {report.path} NAMESPACE/POD")
+    if target:
+        print(f"replay: gpubot why --bundle {report.path} {target[0]}/{target[1]}")
+    else:
+        where = f"on {node}" if node else "requesting GPUs"
+        print(
+            f"replay: gpubot why --bundle {report.path} NAMESPACE/POD "
+            f"(the bundle holds the pods {where}; add --pod NAMESPACE/POD for another)"
+        )
     return EXIT_OK
 
 
@@ -114,21 +121,26 @@ def cmd_cordon(args: argparse.Namespace) -> int:
         )
     except RemedyInputError as err:
         raise UsageError(str(err)) from None
-    return _report(outcome)
+    return _report(outcome, src.offline)
 
 
 def cmd_uncordon(args: argparse.Namespace) -> int:
     from bot.cordon import uncordon
 
     _cfg, src = _sources(args)
-    return _report(uncordon(src.cluster, src.writer, args.node, force=args.force, dry_run=args.dry_run))
+    outcome = uncordon(src.cluster, src.writer, args.node, force=args.force, dry_run=args.dry_run)
+    return _report(outcome, src.offline)
 
 
-def _report(outcome: Any) -> int:
+def _report(outcome: Any, offline: bool) -> int:
     if outcome.refused:
         print(f"gpubot: {outcome.message}", file=sys.stderr)
         return EXIT_REFUSED
-    print(outcome.message)
+    simulated = offline and outcome.applied
+    print(
+        outcome.message
+        + (" (simulated: a scenario or bundle is read-only, its file is unchanged)" if simulated else "")
+    )
     if outcome.dry_run and outcome.patch is not None:
         print(json.dumps(outcome.patch, indent=2))
     return EXIT_OK

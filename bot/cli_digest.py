@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -71,7 +70,6 @@ def _post(args: argparse.Namespace, cfg: Any, digest: Any, telemetry: Any, did: 
         store, note = open_state(args.redis_url or cfg.redis_url)
     except StateUnavailable as err:
         raise SourceError("unavailable", str(err)) from None
-    print(f"gpubot: {note}", file=sys.stderr)
     poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
     chart = digest_chart(telemetry, digest, day)
     try:
@@ -93,7 +91,10 @@ def _post(args: argparse.Namespace, cfg: Any, digest: Any, telemetry: Any, did: 
         raise SourceError("unavailable", f"digest {did} was not posted: {err}") from None
     metrics.record_digest_run("posted" if digest.flagged else "all_clear")
     extra = f"; not attached: {'; '.join(posted.problems)}" if posted.problems else ""
-    print(f"gpubot: digest {did} posted to {posted.ref.channel} (ts {posted.ref.ts}){extra}", file=sys.stderr)
+    print(f"digest {did} posted to {posted.ref.channel} (ts {posted.ref.ts}){extra}")
+    if not (args.redis_url or cfg.redis_url):
+        # Its buttons resolve the digest from the state store: only a shared Redis lets the bot see it.
+        print(f"note: {note}; the digest's buttons need the bot's REDIS_URL to work")
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"digest": cmd_digest}

@@ -17,7 +17,7 @@ _COLOUR = {
 _MARK = {
     Severity.OK: "ok   ",
     Severity.INFO: "info ",
-    Severity.UNKNOWN: "???  ",
+    Severity.UNKNOWN: "UNKN ",
     Severity.WARN: "WARN ",
     Severity.FAULT: "FAULT",
 }

@@ -19,6 +19,7 @@ class Sources:
     writer: ClusterWriter
     telemetry: Telemetry
     description: str
+    offline: bool = False  # a scenario or a bundle: writes change only this process's copy
 
 
 def bundled_scenarios() -> list[Path]:
@@ -90,6 +91,7 @@ def open_sources(
     else:
         telemetry = NoTelemetry(now=time.time())
     return Sources(
+        offline=bool(scenario or bundle),
         cluster=cluster,
         writer=writer,
         telemetry=telemetry,

@@ -335,13 +335,13 @@ def test_no_command_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_scenarios_lists_every_bundled_incident(capsys: pytest.CaptureFixture[str]) -> None:
     run = gpubot(capsys, "scenarios")
     assert run.code == 0 and run.err == ""
-    lines = run.out.splitlines()
+    lines = run.out.splitlines()[: len(bundled_scenarios())]
     stems = [p.stem for p in bundled_scenarios()]
     assert [line.split()[0] for line in lines] == stems
-    # Each with its description's first words.
+    # Each with the pod to ask about and what the bot concludes.
     for line, path in zip(lines, bundled_scenarios(), strict=True):
-        description = " ".join(load_scenario(path).description.split())
-        assert description and line.split(None, 1)[1].strip() == description[:100].strip()
+        expect = load_scenario(path).extra["x-expect"]
+        assert line.split()[1:] == [expect["target"], *(expect["verdict"] or "all ok").split()]
 
 
 def test_demo_ends_by_itself_without_a_terminal() -> None:

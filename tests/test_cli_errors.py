@@ -131,3 +131,31 @@ def test_misshapen_objects_are_scenario_errors(
     line = _one_line(err)
     assert code == 2, line
     assert str(path) in line and key in line
+
+
+def test_a_pod_in_another_namespace_is_suggested(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "why", "trainer-0", "--scenario", "xid79-fell-off-bus")
+    assert code == 2
+    assert "did you mean ml/trainer-0?" in _one_line(err)
+
+
+def test_cordon_on_a_scenario_says_it_is_simulated(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GPUBOT_CORDON_MAX_FRACTION", "0.5")
+    code, out, _ = _run(
+        capsys, "cordon", "gpu-node-1", "--reason", "Xid 79", "--scenario", "xid79-fell-off-bus"
+    )
+    assert code == 0
+    assert "simulated" in out and "gpu-node-1" in out
+
+
+def test_version_and_scenarios_listing(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("gpubot ")
+    code, out, _ = _run(capsys, "scenarios")
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("xid79-fell-off-bus "))
+    assert line.split() == ["xid79-fell-off-bus", "ml/trainer-0", "L5_XID"]
