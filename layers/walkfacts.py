@@ -105,6 +105,19 @@ def examined_walk_facts(ctx: WalkContext, layer: int) -> tuple[list[str], WalkFa
         return LayerResult.build(
             layer, [unknown(layer, f"could not list nodes to examine: {err.hint() or err}")]
         )
+    if not nodes:
+        # Only a pod that never ran and a cluster with no GPU node get here: nothing to look at
+        # is not "no problem".
+        return LayerResult.build(
+            layer,
+            [
+                unknown(
+                    layer,
+                    "no GPU node to examine (the pod is not scheduled and no node advertises or is "
+                    "labelled with a GPU): layers 1-2 say why",
+                )
+            ],
+        )
     return nodes, walk_facts(ctx, nodes)
 
 
