@@ -166,9 +166,8 @@ def check(ctx: WalkContext) -> LayerResult:
         findings.append(
             unknown(
                 LAYER,
-                f"could not read DCGM telemetry from {facts.source}: {facts.error} — remapped rows, row-remap "
-                "failures, clock events and DCGM's Xids not checked (the device plugin log was read); check the "
-                "metrics source",
+                "remapped rows, row-remap failures, clock events and DCGM's Xids not checked (the device "
+                f"plugin log was read): {facts.error}",
                 node=ctx.bound_node,
             )
         )

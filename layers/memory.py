@@ -312,8 +312,8 @@ def no_telemetry(facts: wf.WalkFacts, nodes: Iterable[str], ctx: WalkContext) ->
         return [
             finding(
                 "L4_NO_TELEMETRY",
-                f"could not read GPU memory metrics from {facts.source}: {facts.error} — framebuffer and vLLM "
-                "preemptions not checked; check that the metrics source is reachable",
+                # The telemetry error names the source and what to check: said once.
+                f"framebuffer and vLLM preemptions not checked: {facts.error}",
                 evidence=[f"telemetry error: {facts.error}", *notes],
                 commands=["DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > 0.95"],
                 node=ctx.bound_node,
