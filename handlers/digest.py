@@ -82,7 +82,12 @@ def digest_table(digest: Digest) -> str:
         lines.append(f"UNKNOWN: {digest.metrics_error}")
     lines += [f"note: {n}" for n in digest.notes]
     if not digest.flagged:
-        lines.append("All clear: no GPU node lost capacity, has rising remapped rows or a failed row remap.")
+        if digest.rows_read:
+            lines.append(
+                "All clear: no GPU node lost capacity, has rising remapped rows or a failed row remap."
+            )
+        else:
+            lines.append("No GPU node lost capacity; remapped rows could not be read (see above).")
         return "\n".join(lines) + "\n"
     rows = [("NODE", "CAP", "ALLOC", "ROWS+24H C/U", "XIDS 24H", "CORDONED", "REASONS", "GAPS (cap/alloc)")]
     for f in digest.flagged:
@@ -91,7 +96,7 @@ def digest_table(digest: Digest) -> str:
                 f.node,
                 str(f.capacity),
                 str(f.allocatable),
-                f"{f.correctable_rows_24h}/{f.uncorrectable_rows_24h}",
+                f"{f.correctable_rows_24h}/{f.uncorrectable_rows_24h}" if digest.rows_read else "?",
                 ",".join(map(str, f.xids_24h)) or "-",
                 "yes" if f.cordoned else "no",
                 ",".join(f.reasons),
@@ -154,6 +159,13 @@ def digest_message(digest: Digest, did: str, day: str | None = None) -> Message:
     for note in digest.notes[:3]:
         blocks.append(_context(f":information_source: {escape(note)}"))
     attachments: list[tuple[str, str]] = []
+    if not digest.flagged and not digest.rows_read:
+        blocks.append(
+            _section(
+                ":grey_question: No GPU node lost capacity; remapped rows could not be read (see above)."
+            )
+        )
+        return Message(text=f"GPU digest {day}: nothing flagged, metrics unread", blocks=blocks)
     if not digest.flagged:
         blocks.append(
             _section(

@@ -107,6 +107,7 @@ class Digest:
     metrics_source: str = ""
     metrics_error: str | None = None  # why remapped rows and Xids could not be read
     notes: tuple[str, ...] = ()
+    rows_read: bool = True  # False: remapped rows were not readable, their zeros mean "unknown"
     hostmap: HostMap = field(default_factory=HostMap, compare=False, repr=False)
 
     @property
@@ -200,6 +201,14 @@ def build_digest(
             f"no remapped-row series in {metrics_source or 'the metrics source'}: "
             "is dcgm-exporter scraped, with DCGM_FI_DEV_*_REMAPPED_ROWS enabled?"
         )
+    silent = sorted(o.name(n) for n in nodes if o.is_gpu_node(n) and not o.advertised(n))
+    if silent:
+        # Not one of the digest's three reasons, but no GPU node should go unmentioned.
+        shown = ", ".join(silent[:10]) + (f" (+{len(silent) - 10} more)" if len(silent) > 10 else "")
+        all_notes.append(
+            f"{len(silent)} GPU node(s) advertise no GPU resource (device plugin not registered): {shown}; "
+            "`gpubot why` on a pod there walks layers 1-2"
+        )
     flagged.sort(key=lambda f: (-f.weight[0], -f.weight[1], f.node))
     return Digest(
         generated_at=now,
@@ -209,6 +218,7 @@ def build_digest(
         metrics_error=metrics_error,
         notes=tuple(all_notes),
         hostmap=hostmap or HostMap(nodes=frozenset(by_name)),
+        rows_read=fleet_health is not None and present,
     )
 
 

@@ -528,3 +528,17 @@ def test_unreadable_plugin_pods_are_a_note() -> None:
         Forbidden(objects), telemetry([s for s in data if "hostname" not in s.labels], NOW)
     )
     assert any(n.startswith("device plugin log not read on gpu-all") for n in digest.notes), digest.notes
+
+
+def test_unreadable_rows_are_unknown_not_zero_and_silent_gpu_nodes_are_noted() -> None:
+    from handlers.digest import digest_table
+
+    silent = b.gpu_node("gpu-new", 8)
+    silent["status"]["capacity"].pop("nvidia.com/gpu")
+    silent["status"]["allocatable"].pop("nvidia.com/gpu")
+    digest = collect([b.gpu_node("gpu-1", 8, allocatable=7), silent], [])
+    assert not digest.rows_read
+    table = digest_table(digest)
+    row = next(line for line in table.splitlines() if line.startswith("gpu-1 "))
+    assert row.split()[3] == "?"  # not "0/0": nothing was read
+    assert any("advertise no GPU resource" in n and "gpu-new" in n for n in digest.notes)
