@@ -234,9 +234,27 @@ def _objects(raw: object, source: str, path: str, out: list[dict[str, Any]]) -> 
             raise ScenarioError(source, f"{where}.metadata.name", f"expected the {kind}'s name")
         for field_name in ("labels", "annotations"):
             _as_api_strings(meta, field_name, source, f"{where}.metadata.{field_name}")
+        if kind not in _CLUSTER_SCOPED and not meta.get("namespace"):
+            meta["namespace"] = "default"  # as the API server files a namespaced object given none
         _check_shape(obj, _SHAPES.get(kind, _ANY_OBJECT), source, where)
         out.append(obj)
 
+
+_CLUSTER_SCOPED = frozenset(
+    {
+        "Node",
+        "Namespace",
+        "ClusterPolicy",
+        "NVIDIADriver",
+        "RuntimeClass",
+        "PersistentVolume",
+        "StorageClass",
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "PriorityClass",
+    }
+)
 
 # The shapes the layers read, by kind: a mapping names its fields' shapes, a
 # one-element list means "a list of these", `dict` any mapping. A field that is

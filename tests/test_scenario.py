@@ -309,3 +309,17 @@ def test_label_values_that_are_not_scalars_are_refused(tmp_path) -> None:
     )
     with pytest.raises(ScenarioError, match=r"objects\[0\]\.metadata\.labels\['a'\]: expected a string"):
         load_scenario(path)
+
+
+def test_namespaced_objects_without_a_namespace_land_in_default(tmp_path) -> None:
+    from bot.scenario import load_scenario
+
+    path = tmp_path / "nons.yaml"
+    path.write_text(
+        "kind: Scenario\nobjects:\n"
+        "- {apiVersion: v1, kind: Pod, metadata: {name: p}}\n"
+        "- {apiVersion: v1, kind: Node, metadata: {name: n}}\n"
+    )
+    pod, node = load_scenario(path).objects
+    assert pod["metadata"]["namespace"] == "default"
+    assert "namespace" not in node["metadata"]
