@@ -133,9 +133,7 @@ def load_config(
     if (v := get("PROMETHEUS_TOKEN")) is not None:
         kw["prometheus_token"] = v
     if (v := get("PROMETHEUS_CA_BUNDLE")) is not None:
-        if not os.path.isfile(v):
-            raise ConfigError(f"PROMETHEUS_CA_BUNDLE names no readable file: {v}")
-        kw["prometheus_ca"] = v
+        kw["prometheus_ca"] = v  # checked when the Prometheus client is built: it names a file in the pod
     if (v := get("REDIS_URL")) is not None:
         kw["redis_url"] = check_url("REDIS_URL", v, ("redis", "rediss", "unix"))
     if (v := get("KUBECONFIG")) is not None:

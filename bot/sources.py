@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from importlib import resources
@@ -52,7 +53,7 @@ def open_sources(
     context: str | None = None,
     prometheus_url: str | None = None,
 ) -> Sources:
-    from bot.config import check_url
+    from bot.config import ConfigError, check_url
     from bot.scenario import build_sources, load_scenario
 
     if scenario and bundle:
@@ -83,6 +84,8 @@ def open_sources(
     if prometheus_url:
         from bot.prom import PrometheusTelemetry
 
+        if cfg.prometheus_ca and not os.path.isfile(cfg.prometheus_ca):
+            raise ConfigError(f"PROMETHEUS_CA_BUNDLE names no readable file: {cfg.prometheus_ca}")
         telemetry = PrometheusTelemetry(
             prometheus_url, token=cfg.prometheus_token, ca_bundle=cfg.prometheus_ca
         )

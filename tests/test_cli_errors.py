@@ -74,7 +74,15 @@ def test_missing_ca_bundle_file_stops_with_its_name(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("PROMETHEUS_CA_BUNDLE", "/nonexistent/ca.pem")
-    code, _, err = _run(capsys, "why", "ml/trainer-0", "--scenario", "xid79-fell-off-bus")
+    code, _, err = _run(
+        capsys,
+        "why",
+        "ml/trainer-0",
+        "--scenario",
+        "xid79-fell-off-bus",
+        "--prometheus-url",
+        "https://127.0.0.1:1",
+    )
     assert code == 2
     assert "PROMETHEUS_CA_BUNDLE" in _one_line(err)
 
