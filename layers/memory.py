@@ -19,6 +19,7 @@ from layers import objects as o
 from layers import walkfacts as wf
 from layers.context import WalkContext
 from layers.findings import Finding, LayerResult, finding, unknown
+from layers.fleet import fold
 from layers.sources import K8sObject, SourceError
 
 LAYER = 4
@@ -44,7 +45,7 @@ def check(ctx: WalkContext) -> LayerResult:
     for node in nodes:
         findings += time_slicing(ctx, node)
     if not findings:
-        where = ", ".join(nodes) or "no node"
+        where = ", ".join(nodes) if len(nodes) <= 3 else f"{len(nodes)} examined GPU nodes"
         findings.append(
             finding(
                 "L4_OK",
@@ -52,7 +53,7 @@ def check(ctx: WalkContext) -> LayerResult:
                 node=ctx.bound_node,
             )
         )
-    return LayerResult.build(LAYER, findings)
+    return LayerResult.build(LAYER, fold(findings))
 
 
 def _ref(ctx: WalkContext) -> tuple[str, str]:
@@ -323,9 +324,9 @@ def no_telemetry(facts: wf.WalkFacts, nodes: Iterable[str], ctx: WalkContext) ->
     for node in nodes:
         if facts.on(node):
             continue
-        hosts = facts.hostmap.hosts_for([node])
+        exporter = facts.exporters_on(node)
+        hosts = sorted({node, *exporter})
         values = "|".join(hosts)
-        exporter = [p for p, n in facts.hostmap.exporters.items() if n == node]
         out.append(
             finding(
                 "L4_NO_TELEMETRY",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from layers import gpufacts as gf
 from layers import objects as o
@@ -82,10 +83,31 @@ class WalkFacts:
     vllm: Mapping[gf.PodRef, VllmFacts] = field(default_factory=dict)
 
     def on(self, node: str) -> list[gf.GpuFacts]:
-        return [g for g in self.gpus if g.node == node]
+        return list(self._by_node.get(node, ()))
 
     def of_pod(self, ref: gf.PodRef) -> list[gf.GpuFacts]:
         return [g for g in self.gpus if ref in g.pods]
+
+    def exporters_on(self, node: str) -> list[str]:
+        """The dcgm-exporter pods whose name stands for this node in a host label."""
+        return list(self._exporters_by_node.get(node, ()))
+
+    # Indexed once: a pending pod examines every GPU node, and a scan of every
+    # GPU per node is quadratic (25 s at 5,000 nodes).
+    @cached_property
+    def _by_node(self) -> dict[str | None, list[gf.GpuFacts]]:
+        out: dict[str | None, list[gf.GpuFacts]] = {}
+        for g in self.gpus:
+            out.setdefault(g.node, []).append(g)
+        return out
+
+    @cached_property
+    def _exporters_by_node(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for pod, node in self.hostmap.exporters.items():
+            if node:
+                out.setdefault(node, []).append(pod)
+        return out
 
 
 def exporter_pods(ctx: WalkContext) -> list[K8sObject]:
