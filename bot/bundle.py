@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.gather import SCENARIO_MEMBER, Archive, Caps, Collector, ExecFn, Progress
+from bot.redact import mask_text
 from layers import objects as o
 from layers import remedy as rm
 from layers.findings import WalkResult
@@ -158,14 +159,15 @@ def collect_bundle(
         say("the walk")
         if walk is None:
             walk = _walk(cluster, telemetry, scope, manifest.errors)
-        archive.add("summary.md", _summary(manifest, walk, notes), essential=True)
+        # The walk quotes raw log lines: masked like every other file of the bundle.
+        archive.add("summary.md", mask_text(_summary(manifest, walk, notes)), essential=True)
         say("scenario.yaml")
         c.write_scenario(
             f"must-gather {label}",
             f"must-gather of {label}, collected {manifest.created} from {manifest.source}",
         )
         errors_txt = "".join(f"{e['read']}: {e['error']}\n" for e in manifest.errors) or "no read failed\n"
-        archive.add("errors.txt", errors_txt, essential=True)
+        archive.add("errors.txt", mask_text(errors_txt), essential=True)
         archive.add("manifest.json", json.dumps(manifest.to_dict(), indent=2) + "\n", essential=True)
         archive.close()
         os.replace(partial, out)

@@ -297,6 +297,8 @@ class PrometheusTelemetry:
             raise TelemetryError(self._body_error(where, query)) from None
         except requests.exceptions.RequestException as e:
             raise TelemetryError(f"{where}: request failed ({_short(e)})") from None
+        except OSError as e:  # e.g. the CA bundle file vanished: requests raises it bare
+            raise TelemetryError(f"{where}: {e} (check PROMETHEUS_CA_BUNDLE)") from None
 
     def _timeout_error(self, where: str, query: str) -> str:
         return (

@@ -92,7 +92,7 @@ def open_sources(
     elif series_telemetry is not None:
         telemetry = series_telemetry
     else:
-        telemetry = NoTelemetry(now=time.time())
+        telemetry = NoTelemetry(now=time.time)
     return Sources(
         offline=bool(scenario or bundle),
         cluster=cluster,

@@ -11,7 +11,7 @@ the target itself (the pod) lets it escape to the caller.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -206,11 +206,13 @@ class NoTelemetry:
 
     source = "no metrics source"
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, now: float | Callable[[], float]) -> None:
+        # A fixed instant (a scenario's), or a clock (a live cluster: a bot that
+        # runs for weeks must not date today's log lines by its start-up day).
         self._now = now
 
     def now(self) -> float:
-        return self._now
+        return self._now() if callable(self._now) else self._now
 
     def _fail(self) -> list[Any]:
         raise TelemetryError("no metrics source configured: pass --prometheus-url or set PROMETHEUS_URL")

@@ -251,3 +251,20 @@ def test_exec_forbidden_through_the_real_client(tmp_path: Path) -> None:
         s["why"].startswith("pods/exec not allowed: --with-bug-report skipped") for s in report.skipped
     )
     assert (tmp_path / "b.tar.gz").exists()
+
+
+def test_the_walk_summary_is_masked_too(tmp_path: Path) -> None:
+    # The walk quotes raw log lines as evidence: summary.md must be masked like the logs.
+    data = scenario()
+    data["logs"]["ml/trainer-0/trainer"] = (
+        "RuntimeError: CUDA error: no CUDA-capable device is detected; password=hunter2LEAKED\n"
+    )
+    snap, telemetry = build_sources(parse_scenario(data, "<leak>"))
+    from layers.walk import walk
+
+    result = walk(snap, telemetry, *TARGET, all_layers=True)
+    assert any("hunter2LEAKED" in e for r in result.layers for f in r.findings for e in f.evidence)
+    out = tmp_path / "b.tar.gz"
+    collect_bundle(snap, telemetry, out, target=TARGET, walk=result)
+    for name, body in members(out).items():
+        assert b"hunter2LEAKED" not in body, f"leaked in {name}"

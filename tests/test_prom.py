@@ -432,3 +432,11 @@ def test_count_answers_presence_without_moving_series(tel: PrometheusTelemetry) 
     assert tel.count("DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_PCIE_REPLAY_COUNTER") == len(
         tel.instant("DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_PCIE_REPLAY_COUNTER")
     )
+
+
+def test_a_missing_ca_bundle_is_a_telemetry_error_not_a_crash() -> None:
+    from layers.sources import TelemetryError
+
+    tel = PrometheusTelemetry("https://127.0.0.1:1", ca_bundle="/nonexistent/ca.pem", timeout_s=1)
+    with pytest.raises(TelemetryError, match="PROMETHEUS_CA_BUNDLE|ca"):
+        tel.instant("DCGM_FI_DEV_FB_USED")

@@ -93,3 +93,12 @@ def test_standalone_chart_gfd_is_not_taken_for_the_device_plugin() -> None:
     )
     assert component(plugin) == "device-plugin"
     assert component(gfd) == "gfd"
+
+
+def test_no_telemetry_follows_the_clock_on_a_live_cluster() -> None:
+    from layers.sources import NoTelemetry
+
+    ticks = iter([100.0, 200.0])
+    live = NoTelemetry(now=lambda: next(ticks))
+    assert (live.now(), live.now()) == (100.0, 200.0)  # a bot running for weeks keeps today's date
+    assert NoTelemetry(now=5.0).now() == 5.0  # a scenario's instant stays fixed
