@@ -438,5 +438,5 @@ def test_a_missing_ca_bundle_is_a_telemetry_error_not_a_crash() -> None:
     from layers.sources import TelemetryError
 
     tel = PrometheusTelemetry("https://127.0.0.1:1", ca_bundle="/nonexistent/ca.pem", timeout_s=1)
-    with pytest.raises(TelemetryError, match="PROMETHEUS_CA_BUNDLE|ca"):
+    with pytest.raises(TelemetryError, match="PROMETHEUS_CA_BUNDLE"):
         tel.instant("DCGM_FI_DEV_FB_USED")
