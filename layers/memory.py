@@ -144,7 +144,7 @@ def gpu_oom_in_logs(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
                     node=ctx.bound_node,
                 )
             )
-            continue
+            # Lines already found in the current log still stand.
         if not hits:
             continue
         out.append(

@@ -155,7 +155,10 @@ def _build_failed(log: _DriverLog, node: str, node_obj: K8sObject | None) -> Fin
     evidence = [f"kernel: {kernel}", *lines, *log.soft[:3]]
     evidence += [f"{DRIVER_MANAGER}: {ln}" for ln in log.manager[:3]]
     pod = log.pod
-    commands = [_logs_cmd(pod, DRIVER_CTR), _logs_cmd(pod, DRIVER_CTR, previous=True)]
+    commands = [_logs_cmd(pod, DRIVER_CTR)]
+    if ps.restarted(pod, DRIVER_CTR):
+        # kubectl refuses --previous for a container that never restarted.
+        commands.append(_logs_cmd(pod, DRIVER_CTR, previous=True))
     if any(w.startswith(DTK_CTR) for w in log.containers):
         commands.append(_logs_cmd(pod, DTK_CTR))
     commands += [_logs_cmd(pod, DRIVER_MANAGER), "kubectl get nodes -o wide"]

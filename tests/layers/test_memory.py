@@ -490,3 +490,23 @@ def test_node_series_without_host_label_found_by_the_pods_labels() -> None:
     ]
     result = run([b.gpu_node(NODE), workload()], data)
     assert "L4_FB_SATURATED" in codes(result)
+
+
+def test_oom_lines_found_in_the_current_log_survive_a_refused_previous_log() -> None:
+    from bot.snapshot import SnapshotCluster
+    from layers.context import WalkContext
+    from layers.findings import Target
+    from layers.sources import NoTelemetry, SourceError
+
+    class PreviousForbidden(SnapshotCluster):
+        def pod_log(self, namespace: str, pod: str, container: str, **kw: object) -> str:
+            if kw.get("previous"):
+                raise SourceError("forbidden", "no", verb="get", resource="pods/log", namespace=namespace)
+            return super().pod_log(namespace, pod, container, **kw)  # type: ignore[arg-type]
+
+    p = b.pod("ml", "train-0", node="gpu-1", phase="Running", containers=("train",))
+    logs = {"ml/train-0/train": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"}
+    cluster = PreviousForbidden([b.gpu_node("gpu-1"), p], logs)
+    ctx = WalkContext(cluster, NoTelemetry(0.0), Target("ml", "train-0", "gpu-1"), p)
+    codes = [f.code for f in memory.gpu_oom_in_logs(ctx, p)]
+    assert "L4_GPU_OOM_IN_LOGS" in codes and "L4_UNKNOWN" in codes

@@ -906,3 +906,17 @@ def test_node_without_node_info_is_left_out_of_the_kernel_spread() -> None:
     assert "L3_KERNEL_SKEW" not in codes(run(nodes, node_name="gpu-2"))
     nodes[1]["status"]["nodeInfo"]["osImage"] = "Ubuntu 22.04.5 LTS "  # trailing space is no skew
     assert "L3_KERNEL_SKEW" not in codes(run(nodes, node_name="gpu-1"))
+
+
+def test_previous_log_command_only_for_a_driver_that_restarted() -> None:
+    text = "Resolving Linux kernel version...\nCould not resolve Linux kernel version\n"
+    fresh = driver_pod("gpu-1", restarts=0, waiting={"nvidia-driver-ctr": "ContainerCreating"})
+    f = one(
+        run([node("gpu-1"), fresh], {log_key(fresh, "nvidia-driver-ctr"): text}), "L3_DRIVER_BUILD_FAILED"
+    )
+    assert not any("--previous" in c for c in f.commands)  # kubectl would refuse it
+    looping = driver_pod("gpu-1")
+    f = one(
+        run([node("gpu-1"), looping], {log_key(looping, "nvidia-driver-ctr"): text}), "L3_DRIVER_BUILD_FAILED"
+    )
+    assert any(c.endswith("-c nvidia-driver-ctr --previous") for c in f.commands)
