@@ -80,17 +80,53 @@ def _button(text: str, action_id: str, value: str, style: str | None = None, **e
     return b
 
 
-def cordon_confirm(node: str) -> dict[str, Any]:
+# Slack's confirm dialog: title 100, text 300, confirm/deny 30 characters, else the whole message is rejected.
+CONFIRM_TEXT_MAX = 300
+SHOWN_NODE_MAX = 200  # a node name may be 253 characters
+
+
+def shown_node(node: str) -> str:
+    """A node name short enough for a confirm dialog (the full name is in the message itself)."""
+    return node if len(node) <= SHOWN_NODE_MAX else node[:SHOWN_NODE_MAX] + "…"
+
+
+def _confirm(title: str, text: str, confirm: str, style: str) -> dict[str, Any]:
     return {
-        "title": {"type": "plain_text", "text": "Cordon this node?"},
-        "text": {
-            "type": "mrkdwn",
-            "text": f"Cordon *{escape(node)}*: no new pods will be scheduled there. Running pods stay.",
-        },
-        "confirm": {"type": "plain_text", "text": "Cordon"},
+        "title": {"type": "plain_text", "text": title[:100]},
+        "text": {"type": "mrkdwn", "text": text[:CONFIRM_TEXT_MAX]},
+        "confirm": {"type": "plain_text", "text": confirm[:30]},
         "deny": {"type": "plain_text", "text": "Cancel"},
-        "style": "danger",
+        "style": style,
     }
+
+
+def cordon_confirm(node: str) -> dict[str, Any]:
+    return _confirm(
+        "Cordon this node?",
+        f"Cordon *{escape(shown_node(node))}*: no new pods will be scheduled there. Running pods stay.",
+        "Cordon",
+        "danger",
+    )
+
+
+def uncordon_confirm(node: str) -> dict[str, Any]:
+    return _confirm(
+        "Uncordon this node?",
+        f"Uncordon *{escape(shown_node(node))}*: new pods may be scheduled there again.",
+        "Uncordon",
+        "primary",
+    )
+
+
+def uncordon_actions(walk_id: str, node: str, layer: int | None) -> dict[str, Any]:
+    """The `uncordon_node` button under the audit line of a cordon the bot made.
+
+    Its block id names the layer the cordon was clicked from (`layer<N>_undo`), so the
+    uncordon resolves the same node the cordon did.
+    """
+    button = _button(f"Uncordon {node}", UNCORDON, walk_id, confirm=uncordon_confirm(node))
+    block_id = f"layer{layer}_undo" if layer is not None else "cordon_undo"
+    return {"type": "actions", "block_id": block_id, "elements": [button]}
 
 
 def layer_buttons(
@@ -214,7 +250,9 @@ def root_message(
     requester: str | None,
     cluster_name: str | None = None,
     running: bool = False,
+    stopped: str | None = None,
 ) -> Message:
+    """The walk's root: who asked, the layer track, then the verdict (or why the walk `stopped`)."""
     t = walk.target
     who = f"<@{requester}> asked: " if requester else ""
     node = f" on node `{escape(t.node)}`" if t.node else " (not scheduled)" if t.pod else ""
@@ -222,9 +260,12 @@ def root_message(
     head = f"{who}why is {subject} failing?{node}"
     if cluster_name:
         head += f" · cluster `{escape(cluster_name)}`"
-    blocks: list[dict[str, Any]] = [_section(head), _context(track_line(walk) + (" …" if running else ""))]
+    track = track_line(walk) if walk.layers or not stopped else "no layer ran"
+    blocks: list[dict[str, Any]] = [_section(head), _context(track + (" …" if running else ""))]
     v = walk.verdict
-    if v is not None and not running:
+    if stopped:
+        blocks.append(_section(f":x: *Stopped*: {escape(stopped)}"))
+    elif v is not None and not running:
         blocks.append(
             _section(f"*Verdict* (layer {v.layer}): {EMOJI[v.severity]} `{v.code}` {escape(v.summary)}")
         )

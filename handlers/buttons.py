@@ -3,10 +3,13 @@
 Order of a click: who may (operators only for must-gather and cordon: anyone
 else gets an ephemeral refusal and nothing happens), which walk (the button's
 value), a claim in the state store per walk + action (a second click on a
-finished action is answered, not repeated), the audit line in the thread
-(who, what, when), then the action. If the state store is down the clicker is
-told so before anything is done. Each click is counted by its action id and
-outcome through the walk service's observer, and logged under its walk id.
+finished action is answered, not repeated), then the action with its audit
+line in the thread (who, what, when: before a walk or must-gather, after a
+cordon with what it did, and with an `uncordon_node` button when it changed
+the node). If the state store is down the clicker is told so before anything
+is done; once a node action has run, a store failure never hides it. Each
+click is counted by its action id and outcome through the walk service's
+observer, and logged under its walk id.
 """
 
 from __future__ import annotations
@@ -20,7 +23,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL, node_in_question
+from handlers.blocks import (
+    CORDON,
+    DESCEND,
+    JUMP,
+    MUST_GATHER,
+    UNCORDON,
+    WALK_ALL,
+    node_in_question,
+    uncordon_actions,
+)
 from handlers.digest import DIAGNOSE, parse_button_value
 from handlers.escape import escape
 from handlers.ports import StateUnavailable
@@ -34,7 +46,8 @@ log = logging.getLogger("gpubot.buttons")
 NAV_ACTIONS = frozenset({DESCEND, JUMP, WALK_ALL})
 OPERATOR_ACTIONS = frozenset({MUST_GATHER, CORDON, UNCORDON})
 GROUP_CACHE_S = 60.0
-_BLOCK_LAYER = re.compile(r"^layer(\d)_actions$")
+# A layer message's buttons (`layer<N>_actions`), or the uncordon under a cordon clicked there (`layer<N>_undo`).
+_BLOCK_LAYER = re.compile(r"^layer(\d)_(?:actions|undo)$")
 
 # What came of a click (the `outcome` of the actions counter).
 DONE = "done"
@@ -60,7 +73,7 @@ class Click:
 
     @property
     def from_layer(self) -> int | None:
-        """The layer whose message held the button (its actions block is `layer<N>_actions`)."""
+        """The layer whose message held the button (or whose cordon the audit line's uncordon undoes)."""
         m = _BLOCK_LAYER.match(self.block_id or "")
         return int(m.group(1)) if m else None
 
@@ -241,8 +254,12 @@ class Buttons:
     def _claim(self, walk: Walk, name: str, user: str, ttl_s: int | None = None) -> bool:
         return self.service.claim(walk.walk_id, name, user, ttl_s)
 
-    def _audit(self, walk: Walk, click: Click, what: str) -> None:
-        self.service.note(walk, f"<@{click.user}> {what} · {when(self.clock())}")
+    def _release(self, walk: Walk, name: str) -> None:
+        """After an action has run (or failed), freeing its claim is best-effort: what happened is said."""
+        self.service.release_quietly(walk.walk_id, name)
+
+    def _audit(self, walk: Walk, click: Click, what: str, extra: list[dict[str, Any]] | None = None) -> None:
+        self.service.note(walk, f"<@{click.user}> {what} · {when(self.clock())}", extra)
 
     def _digest_walk(self, click: Click) -> Walk:
         """A digest row's buttons carry `<digest id>|<node>`: one node walk per digest and node."""
@@ -252,7 +269,9 @@ class Buttons:
 
     def _diagnose(self, click: Click, walk: Walk) -> str:
         node = walk.target.node or ""
-        if not self._claim(walk, "diagnose", click.user):
+        # A started walk has its root posted; the claim only covers the run itself (a dead replica's
+        # claim expires after CLAIM_S instead of blocking the button for the whole retention).
+        if walk.root_ts is not None or not self._claim(walk, "diagnose", click.user, CLAIM_S):
             self._tell(click, f"{escape(node)} is already being diagnosed in this digest's thread.")
             return REPEATED
         self._audit(walk, click, f"asked to diagnose `{escape(node)}`")
@@ -260,7 +279,7 @@ class Buttons:
             walk.channel, click.user, walk.target, thread_ts=walk.thread, walk_id=walk.walk_id
         )
         if started is None:
-            self.service.release(walk.walk_id, "diagnose")
+            self._release(walk, "diagnose")
             return FAILED
         return DONE
 
@@ -270,7 +289,10 @@ class Buttons:
         if layer is None:
             self._tell(click, "there is no layer to go to from here: the walk has reached its end.")
             return NOTHING
-        if not self._claim(walk, f"layer:{layer}", click.user, CLAIM_S):
+        # The stored result says done even when its claim could not be kept (see WalkService).
+        if layer in self.service.results(walk.walk_id) or not self._claim(
+            walk, f"layer:{layer}", click.user, CLAIM_S
+        ):
             self._tell(click, f"layer {layer} has already been run for this walk: see the thread.")
             return REPEATED
         self._audit(walk, click, f"{verb} layer {layer}")
@@ -292,12 +314,17 @@ class Buttons:
         if not remaining:
             self._tell(click, "every layer has already been run for this walk: see the thread.")
             return NOTHING
-        if not self._claim(walk, "walk_all", click.user):
+        # Held only while this click runs: each layer's own claim keeps it from running twice.
+        if not self._claim(walk, "walk_all", click.user, CLAIM_S):
             self._tell(click, "the remaining layers are already being walked for this thread.")
             return REPEATED
-        self._audit(walk, click, "walked the remaining layers (" + ", ".join(map(str, remaining)) + ")")
+        try:
+            self._audit(walk, click, "walked the remaining layers (" + ", ".join(map(str, remaining)) + ")")
+            ran = self.service.run_layers(walk, remaining)
+        finally:
+            self._release(walk, "walk_all")
         # Layers another click took meanwhile are not failures; none run at all is.
-        return DONE if self.service.run_layers(walk, remaining) else FAILED
+        return DONE if ran else FAILED
 
     # --- node actions (operators) ---------------------------------------------------------------
 
@@ -322,36 +349,51 @@ class Buttons:
         return self._schedule(click, walk, "uncordon", "cordon")
 
     def _schedule(self, click: Click, walk: Walk, verb: str, undo: str) -> str:
-        """Cordon or uncordon the walk's node, once per thread until the other undoes it."""
+        """Cordon or uncordon the walk's node, once per thread until the other undoes it.
+
+        Once the node action has run, the thread hears of it first (the audit line, or the
+        failure); claims are then freed best-effort, so a store failure never hides it.
+        """
         node = self._node(click, walk)
         if node is None or self.actions is None:
             return NOTHING
-        if not self._claim(walk, f"{verb}:{node}", click.user):
+        name = f"{verb}:{node}"
+        if not self._claim(walk, name, click.user):
             self._tell(click, f"{escape(node)} was already {verb}ed from this thread: nothing more to do.")
             return REPEATED
         actor = f"slack:{click.user}"
         try:
+            reason = self._cordon_reason(walk) if verb == "cordon" else ""
+        except StateUnavailable:
+            self._release(walk, name)
+            raise  # nothing was done yet: the clicker is told so
+        try:
             if verb == "cordon":
-                verdict = self.service.walk_result(walk).verdict
-                reason = f"gpubot walk {walk.walk_id} ({walk.target.label})"
-                if verdict is not None:
-                    reason += f": {verdict.code}"
                 outcome = self.actions.cordon(node, actor, reason)
             else:
                 outcome = self.actions.uncordon(node, actor)
         except Exception as err:
-            self.service.release(walk.walk_id, f"{verb}:{node}")
             self.service.report_failure(walk, f"{verb} {node} requested by {click.user} failed", err)
+            self._release(walk, name)
             return FAILED
         if outcome.changed:
+            undo_button = (
+                [uncordon_actions(walk.walk_id, node, click.from_layer)] if verb == "cordon" else None
+            )
+            self._audit(walk, click, f"{verb}ed `{escape(node)}`: {escape(outcome.message)}", undo_button)
             # Done: the opposite action becomes possible again from this thread.
-            self.service.release(walk.walk_id, f"{undo}:{node}")
-            self._audit(walk, click, f"{verb}ed `{escape(node)}`: {escape(outcome.message)}")
+            self._release(walk, f"{undo}:{node}")
             return DONE
         # Nothing changed (refused by the breaker, already in that state): a later click may try again.
-        self.service.release(walk.walk_id, f"{verb}:{node}")
         self._audit(walk, click, f"asked to {verb} `{escape(node)}`: {escape(outcome.message)}")
+        self._release(walk, name)
         return UNCHANGED
+
+    def _cordon_reason(self, walk: Walk) -> str:
+        """The reason annotated on the node: the walk and its verdict."""
+        reason = f"gpubot walk {walk.walk_id} ({walk.target.label})"
+        verdict = self.service.walk_result(walk).verdict
+        return reason + f": {verdict.code}" if verdict is not None else reason
 
     def _must_gather(self, click: Click, walk: Walk) -> str:
         node = self._node(click, walk)
@@ -372,8 +414,8 @@ class Buttons:
                 walk.channel, bundle.filename, content, thread_ts=walk.thread, title=bundle.filename
             )
         except Exception as err:
-            self.service.release(walk.walk_id, f"must_gather:{node}")
             self.service.report_failure(walk, f"must-gather of {node} failed", err)
+            self._release(walk, f"must_gather:{node}")
             return FAILED
         self.service.note(walk, f"must-gather of `{escape(node)}` attached: {escape(bundle.summary)}")
         return DONE

@@ -25,7 +25,7 @@ from typing import Any
 from handlers.blocks import Message, layer_message, node_in_question, root_message
 from handlers.commands import usage_reply
 from handlers.escape import escape
-from handlers.ports import NoObserver, PostRef, SlackPoster, StateStore, WalkObserver
+from handlers.ports import NoObserver, PostRef, SlackPoster, StateStore, StateUnavailable, WalkObserver
 from handlers.walkstate import Walk, WalkGone, layer_from_dict, layer_to_dict, new_walk_id
 from layers.context import WalkContext
 from layers.findings import LayerResult, Target, WalkResult
@@ -37,6 +37,8 @@ log = logging.getLogger("gpubot.walks")
 RETENTION_S = 14 * 24 * 3600
 # A claim outlives the longest layer run; a crashed replica's claim expires so the layer can run again.
 CLAIM_S = 15 * 60
+
+STORE_DOWN = "the bot's state store (Redis) is unreachable"
 
 # Opens a fresh context for a target (reads the pod or node; SourceError when it cannot).
 OpenWalk = Callable[[Target], WalkContext]
@@ -107,9 +109,11 @@ class WalkService:
     ) -> Walk | None:
         """Open the target, post the root message, store the walk, then follow the layers.
 
-        A target that cannot be read is answered ephemerally (a missing pod gets the
-        usage) and nothing is posted in the channel: returns None. With `thread_ts`
-        the root goes into that thread (the digest's "diagnose node").
+        A target that cannot be read, or a state store that does not answer, is answered
+        ephemerally and nothing is posted in the channel: returns None. When the store
+        fails once the root is posted, the requester is told and the root says the walk
+        stopped (with its id): returns None too. With `thread_ts` the root goes into that
+        thread (the digest's "diagnose node").
         """
         walk_id = walk_id or new_walk_id()
         with self.observer.scope(walk_id):
@@ -118,6 +122,8 @@ class WalkService:
     def _start(
         self, channel: str, user: str | None, target: Target, thread_ts: str | None, walk_id: str
     ) -> Walk | None:
+        if not self._store_answers(channel, user, walk_id):
+            return None
         try:
             ctx = self.open_walk(target)
         except SourceError as err:
@@ -148,16 +154,60 @@ class WalkService:
             )
             return None
         walk = replace(walk, root_ts=ref.ts)
-        self.state.set(self._key(walk.walk_id), walk.to_dict(), self.retention_s)
-        log.info("walk %s started for %s by %s", walk.walk_id, walk.target.label, user)
-        self.observer.walk_started()
         ran: list[LayerResult] = []
         try:
-            ran = self.follow(walk, 1, ctx=ctx)
+            self.state.set(self._key(walk.walk_id), walk.to_dict(), self.retention_s)
+        except StateUnavailable as err:
+            self._stopped(walk, ran, err)
+            return None
+        log.info("walk %s started for %s by %s", walk.walk_id, walk.target.label, user)
+        self.observer.walk_started()
+        try:
+            self._follow(walk, 1, ctx, ran)
+        except StateUnavailable as err:
+            self._stopped(walk, ran, err)
+            return None
         finally:
             # Counted even when the run broke off (the store went down): started and finished pair up.
             self.observer.walk_finished(WalkResult(walk.target, tuple(ran)))
         return walk
+
+    def _store_answers(self, channel: str, user: str | None, walk_id: str) -> bool:
+        """Checked before anything is posted: a walk whose state cannot be kept is not started."""
+        try:
+            up = self.state.ping()
+            why = "it did not answer PING"
+        except StateUnavailable as err:
+            up, why = False, str(err)
+        if not up:
+            log.error("walk %s not started: state store unreachable: %s", walk_id, why)
+            self._ephemeral(
+                channel,
+                user,
+                f":x: {STORE_DOWN}, so walk `{walk_id}` was not started: {escape(why)}. Try again in a "
+                "moment; if it persists, check REDIS_URL and the Redis service.",
+            )
+        return up
+
+    def _stopped(self, walk: Walk, ran: list[LayerResult], err: StateUnavailable) -> None:
+        """The store failed mid-walk: tell the requester, and the root says so instead of "walking…"."""
+        why = f"{STORE_DOWN} (walk `{walk.walk_id}`): {err}"
+        log.error("walk %s stopped: %s", walk.walk_id, err)
+        self._ephemeral(
+            walk.channel,
+            walk.requester,
+            f":x: walk `{walk.walk_id}` stopped: {escape(STORE_DOWN)}: {escape(str(err))}. Layers already "
+            "in the thread stand; run /gpu why again once it is back.",
+        )
+        if walk.root_ts is None:
+            return
+        msg = root_message(
+            WalkResult(walk.target, tuple(ran)), walk.requester, self.cluster_name, stopped=why
+        )
+        try:
+            self.poster.update(PostRef(walk.channel, walk.root_ts), msg.text, msg.blocks)
+        except Exception as again:
+            log.error("walk %s: could not mark the root message stopped: %s", walk.walk_id, again)
 
     def node_walk(self, walk_id: str, node: str, channel: str, thread_ts: str | None) -> Walk:
         """The walk behind a digest row's buttons: one per digest and node, created on first click."""
@@ -183,6 +233,13 @@ class WalkService:
     def release(self, walk_id: str, name: str) -> None:
         self.state.delete(self._key(walk_id, "claim", name))
 
+    def release_quietly(self, walk_id: str, name: str) -> None:
+        """Free a claim once the action is over; a store that fails here is logged (the claim expires)."""
+        try:
+            self.release(walk_id, name)
+        except StateUnavailable as err:
+            log.warning("walk %s: claim %s not released (it will expire): %s", walk_id, name, err)
+
     def _run_one(
         self, walk: Walk, layer: int, ctx: WalkContext | None, *, claimed: bool = False
     ) -> tuple[LayerResult | None, WalkContext | None]:
@@ -196,21 +253,42 @@ class WalkService:
             started = time.perf_counter()
             result = run_layer(ctx, layer)
             self.observer.layer_done(result, time.perf_counter() - started)
-            self.state.set(
-                self._key(walk.walk_id, "layer", layer), layer_to_dict(result, self.clock()), self.retention_s
-            )
         except Exception as err:
             # Free the layer so a later click can run it (unless the store itself is down), and say so.
             with contextlib.suppress(Exception):
                 self.release(walk.walk_id, name)
             self.report_failure(walk, f"layer {layer} could not run", err)
             return None, ctx
-        # The claim now stands for "done": keep it as long as the walk.
-        self.state.set(self._key(walk.walk_id, "claim", name), "done", self.retention_s)
-        done = set(self.results(walk.walk_id))
+        self._keep_and_post(walk, result)
+        return result, ctx
+
+    def _keep_and_post(self, walk: Walk, result: LayerResult) -> None:
+        """A layer that ran is always posted; storing it is best-effort and a failure is said."""
+        layer = result.layer
+        lost: StateUnavailable | None = None
+        try:
+            self.state.set(
+                self._key(walk.walk_id, "layer", layer), layer_to_dict(result, self.clock()), self.retention_s
+            )
+        except StateUnavailable as err:
+            lost = err
+        done = {layer}
+        try:
+            done |= set(self.results(walk.walk_id))
+        except StateUnavailable as err:  # the buttons then offer layers done before: a click says so
+            log.warning("walk %s: layers done not read for layer %s's buttons: %s", walk.walk_id, layer, err)
         node = node_in_question(walk.target, result)
         self._post_layer(walk, layer_message(result, walk.walk_id, node, done, self.cluster_name))
-        return result, ctx
+        if lost is not None:
+            self.report_failure(
+                walk, f"layer {layer} ran but could not be stored; its buttons may not see it", lost
+            )
+            return
+        try:
+            # The claim now stands for "done": keep it as long as the walk.
+            self.state.set(self._key(walk.walk_id, "claim", f"layer:{layer}"), "done", self.retention_s)
+        except StateUnavailable as err:  # the stored result still marks the layer done
+            log.warning("walk %s: layer %s's claim not kept (it will expire): %s", walk.walk_id, layer, err)
 
     def run_layers(self, walk: Walk, layers: Iterable[int], *, claimed: bool = False) -> list[LayerResult]:
         """Run these layers in order, each once; `claimed` when the caller already took the (single) layer."""
@@ -224,6 +302,11 @@ class WalkService:
                 if result is not None:
                     ran.append(result)
                     self.update_root(walk, running=bool(queue))
+        except StateUnavailable as err:
+            if not ran:
+                raise  # nothing ran: the clicker is told nothing was done
+            done = ", ".join(str(r.layer) for r in ran)
+            self.report_failure(walk, f"the walk stopped after layer(s) {done}: {STORE_DOWN}", err)
         finally:
             self.update_root(walk, running=False)
         return ran
@@ -231,6 +314,11 @@ class WalkService:
     def follow(self, walk: Walk, start: int = 1, ctx: WalkContext | None = None) -> list[LayerResult]:
         """The default walk: from `start` follow each layer's next until it stops (as the CLI does)."""
         ran: list[LayerResult] = []
+        self._follow(walk, start, ctx, ran)
+        return ran
+
+    def _follow(self, walk: Walk, start: int, ctx: WalkContext | None, ran: list[LayerResult]) -> None:
+        """`follow`, collecting into `ran` so a caller still knows what ran when the store fails."""
         layer: int | None = start
         done = set(self.results(walk.walk_id))
         running = True
@@ -247,7 +335,6 @@ class WalkService:
         finally:
             if running:
                 self.update_root(walk, running=False)
-        return ran
 
     def next_after(self, walk_id: str, from_layer: int | None) -> int | None:
         """`layer_descend`: the layer below the clicked one (or below the deepest done)."""
@@ -275,7 +362,12 @@ class WalkService:
     def update_root(self, walk: Walk, *, running: bool) -> None:
         if walk.root_ts is None:
             return
-        msg = root_message(self.walk_result(walk), walk.requester, self.cluster_name, running=running)
+        try:
+            result = self.walk_result(walk)
+        except StateUnavailable as err:  # never hide the error being handled behind a second one
+            log.warning("walk %s: root message not updated, state store unreachable: %s", walk.walk_id, err)
+            return
+        msg = root_message(result, walk.requester, self.cluster_name, running=running)
         try:
             self.poster.update(PostRef(walk.channel, walk.root_ts), msg.text, msg.blocks)
         except Exception as err:  # the track is cosmetic; the layer messages carry the findings
@@ -289,10 +381,10 @@ class WalkService:
         except Exception as err:
             self.report_failure(walk, f"could not post {msg.text}", err)
 
-    def note(self, walk: Walk, text: str) -> None:
-        """A line in the walk's thread (the audit trail); failures are reported, never silent."""
+    def note(self, walk: Walk, text: str, extra: list[dict[str, Any]] | None = None) -> None:
+        """A line in the walk's thread (the audit trail), with `extra` blocks (a button); failures are logged."""
         try:
-            self.poster.post(walk.channel, text, [_context(text)], thread_ts=walk.thread)
+            self.poster.post(walk.channel, text, [_context(text), *(extra or ())], thread_ts=walk.thread)
         except Exception as err:
             log.error("walk %s: could not post to the thread (%s): %s", walk.walk_id, err, text)
 

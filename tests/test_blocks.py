@@ -105,3 +105,32 @@ def test_node_in_question_for_bound_and_pending_pods() -> None:
     assert node_in_question(Target("ml", "p", "gpu-1"), sick) == "gpu-1"  # bound: always its node
     assert node_in_question(Target("ml", "p", None), sick) == "gpu-7"  # pending: the sick node
     assert node_in_question(Target("ml", "p", None), healthy) is None  # never offer to cordon a healthy node
+
+
+def test_a_253_character_node_keeps_the_cordon_confirm_inside_slacks_limits() -> None:
+    from handlers.blocks import cordon_confirm, uncordon_actions
+
+    # The longest name Kubernetes allows (DNS subdomain), as some cloud providers' node names run.
+    node = ".".join(["gpu-node-" + "a" * 54] * 4)[:253]
+    assert len(node) == 253
+    for confirm in (cordon_confirm(node), uncordon_actions("walk-42", node, 5)["elements"][0]["confirm"]):
+        assert len(confirm["text"]["text"]) <= 300 and len(confirm["title"]["text"]) <= 100
+        assert node[:200] + "…" in confirm["text"]["text"] and node not in confirm["text"]["text"]
+    assert cordon_confirm("gpu-7")["text"]["text"].startswith("Cordon *gpu-7*:")  # short names in full
+
+
+def test_the_uncordon_button_is_valid_block_kit_and_names_the_layer() -> None:
+    from handlers.blocks import uncordon_actions
+
+    block = uncordon_actions("walk-42", "gpu-7", 5)
+    parsed = Block.parse(block)
+    assert parsed is not None
+    parsed.validate_json()
+    assert parsed.to_dict() == block
+    button = block["elements"][0]
+    assert (button["action_id"], button["value"], block["block_id"]) == (
+        "uncordon_node",
+        "walk-42",
+        "layer5_undo",
+    )
+    assert uncordon_actions("walk-42", "gpu-7", None)["block_id"] == "cordon_undo"

@@ -28,6 +28,8 @@ from tests.slack_harness import write_scenario as write_harness_scenario
 
 TOTAL_MAX = 12_000  # the undocumented cap rejects blocks at about 13k characters
 LIMITS = {"header": 150, "section": 3000, "button": 75, "action_id": 255, "value": 2000, "block_id": 255}
+# A button's confirm dialog: Slack rejects the whole message past these.
+CONFIRM_LIMITS = {"title": 100, "text": 300, "confirm": 30, "deny": 30}
 
 
 def scenarios(tmp: Path) -> list[Path]:
@@ -76,6 +78,9 @@ def limit_problems(text: str, blocks: list[dict[str, Any]]) -> list[str]:
                     problems.append(f"button text {e['text']['text']!r}")
                 if len(e["action_id"]) > LIMITS["action_id"] or len(e.get("value", "")) > LIMITS["value"]:
                     problems.append(f"button {e['action_id']} id or value too long")
+                for part, most in CONFIRM_LIMITS.items():
+                    if len(e.get("confirm", {}).get(part, {}).get("text", "")) > most:
+                        problems.append(f"button {e['action_id']} confirm {part} over {most} characters")
     return problems
 
 
@@ -92,6 +97,32 @@ def test_the_checker_catches_what_slack_rejects() -> None:
         "value": "v",
     }
     assert limit_problems("t", [{"type": "actions", "elements": [button]}])
+    confirm = {
+        "title": {"type": "plain_text", "text": "Cordon this node?"},
+        "text": {"type": "mrkdwn", "text": "x" * 301},
+        "confirm": {"type": "plain_text", "text": "Cordon"},
+        "deny": {"type": "plain_text", "text": "Cancel"},
+    }
+    button = {**button, "text": {"type": "plain_text", "text": "Cordon"}, "confirm": confirm}
+    assert limit_problems("t", [{"type": "actions", "elements": [button]}])
+    confirm["text"]["text"] = "x" * 300
+    assert limit_problems("t", [{"type": "actions", "elements": [button]}]) == []
+
+
+def test_buttons_for_the_longest_node_name_stay_within_the_limits() -> None:
+    from handlers.blocks import layer_message, uncordon_actions
+    from handlers.digest import node_buttons
+    from layers.digest import FlaggedNode
+    from layers.findings import LayerResult, Severity, finding
+
+    node = ("gpu-" + "a" * 59 + ".") * 3 + "b" * 61  # 253 characters, a valid DNS subdomain
+    assert len(node) == 253
+    fault = finding("L5_XID", "Xid 79: the GPU fell off the bus", node=node, severity=Severity.FAULT)
+    msg = layer_message(LayerResult.build(5, [fault]), "0123456789abcdef", node)
+    assert limit_problems(msg.text, msg.blocks) == []
+    flagged = FlaggedNode(node=node, reasons=("ALLOCATABLE_BELOW_CAPACITY",), capacity=8, allocatable=7)
+    assert limit_problems("digest", [node_buttons(flagged, "digest-20261129T120000Z", 0)]) == []
+    assert limit_problems("audit", [uncordon_actions("0123456789abcdef", node, 5)]) == []
 
 
 def test_every_bundled_scenario_renders_within_slacks_limits(tmp_path: Path) -> None:
