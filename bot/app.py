@@ -40,8 +40,10 @@ from handlers.escape import escape
 from handlers.ports import SlackPoster, StateStore, StateUnavailable, WalkObserver
 from handlers.walks import RETENTION_S, WalkService
 from handlers.walkstate import new_walk_id
+from layers import digest as fleet
 from layers.context import Settings, WalkContext
 from layers.findings import LayerResult, Target, WalkResult
+from layers.sources import Telemetry
 from layers.walk import open_node, open_pod
 
 log = logging.getLogger("gpubot.app")
@@ -87,12 +89,15 @@ def group_members(client: WebClient) -> Callable[[str], Iterable[str]]:
 class ClusterNodeActions:
     """Cordon, uncordon and must-gather over the chosen sources (bot/cordon.py, bot/bundle.py)."""
 
-    def __init__(self, sources: Sources, cfg: Config) -> None:
+    def __init__(self, sources: Sources, cfg: Config, store: StateStore | None = None) -> None:
         self.sources = sources
         self.cfg = cfg
+        # The breaker's lock lives in the state store: with Redis, every replica (and a CLI with
+        # the same REDIS_URL) counts cordons one at a time.
+        self.store = store
 
     def cordon(self, node: str, actor: str, reason: str) -> Outcome:
-        from bot.cordon import cordon
+        from bot.cordon import cordon, store_breaker_lock
 
         out = cordon(
             self.sources.cluster,
@@ -101,6 +106,7 @@ class ClusterNodeActions:
             reason,
             actor,
             max_fraction=self.cfg.cordon_max_fraction,
+            breaker_lock=store_breaker_lock(self.store) if self.store is not None else None,
         )
         return Outcome(out.applied, out.message)
 
@@ -229,7 +235,7 @@ def build_app(
         observer=observer or MetricsObserver(),
     )
     operators = Operators(cfg.operators, cfg.operator_groups, group_members(client))
-    buttons = Buttons(service, operators, node_actions or ClusterNodeActions(sources, cfg))
+    buttons = Buttons(service, operators, node_actions or ClusterNodeActions(sources, cfg, state))
     pool = ThreadPoolExecutor(max_workers=workers or cfg.workers, thread_name_prefix="gpubot-walk")
     bot = GpuBot(app, service, buttons, pool, state, poster, cfg)
 
@@ -276,25 +282,42 @@ def build_app(
 
 
 def post_digest_now(bot: GpuBot, sources: Sources, channel: str, user: str | None) -> None:
-    """`/gpu digest`: the digest, now, in this channel (with its chart when metrics allow)."""
-    from bot.chart import digest_chart
-    from handlers.digest import post_digest
-    from layers.digest import collect_digest
-    from layers.sources import SourceError
+    """`/gpu digest`: the digest, now, in this channel (with its chart when it can be drawn).
 
-    try:
-        digest = collect_digest(
+    What could not be done is told to the user who asked (ephemeral), not only logged."""
+    import time
+
+    from bot.digest_post import DigestFailed, publish_digest
+    from bot.scheduler import digest_day
+    from handlers.ports import PostFailed
+
+    def collect() -> tuple[fleet.Digest, Telemetry]:
+        digest = fleet.collect_digest(
             sources.cluster, sources.telemetry, operator_namespace=bot.cfg.operator_namespace
         )
-    except SourceError as err:
-        if user:
-            bot.poster.ephemeral(channel, user, f":x: the digest needs the node list: {escape(str(err))}")
-        return
+        return digest, sources.telemetry
+
     try:
-        chart = digest_chart(sources.telemetry, digest)
-    except Exception as err:  # the chart is a bonus; the digest posts without it
-        log.warning("digest chart failed: %s", err)
-        chart = None
-    post_digest(
-        bot.poster, channel, digest, chart_png=chart, store=bot.state, retention_s=bot.service.retention_s
-    )
+        published = publish_digest(
+            collect,
+            bot.poster,
+            channel,
+            day=digest_day(time.time(), bot.cfg.tz),
+            store=bot.state,
+            retention_s=bot.service.retention_s,
+            count_run=False,  # on demand: not the daily run gpubot_digest_runs_total counts
+        )
+    except DigestFailed as err:
+        log.error("digest for %s in %s was not posted: %s", user, channel, err.reason)
+        tell = f":x: the GPU fleet digest was not posted: {escape(err.reason)}"
+    else:
+        if not published.posted.problems:
+            return
+        tell = ":warning: the digest posted, but not everything could be attached: " + escape(
+            "; ".join(published.posted.problems)
+        )
+    if user:
+        try:
+            bot.poster.ephemeral(channel, user, tell)
+        except PostFailed as err:
+            log.error("could not tell %s in %s about the digest: %s", user, channel, err.reason)

@@ -2,7 +2,10 @@
 
 People look at trends rather than read numbers. Two range queries (one per
 remapped-rows metric) for the drawn nodes, summed per node over its GPUs;
-matplotlib's Agg backend renders a PNG in memory.
+matplotlib's Agg backend renders a PNG in memory. The figure is a bare
+`Figure` on its own `FigureCanvasAgg`, never pyplot: pyplot's global figure
+manager is not thread-safe, and the scheduler and several pool workers may
+draw at once.
 """
 
 from __future__ import annotations
@@ -13,12 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display in a pod; must precede pyplot
-
 import matplotlib.dates as mdates
-import matplotlib.pyplot as plt
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from layers.digest import Digest, FlaggedNode
 from layers.gpufacts import CORRECTABLE_ROWS, UNCORRECTABLE_ROWS, HostMap, selector_for
@@ -75,69 +76,64 @@ def read_chart_data(telemetry: Telemetry, digest: Digest, day: str | None = None
 
 def render_chart(data: ChartData) -> bytes:
     """A PNG: remapped rows per node (left) and GPU capacity vs allocatable (right)."""
-    fig, (rows_ax, gap_ax) = plt.subplots(
-        1, 2, figsize=(13, 5.2), dpi=100, gridspec_kw={"width_ratios": [2.2, 1]}
-    )
-    try:
-        more = f" (+{data.hidden} more in the attached list)" if data.hidden else ""
-        fig.suptitle(f"GPU digest {data.day}: flagged nodes{more}", fontsize=13, fontweight="bold")
-        colours = plt.get_cmap("tab10")
-        drew = False
-        for i, f in enumerate(data.nodes):
-            colour = colours(i % 10)
-            for points, style, kind in (
-                (data.correctable.get(f.node), "-", "correctable"),
-                (data.uncorrectable.get(f.node), "--", "uncorrectable"),
-            ):
-                if not points or not any(v for _, v in points):
-                    continue
-                times = [datetime.fromtimestamp(t, tz=UTC) for t, _ in points]
-                rows_ax.plot(
-                    times,
-                    [v for _, v in points],
-                    style,
-                    color=colour,
-                    linewidth=2,
-                    marker="o",
-                    markersize=3,  # sparse history still shows as points
-                    label=f"{f.node} {kind}",
-                )
-                drew = True
-        rows_ax.set_title(
-            "Remapped rows, last 7 days (solid: correctable, dashed: uncorrectable)", fontsize=10
-        )
-        rows_ax.set_ylabel("rows remapped (sum over the node's GPUs)")
-        rows_ax.grid(alpha=0.3)
-        rows_ax.xaxis.set_major_formatter(mdates.DateFormatter("%b %d"))
-        if drew:
-            rows_ax.legend(fontsize=8, loc="best")
-        else:
-            note = data.error or "no remapped rows on the flagged nodes"
-            rows_ax.text(0.5, 0.5, note, ha="center", va="center", transform=rows_ax.transAxes, wrap=True)
-            rows_ax.set_xticks([])
+    fig = Figure(figsize=(13, 5.2), dpi=100)
+    canvas = FigureCanvasAgg(fig)  # this figure's own renderer: nothing shared between threads
+    rows_ax, gap_ax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
+    more = f" (+{data.hidden} more in the attached list)" if data.hidden else ""
+    fig.suptitle(f"GPU digest {data.day}: flagged nodes{more}", fontsize=13, fontweight="bold")
+    colours = colormaps["tab10"]
+    drew = False
+    for i, f in enumerate(data.nodes):
+        colour = colours(i % 10)
+        for points, style, kind in (
+            (data.correctable.get(f.node), "-", "correctable"),
+            (data.uncorrectable.get(f.node), "--", "uncorrectable"),
+        ):
+            if not points or not any(v for _, v in points):
+                continue
+            times = [datetime.fromtimestamp(t, tz=UTC) for t, _ in points]
+            rows_ax.plot(
+                times,
+                [v for _, v in points],
+                style,
+                color=colour,
+                linewidth=2,
+                marker="o",
+                markersize=3,  # sparse history still shows as points
+                label=f"{f.node} {kind}",
+            )
+            drew = True
+    rows_ax.set_title("Remapped rows, last 7 days (solid: correctable, dashed: uncorrectable)", fontsize=10)
+    rows_ax.set_ylabel("rows remapped (sum over the node's GPUs)")
+    rows_ax.grid(alpha=0.3)
+    rows_ax.xaxis.set_major_formatter(mdates.DateFormatter("%b %d"))
+    if drew:
+        rows_ax.legend(fontsize=8, loc="best")
+    else:
+        note = data.error or "no remapped rows on the flagged nodes"
+        rows_ax.text(0.5, 0.5, note, ha="center", va="center", transform=rows_ax.transAxes, wrap=True)
+        rows_ax.set_xticks([])
 
-        gapped = [f for f in data.nodes if f.gaps]
-        if gapped:
-            labels = [f.node for f in gapped]
-            ys = range(len(gapped))
-            gap_ax.barh(ys, [f.capacity for f in gapped], color="#d9d9d9", label="capacity")
-            gap_ax.barh(ys, [f.allocatable for f in gapped], color="#2b8cbe", label="allocatable")
-            for y, f in zip(ys, gapped, strict=True):
-                gap_ax.text(f.capacity, y, f"  {f.allocatable}/{f.capacity}", va="center", fontsize=9)
-            gap_ax.set_yticks(list(ys), labels, fontsize=9)
-            gap_ax.invert_yaxis()
-            gap_ax.set_xlim(0, max(f.capacity for f in gapped) * 1.3)
-            gap_ax.legend(fontsize=8, loc="lower right")
-        else:
-            gap_ax.text(0.5, 0.5, "no capacity gaps", ha="center", va="center", transform=gap_ax.transAxes)
-            gap_ax.set_yticks([])
-        gap_ax.set_title("GPU units: allocatable vs capacity", fontsize=10)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        return buf.getvalue()
-    finally:
-        plt.close(fig)
+    gapped = [f for f in data.nodes if f.gaps]
+    if gapped:
+        labels = [f.node for f in gapped]
+        ys = range(len(gapped))
+        gap_ax.barh(ys, [f.capacity for f in gapped], color="#d9d9d9", label="capacity")
+        gap_ax.barh(ys, [f.allocatable for f in gapped], color="#2b8cbe", label="allocatable")
+        for y, f in zip(ys, gapped, strict=True):
+            gap_ax.text(f.capacity, y, f"  {f.allocatable}/{f.capacity}", va="center", fontsize=9)
+        gap_ax.set_yticks(list(ys), labels, fontsize=9)
+        gap_ax.invert_yaxis()
+        gap_ax.set_xlim(0, max(f.capacity for f in gapped) * 1.3)
+        gap_ax.legend(fontsize=8, loc="lower right")
+    else:
+        gap_ax.text(0.5, 0.5, "no capacity gaps", ha="center", va="center", transform=gap_ax.transAxes)
+        gap_ax.set_yticks([])
+    gap_ax.set_title("GPU units: allocatable vs capacity", fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    canvas.print_png(buf)
+    return buf.getvalue()
 
 
 def digest_chart(telemetry: Telemetry, digest: Digest, day: str | None = None) -> bytes | None:

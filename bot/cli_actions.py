@@ -118,10 +118,29 @@ def cmd_cordon(args: argparse.Namespace) -> int:
             cli_actor(),
             max_fraction=cfg.cordon_max_fraction,
             dry_run=args.dry_run,
+            breaker_lock=_breaker_lock(args, cfg, src),
         )
     except RemedyInputError as err:
         raise UsageError(str(err)) from None
     return _report(outcome, src.offline)
+
+
+def _breaker_lock(args: argparse.Namespace, cfg: Any, src: Any) -> Any:
+    """The bot's Redis lock when REDIS_URL is set, so a CLI cordon and the bot's cannot both pass the
+    breaker; None (this process's lock) otherwise, and for a dry run or a read-only scenario or bundle."""
+    from bot.cordon import store_breaker_lock
+    from bot.state import open_state
+    from handlers.ports import StateUnavailable
+    from layers.sources import SourceError
+
+    url = args.redis_url or cfg.redis_url
+    if not url or args.dry_run or src.offline:
+        return None
+    try:
+        store, _note = open_state(url)
+    except StateUnavailable as err:
+        raise SourceError("unavailable", f"the circuit breaker's lock needs the state store: {err}") from None
+    return store_breaker_lock(store)
 
 
 def cmd_uncordon(args: argparse.Namespace) -> int:

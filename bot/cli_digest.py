@@ -56,40 +56,31 @@ def cmd_digest(args: argparse.Namespace) -> int:
 
 
 def _post(args: argparse.Namespace, cfg: Any, digest: Any, telemetry: Any, did: str) -> None:
-    from bot import metrics
-    from bot.chart import digest_chart
+    from bot.digest_post import DigestFailed, publish_digest
     from bot.scheduler import digest_day
     from bot.slackpost import Poster
     from bot.state import open_state
-    from handlers.digest import post_digest
-    from handlers.ports import PostFailed, StateUnavailable
+    from handlers.ports import StateUnavailable
     from layers.sources import SourceError
 
-    day = digest_day(time.time(), cfg.tz)
     try:
         store, note = open_state(args.redis_url or cfg.redis_url)
     except StateUnavailable as err:
         raise SourceError("unavailable", str(err)) from None
     poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
-    chart = digest_chart(telemetry, digest, day)
     try:
-        posted = post_digest(
+        published = publish_digest(
+            lambda: (digest, telemetry),  # collected once, already printed
             poster,
             cfg.digest_channel,
-            digest,
             did=did,
-            day=day,
-            chart_png=chart,
+            day=digest_day(time.time(), cfg.tz),
             store=store,
             retention_s=cfg.state_retention_days * 86400,
         )
-    except PostFailed as err:
-        metrics.record_digest_run("failed")
+    except DigestFailed as err:
         raise SourceError("unavailable", f"digest {did} was not posted: {err.reason}") from None
-    except StateUnavailable as err:
-        metrics.record_digest_run("failed")
-        raise SourceError("unavailable", f"digest {did} was not posted: {err}") from None
-    metrics.record_digest_run("posted" if digest.flagged else "all_clear")
+    posted = published.posted
     extra = f"; not attached: {'; '.join(posted.problems)}" if posted.problems else ""
     print(f"digest {did} posted to {posted.ref.channel} (ts {posted.ref.ts}){extra}")
     if not (args.redis_url or cfg.redis_url):

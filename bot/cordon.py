@@ -4,14 +4,27 @@ The rules (breaker, who may be undone, idempotence) are decided in
 layers/remedy.py; this module reads the nodes, applies the patch through
 ClusterWriter.patch_node, and says what happened. Nothing is sent when there
 is nothing to change, or on a dry run.
+
+The breaker is only as good as its count: two cordons that both list the
+nodes before either patches would both pass it. So the list, the decision and
+the patch run under one lock, "cordon-breaker": the state store's (Redis:
+across replicas and the CLI) when one is given, else a lock of this process.
+A cordon that cannot get the lock in time is refused: "another cordon is in
+progress, try again".
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from handlers.ports import LockNotAcquired, StateStore, StateUnavailable
 from layers import remedy as rm
 from layers.sources import Cluster, ClusterWriter, K8sObject, SourceError
 from layers.target import check_object_name
@@ -29,6 +42,37 @@ class CordonOutcome:
     @property
     def refused(self) -> bool:
         return self.action == "refused"
+
+
+log = logging.getLogger("gpubot.cordon")
+
+BREAKER_LOCK = "cordon-breaker"
+# A plan and a patch are two API calls: seconds. The timeout frees the lock of a holder that died.
+BREAKER_LOCK_TIMEOUT_S = 60.0
+BREAKER_LOCK_WAIT_S = 15.0
+BUSY = "another cordon is in progress, try again"
+
+BreakerLock = Callable[[], AbstractContextManager[None]]
+
+_process_breaker = threading.Lock()  # the lock of last resort: one process, no shared store
+
+
+@contextmanager
+def process_breaker_lock(wait_s: float = BREAKER_LOCK_WAIT_S) -> Iterator[None]:
+    """Serialise cordons within this process (the CLI without REDIS_URL, tests)."""
+    if not _process_breaker.acquire(timeout=wait_s):
+        raise LockNotAcquired(f"lock {BREAKER_LOCK} is held elsewhere (waited {wait_s:g}s)")
+    try:
+        yield
+    finally:
+        _process_breaker.release()
+
+
+def store_breaker_lock(
+    store: StateStore, timeout_s: float = BREAKER_LOCK_TIMEOUT_S, wait_s: float = BREAKER_LOCK_WAIT_S
+) -> BreakerLock:
+    """The breaker's lock in a state store: with Redis, every replica and CLI sharing it."""
+    return lambda: store.lock(BREAKER_LOCK, timeout_s=timeout_s, wait_s=wait_s)
 
 
 def _forbidden(err: SourceError, node: str, what: str) -> SourceError:
@@ -63,9 +107,48 @@ def cordon(
     max_fraction: float = 0.25,
     dry_run: bool = False,
     now: float | None = None,
+    breaker_lock: BreakerLock | None = None,
 ) -> CordonOutcome:
-    """Cordon a GPU node unless the breaker says no. Raises SourceError (not_found, forbidden, ...)."""
+    """Cordon a GPU node unless the breaker says no. Raises SourceError (not_found, forbidden, ...).
+
+    The breaker's count and the patch happen under `breaker_lock` (default: this process's lock);
+    a dry run changes nothing and takes no lock."""
     check_object_name(node, "node")
+    if dry_run:
+        return _cordon(cluster, writer, node, reason, actor, max_fraction, True, now)
+    held = (breaker_lock or process_breaker_lock)()
+    try:
+        held.__enter__()
+    except LockNotAcquired:
+        return CordonOutcome("refused", node, f"{BUSY} ({node} was not cordoned)")
+    except StateUnavailable as err:
+        raise SourceError(
+            "unavailable", f"cannot take the circuit breaker's lock to cordon {node}: {err}"
+        ) from None
+    try:
+        outcome = _cordon(cluster, writer, node, reason, actor, max_fraction, False, now)
+    except BaseException:
+        with contextlib.suppress(StateUnavailable):
+            held.__exit__(None, None, None)
+        raise
+    try:
+        held.__exit__(None, None, None)
+    except StateUnavailable as err:
+        # The cordon is done; the lock expires on its own after its timeout.
+        log.warning("cordon of %s applied, but the breaker's lock was not released: %s", node, err)
+    return outcome
+
+
+def _cordon(
+    cluster: Cluster,
+    writer: ClusterWriter,
+    node: str,
+    reason: str,
+    actor: str,
+    max_fraction: float,
+    dry_run: bool,
+    now: float | None,
+) -> CordonOutcome:
     try:
         nodes = cluster.list_nodes()
     except SourceError as err:

@@ -11,6 +11,17 @@ the per-day done key `digest:done:{YYYY-MM-DD}` (the day in GPUBOT_TIMEZONE),
 posts, sets the done key (NX, 3 days), and releases. The done key is also what
 keeps a restarted replica from posting a second time.
 
+The day is the day of the run's scheduled fire time, not of the wall clock
+when the job runs: a 23:30 digest that runs (late, or slowly) past midnight
+still marks its own day done. A replica that starts within the misfire grace
+after today's fire time, with the day not yet done, runs the job once at start
+(APScheduler's in-memory store would otherwise schedule from "now", tomorrow).
+
+The lock's timeout is above the worst case of one run: collecting, plus every
+Slack call of the post with all its retries and waits (bot/digest_post.py
+counts them from the poster's settings), so it cannot expire under a slow
+post and let another replica post the same day.
+
 Each run is counted in gpubot_digest_runs_total: posted (or all_clear when no
 node was flagged), skipped (another replica or an earlier run did it), failed.
 """
@@ -23,7 +34,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from zoneinfo import ZoneInfo
 
@@ -31,22 +42,24 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from bot import metrics
-from bot.chart import digest_chart
-from handlers.digest import post_digest
-from handlers.ports import LockNotAcquired, PostFailed, SlackPoster, StateStore, StateUnavailable
+from bot.digest_post import Collect, DigestFailed, Published, publish_digest, worst_case_post_s
+from handlers.ports import LockNotAcquired, SlackPoster, StateStore, StateUnavailable
 from layers.digest import Digest
-from layers.sources import SourceError, Telemetry
 
 log = logging.getLogger("gpubot.scheduler")
 
 JOB_ID = "daily-digest"
+CATCH_UP_JOB_ID = "daily-digest-catch-up"
 DONE_KEY = "digest:done:{}"
 DONE_TTL_S = 3 * 86400
 MISFIRE_GRACE_S = 3600
-# Longer than a digest takes even with Slack retries; a holder that died frees the lock after it.
+# The lock's timeout when the poster cannot say how long it may take; a dead holder frees it after.
 LOCK_TIMEOUT_S = 600.0
+# Reading the nodes, the exporters and the chart's ranges, with the clients' own timeouts and retries.
+COLLECT_BUDGET_S = 300.0
 # A replica waiting on the lock outlasts the holder's timeout, so a dead holder's day is still posted.
-LOCK_WAIT_S = LOCK_TIMEOUT_S + 30
+LOCK_WAIT_MARGIN_S = 30.0
+LOCK_WAIT_S = LOCK_TIMEOUT_S + LOCK_WAIT_MARGIN_S
 
 
 class Outcome(StrEnum):
@@ -63,6 +76,16 @@ def digest_day(at: float, tz: ZoneInfo) -> str:
 
 def digest_trigger(hour: int, minute: int, tz: ZoneInfo) -> CronTrigger:
     return CronTrigger(hour=hour, minute=minute, timezone=tz)
+
+
+def last_fire(trigger: CronTrigger, now: datetime) -> datetime | None:
+    """The trigger's latest fire time at or before `now` (looking back two days: it fires daily)."""
+    found: datetime | None = None
+    nxt = trigger.get_next_fire_time(None, now - timedelta(days=2))
+    while nxt is not None and nxt <= now:
+        found = nxt
+        nxt = trigger.get_next_fire_time(nxt, nxt + timedelta(seconds=1))
+    return found
 
 
 def replica_name() -> str:
@@ -92,42 +115,69 @@ def run_digest_once(
 
 @dataclass
 class DigestJob:
-    """What the scheduler calls each day: collect the digest, post it with its chart, once."""
+    """What the scheduler calls each day: collect the digest, post it with its chart, once.
 
-    collect: Callable[[], tuple[Digest, Telemetry]]
+    `at` (hour, minute) is the daily fire time: the run's day is that of its latest fire time,
+    not of the clock (None: the clock's day). `lock_timeout_s` None: above the worst case of a
+    run with this poster; `wait_s` None: that plus a margin."""
+
+    collect: Collect
     poster: SlackPoster
     channel: str
     store: StateStore
     tz: ZoneInfo
     retention_s: float = 14 * 86400
     clock: Callable[[], float] = time.time
-    lock_timeout_s: float = LOCK_TIMEOUT_S
-    wait_s: float = LOCK_WAIT_S
+    lock_timeout_s: float | None = None
+    wait_s: float | None = None
+    at: tuple[int, int] | None = None
 
-    def post(self, day: str) -> Digest:
-        digest, telemetry = self.collect()
-        chart = digest_chart(telemetry, digest, day)
-        posted = post_digest(
+    def __post_init__(self) -> None:
+        if self.lock_timeout_s is None:
+            post_s = worst_case_post_s(self.poster)
+            self.lock_timeout_s = LOCK_TIMEOUT_S if post_s is None else COLLECT_BUDGET_S + post_s
+        if self.wait_s is None:
+            self.wait_s = self.lock_timeout_s + LOCK_WAIT_MARGIN_S
+
+    def scheduled_day(self) -> str:
+        """The day of the fire this run belongs to (the clock's day when unscheduled)."""
+        now = self.clock()
+        if self.at is not None:
+            fired = last_fire(digest_trigger(*self.at, self.tz), datetime.fromtimestamp(now, tz=self.tz))
+            if fired is not None:
+                return digest_day(fired.timestamp(), self.tz)
+        return digest_day(now, self.tz)
+
+    def due(self, fired: datetime) -> bool:
+        """True unless the day of this fire time is already done (an unreadable store: let the run say)."""
+        try:
+            return self.store.get(DONE_KEY.format(digest_day(fired.timestamp(), self.tz))) is None
+        except StateUnavailable:
+            return True
+
+    def post(self, day: str) -> Published:
+        published = publish_digest(
+            self.collect,
             self.poster,
             self.channel,
-            digest,
             day=day,
-            chart_png=chart,
             store=self.store,
             retention_s=self.retention_s,
         )
+        ref = published.posted.ref
         log.info(
             "digest %s posted to %s (ts %s), %d flagged",
             day,
-            posted.ref.channel,
-            posted.ref.ts,
-            len(digest.flagged),
+            ref.channel,
+            ref.ts,
+            len(published.digest.flagged),
         )
-        return digest
+        return published
 
     def __call__(self) -> Outcome:
-        day = digest_day(self.clock(), self.tz)
-        posted: list[Digest] = []
+        day = self.scheduled_day()
+        posted: list[Published] = []
+        assert self.lock_timeout_s is not None and self.wait_s is not None  # set in __post_init__
         try:
             outcome = run_digest_once(
                 day,
@@ -136,19 +186,24 @@ class DigestJob:
                 lock_timeout_s=self.lock_timeout_s,
                 wait_s=self.wait_s,
             )
-        except PostFailed as err:
+        except DigestFailed as err:  # publish_digest counted it
             log.error("digest %s was not posted: %s", day, err.reason)
-            outcome = Outcome.FAILED
-        except (SourceError, StateUnavailable) as err:
-            log.error("digest %s was not posted: %s", day, err)
-            outcome = Outcome.FAILED
+            return Outcome.FAILED
+        except StateUnavailable as err:
+            if posted:  # posted and counted; only the done key is missing
+                log.error("digest %s posted, but it could not be marked done: %s", day, err)
+            else:
+                log.error("digest %s was not posted: %s", day, err)
+                metrics.record_digest_run("failed")
+            return Outcome.FAILED
         except Exception:
             # Counted before APScheduler logs it: a digest that crashes must show on /metrics too.
-            metrics.record_digest_run("failed")
+            if not posted:
+                metrics.record_digest_run("failed")
             raise
-        if outcome not in (Outcome.POSTED, Outcome.FAILED):
+        if outcome is not Outcome.POSTED:
             log.info("digest %s: %s (by another replica or an earlier run)", day, outcome.value)
-        metrics.record_digest_run(run_label(outcome, posted[0] if posted else None))
+            metrics.record_digest_run(run_label(outcome, None))
         return outcome
 
 
@@ -167,12 +222,18 @@ def start_scheduler(
     *,
     misfire_grace_s: int = MISFIRE_GRACE_S,
     start: bool = True,
+    still_due: Callable[[datetime], bool] | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> BackgroundScheduler:
-    """A background scheduler running `job` daily at hour:minute local time in `tz`."""
+    """A background scheduler running `job` daily at hour:minute local time in `tz`.
+
+    If the latest fire time passed less than `misfire_grace_s` ago (this replica started just
+    after it) and `still_due(that fire time)` agrees, the job also runs once now."""
     scheduler = BackgroundScheduler(timezone=tz)
+    trigger = digest_trigger(hour, minute, tz)
     scheduler.add_job(
         job,
-        digest_trigger(hour, minute, tz),
+        trigger,
         id=JOB_ID,
         name="daily GPU digest",
         coalesce=True,
@@ -180,6 +241,15 @@ def start_scheduler(
         misfire_grace_time=misfire_grace_s,
         replace_existing=True,
     )
+    now = datetime.fromtimestamp(clock(), tz=tz)
+    fired = last_fire(trigger, now)
+    just_missed = fired is not None and now - fired < timedelta(seconds=misfire_grace_s)
+    if fired is not None and just_missed and (still_due is None or still_due(fired)):
+        log.info("started %s after the digest's fire time %s: running it now", now - fired, fired)
+        # No trigger: a one-off run as soon as the scheduler starts.
+        scheduler.add_job(
+            job, id=CATCH_UP_JOB_ID, name="missed daily GPU digest", misfire_grace_time=misfire_grace_s
+        )
     if start:
         scheduler.start()
         metrics.record_digest_scheduled()

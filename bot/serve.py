@@ -49,6 +49,24 @@ MAX_BODY = 1 << 20  # Slack payloads are a few kB; refuse anything absurd before
 DRAIN_S = 25.0  # Kubernetes gives 30 s between SIGTERM and SIGKILL by default
 
 
+def body_length(values: Sequence[str] | None) -> tuple[int, tuple[int, str] | None]:
+    """The POST body's length from its Content-Length header(s), or the refusal (status, text).
+
+    Missing: 411 (a chunked body is not read either); not a non-negative integer, or
+    several that disagree: 400; over MAX_BODY: 413. `int()` alone would accept "-1"
+    (then read to EOF, holding the thread) and " +5", and raise on "abc"."""
+    if not values:
+        return 0, (411, "length required: send Content-Length\n")
+    distinct = {v.strip() for v in values}
+    raw = distinct.pop() if len(distinct) == 1 else ""
+    if not raw.isascii() or not raw.isdigit():
+        return 0, (400, "bad Content-Length: expected one non-negative integer\n")
+    length = int(raw)
+    if length > MAX_BODY:
+        return 0, (413, "payload too large\n")
+    return length, None
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
@@ -96,10 +114,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.events or url.path != EVENTS_PATH:
             self._send(404, b"not found\n")
             return
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
+        length, refusal = body_length(self.headers.get_all("Content-Length"))
+        if refusal is not None:
+            # The body's end is unknown: the connection cannot carry another request.
             self.close_connection = True
-            self._send(413, b"payload too large\n")
+            self._send(refusal[0], refusal[1].encode())
             return
         body = self.rfile.read(length).decode("utf-8", errors="replace") if length else ""
         headers: dict[str, str | Sequence[str]] = {k.lower(): v for k, v in self.headers.items()}
@@ -233,8 +252,9 @@ def _start_digest(bot: GpuBot, sources: Sources, cfg: Config) -> BackgroundSched
         store=bot.state,
         tz=cfg.tz,
         retention_s=bot.service.retention_s,
+        at=(cfg.digest_hour, cfg.digest_minute),
     )
-    scheduler = start_scheduler(job, cfg.digest_hour, cfg.digest_minute, cfg.tz)
+    scheduler = start_scheduler(job, cfg.digest_hour, cfg.digest_minute, cfg.tz, still_due=job.due)
     log.info(
         "daily digest to %s at %02d:%02d %s",
         cfg.digest_channel,

@@ -1,8 +1,12 @@
 """Posting to Slack through slack_sdk's WebClient, with bounded retries.
 
-429 answers are retried after their `Retry-After` (capped); 5xx answers and
-connection errors are retried with exponential backoff; anything else (a bad
-channel, a missing scope) fails at once. What still fails becomes PostFailed
+429 answers are retried after their `Retry-After`, however long, as long as
+the wait ends within the call's total deadline (else PostFailed says when to
+retry); 5xx answers and connection errors are retried with exponential
+backoff; anything else (a bad channel, a missing scope) fails at once. The
+same holds for the byte upload of files upload v2, which answers through
+urllib (an HTTPError with its own status and headers), not through the Web
+API. What still fails becomes PostFailed
 with a one-line reason, which callers log with the walk or digest id, and is
 counted in gpubot_slack_api_errors_total by Web API method. The token never
 appears in a reason or a repr.
@@ -15,6 +19,7 @@ import time
 import urllib.error
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from slack_sdk import WebClient
@@ -48,17 +53,22 @@ class Poster:
         backoff_s: float = 0.5,
         max_wait_s: float = 60.0,
         timeout_s: int = 30,
+        deadline_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if attempts < 1:
             raise ValueError("attempts must be at least 1")
+        if deadline_s < 0:
+            raise ValueError("deadline_s must not be negative")
         # No built-in retry handlers: this class owns the policy, so it is the same for the
         # three upload steps (the byte upload bypasses WebClient's handlers anyway).
         self._client = WebClient(token=token, base_url=base_url, timeout=timeout_s, retry_handlers=[])
         self.base_url = base_url
         self.attempts = attempts
         self.backoff_s = backoff_s
-        self.max_wait_s = max_wait_s
+        self.max_wait_s = max_wait_s  # the cap of the exponential backoff, not of a Retry-After
+        self.timeout_s = timeout_s
+        self.deadline_s = deadline_s  # the total time one call may spend waiting between attempts
         self._sleep = sleep
 
     def __repr__(self) -> str:
@@ -67,6 +77,11 @@ class Poster:
     @property
     def client(self) -> WebClient:
         return self._client
+
+    def worst_case_s(self, requests: int = 1) -> float:
+        """The longest one call can take: every attempt timing out (each of its `requests` HTTP
+        requests, 3 for a file upload) plus the waits, which stop at the deadline."""
+        return self.attempts * requests * self.timeout_s + self.deadline_s
 
     # --- SlackPoster -----------------------------------------------------------------
 
@@ -128,6 +143,7 @@ class Poster:
         """`do` with the retry policy; `method` names the Web API call in the error counter."""
         what = what or method
         last = ""
+        waited = 0.0
         for attempt in range(1, self.attempts + 1):
             try:
                 return do()
@@ -137,11 +153,19 @@ class Poster:
                     metrics.record_slack_api_error(method)
                     raise PostFailed(self._reason(what, err)) from None
                 last, wait = retry.reason, retry.wait_s
-            if attempt < self.attempts:
-                log.warning(
-                    "%s: %s; retrying in %.1fs (attempt %d/%d)", what, last, wait, attempt, self.attempts
+            if attempt == self.attempts:
+                break
+            if waited + wait > self.deadline_s:
+                # Waiting less than Slack asked would only be refused again: give up and say when.
+                metrics.record_slack_api_error(method)
+                at = datetime.fromtimestamp(time.time() + wait, tz=UTC).strftime("%H:%M:%S UTC")
+                raise PostFailed(
+                    f"{what}: {last}; retry after {wait:g}s (at {at}), "
+                    f"beyond this call's {self.deadline_s:g}s deadline"
                 )
-                self._sleep(wait)
+            log.warning("%s: %s; retrying in %.1fs (attempt %d/%d)", what, last, wait, attempt, self.attempts)
+            self._sleep(wait)
+            waited += wait
         metrics.record_slack_api_error(method)
         raise PostFailed(f"{what} failed after {self.attempts} attempts: {last}")
 
@@ -152,12 +176,10 @@ class Poster:
         if isinstance(err, SlackApiError):
             status = err.response.status_code
             error = err.response.get("error") if isinstance(err.response.data, dict) else None
-            if status == 429:
-                wait = _retry_after(err.response.headers, self._backoff(attempt))
-                return _Retry(f"rate limited (429, Retry-After {wait:g}s)", min(wait, self.max_wait_s))
-            if status >= 500:
-                return _Retry(f"Slack answered {status} ({error or 'server error'})", self._backoff(attempt))
-            return None
+            return self._by_status(status, err.response.headers, attempt, f"Slack answered {status}", error)
+        if isinstance(err, urllib.error.HTTPError):
+            # The byte upload of files upload v2 goes through urllib: the URL answered, with a status.
+            return self._by_status(err.code, err.headers, attempt, f"the file upload URL answered {err.code}")
         if isinstance(err, SlackRequestError) and "status: 5" in str(err):
             return _Retry("the file upload URL answered a server error", self._backoff(attempt))
         if isinstance(err, (urllib.error.URLError, OSError, TimeoutError)):
@@ -166,11 +188,24 @@ class Poster:
             return _Retry(f"unreadable answer from Slack: {_short(err)}", self._backoff(attempt))
         return None
 
+    def _by_status(
+        self, status: int, headers: Any, attempt: int, answered: str, error: str | None = None
+    ) -> _Retry | None:
+        """429 waits its Retry-After, 5xx backs off, any other status (a client error) fails now."""
+        if status == 429:
+            wait = _retry_after(headers, self._backoff(attempt))
+            return _Retry(f"rate limited (429, Retry-After {wait:g}s)", wait)
+        if status >= 500:
+            return _Retry(f"{answered} ({error or 'server error'})", self._backoff(attempt))
+        return None
+
     @staticmethod
     def _reason(what: str, err: Exception) -> str:
         if isinstance(err, SlackApiError):
             error = err.response.get("error") if isinstance(err.response.data, dict) else None
             return f"{what} refused by Slack ({err.response.status_code}): {error or 'no error code'}"
+        if isinstance(err, urllib.error.HTTPError):
+            return f"{what} refused by the file upload URL ({err.code} {_short_text(err.reason)})"
         if isinstance(err, SlackClientError):
             return f"{what} failed: {_short(err)}"
         return f"{what} failed ({type(err).__name__}): {_short(err)}"
@@ -190,7 +225,11 @@ def _retry_after(headers: Any, default: float) -> float:
 
 
 def _short(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
+    return _short_text(str(err)) if str(err).strip() else type(err).__name__
+
+
+def _short_text(raw: object) -> str:
+    text = " ".join(str(raw).split())
     if "xox" in text:  # never echo a token, whatever a library put in its message
         text = "(message withheld: it contained a token)"
     return text[:300]

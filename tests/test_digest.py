@@ -542,3 +542,131 @@ def test_unreadable_rows_are_unknown_not_zero_and_silent_gpu_nodes_are_noted() -
     row = next(line for line in table.splitlines() if line.startswith("gpu-1 "))
     assert row.split()[3] == "?"  # not "0/0": nothing was read
     assert any("advertise no GPU resource" in n and "gpu-new" in n for n in digest.notes)
+
+
+# --- one way to publish: the chart is guarded on every path ------------------------------------
+
+
+def _chart_data() -> Any:
+    from bot.chart import read_chart_data
+
+    objects, data = fleet()
+    return read_chart_data(telemetry(data, NOW), collect(objects, data), "2026-11-29")
+
+
+def test_charts_drawn_in_parallel_are_the_ones_drawn_one_at_a_time() -> None:
+    """pyplot's global figure manager would let threads draw on each other's figures."""
+    from concurrent.futures import ThreadPoolExecutor
+    from dataclasses import replace
+
+    from bot.chart import render_chart
+
+    base = _chart_data()
+    variants = [replace(base, day=f"2026-11-{d:02d}", nodes=base.nodes[: 1 + d % 4]) for d in range(1, 9)]
+    alone = [render_chart(v) for v in variants]
+    assert len(set(alone)) == len(variants)
+    with ThreadPoolExecutor(8) as pool:
+        for _ in range(3):
+            assert list(pool.map(render_chart, variants)) == alone
+
+
+def test_the_chart_module_never_loads_pyplot() -> None:
+    import subprocess
+    import sys
+
+    probe = "import sys, bot.chart; print('matplotlib.pyplot' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "False"
+
+
+def _broken_renderer(monkeypatch: pytest.MonkeyPatch) -> None:
+    import bot.chart
+
+    def render_chart(data: Any) -> bytes:
+        raise RuntimeError("Agg: cannot allocate the figure buffer")
+
+    monkeypatch.setattr(bot.chart, "render_chart", render_chart)
+
+
+def _thread_notes(slack: Any) -> list[str]:
+    return [c.params["text"] for c in slack.calls_to("chat.postMessage") if c.params.get("thread_ts")]
+
+
+def test_scheduled_digest_posts_without_a_chart_that_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from zoneinfo import ZoneInfo
+
+    from bot.scheduler import DigestJob, Outcome
+    from bot.slackpost import Poster
+    from bot.state import MemoryState
+    from tests.fakes.slack_api import serve_slack
+
+    _broken_renderer(monkeypatch)
+    objects, data = fleet()
+    with serve_slack() as slack:
+        job = DigestJob(
+            lambda: (collect(objects, data), telemetry(data, NOW)),
+            Poster("xoxb-t", slack.url, backoff_s=0.01),
+            "C0DIGEST",
+            MemoryState(),
+            ZoneInfo("UTC"),
+            clock=lambda: NOW,
+        )
+        assert job() is Outcome.POSTED  # the day's digest is not lost to matplotlib
+        uploads = [c.params["filename"] for c in slack.calls_to("files.getUploadURLExternal")]
+        assert not any(name.endswith(".png") for name in uploads)
+        [note] = _thread_notes(slack)
+        assert "chart could not be drawn" in note and "cannot allocate the figure buffer" in note
+
+
+def test_cli_post_without_a_chart_that_failed_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.fakes.slack_api import serve_slack
+
+    _broken_renderer(monkeypatch)
+    with serve_slack() as slack:
+        monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-cli-test")
+        monkeypatch.setenv("SLACK_API_URL", slack.url)
+        monkeypatch.setenv("GPUBOT_DIGEST_CHANNEL", "C0DIGEST")
+        monkeypatch.delenv("REDIS_URL", raising=False)
+        assert run_cli(tmp_path, monkeypatch, "--post", "--format", "json") == 0
+        assert slack.calls_to("upload") == []
+    out = capsys.readouterr().out
+    assert "posted to C0DIGEST" in out and "not attached: chart: RuntimeError" in out
+
+
+def _slash_digest(tmp_path: Path, slack: Any) -> Any:
+    from tests.slack_harness import dispatch, inprocess_bot, slash_body, write_scenario
+
+    gpubot = inprocess_bot(slack.url, write_scenario(tmp_path))
+    try:
+        assert dispatch(gpubot, slash_body("digest", user="U0ASKER", channel="C0INCIDENT")).status == 200
+    finally:
+        gpubot.shutdown(wait=True)  # the digest runs on the pool: let it finish
+
+
+def test_slash_digest_that_cannot_post_tells_the_user(tmp_path: Path) -> None:
+    from tests.fakes.slack_api import serve_slack
+
+    with serve_slack() as slack:
+        slack.fail("chat.postMessage", 403, times=1)  # not_in_channel and the like: not retried
+        _slash_digest(tmp_path, slack)
+        [told] = slack.calls_to("chat.postEphemeral")
+    assert told.params["user"] == "U0ASKER" and told.params["channel"] == "C0INCIDENT"
+    assert "digest was not posted" in told.params["text"] and "403" in told.params["text"]
+
+
+def test_slash_digest_without_its_chart_posts_and_tells_the_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fakes.slack_api import serve_slack
+
+    _broken_renderer(monkeypatch)
+    with serve_slack() as slack:
+        _slash_digest(tmp_path, slack)
+        top = [c for c in slack.calls_to("chat.postMessage") if not c.params.get("thread_ts")]
+        [told] = slack.calls_to("chat.postEphemeral")
+    assert len(top) == 1 and top[0].params["channel"] == "C0INCIDENT"
+    assert "chart: RuntimeError" in told.params["text"]

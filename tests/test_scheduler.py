@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import threading
 import time
@@ -10,9 +11,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bot.digest_post import worst_case_post_s
 from bot.scheduler import (
+    CATCH_UP_JOB_ID,
     DONE_KEY,
     JOB_ID,
+    LOCK_TIMEOUT_S,
     MISFIRE_GRACE_S,
     DigestJob,
     Outcome,
@@ -194,3 +198,143 @@ def test_a_failed_post_leaves_the_day_open_for_the_next_try() -> None:
         assert job() is Outcome.POSTED
         assert job() is Outcome.ALREADY_DONE
         assert len([c for c in slack.calls_to("chat.postMessage") if "thread_ts" not in c.params]) == 5
+
+
+# --- a replica that starts just after the fire time --------------------------------------------
+
+
+def test_a_replica_started_just_after_the_fire_time_runs_the_job_once_now() -> None:
+    fired = datetime.now(UTC) - timedelta(minutes=5)
+    ran = threading.Event()
+    sched = start_scheduler(ran.set, fired.hour, fired.minute, ZoneInfo("UTC"))
+    try:
+        assert ran.wait(5)  # not tomorrow: the in-memory job store alone would schedule from now
+        assert sched.get_job(JOB_ID).next_run_time > datetime.now(UTC) + timedelta(hours=23)
+    finally:
+        sched.shutdown(wait=False)
+
+
+def test_no_catch_up_past_the_grace_or_when_the_day_is_done() -> None:
+    long_ago = datetime.now(UTC) - timedelta(seconds=MISFIRE_GRACE_S + 600)
+    late = start_scheduler(lambda: None, long_ago.hour, long_ago.minute, ZoneInfo("UTC"), start=False)
+    assert late.get_job(CATCH_UP_JOB_ID) is None
+    recent = datetime.now(UTC) - timedelta(minutes=5)
+    asked: list[datetime] = []
+
+    def already_done(fire: datetime) -> bool:
+        asked.append(fire)
+        return False
+
+    done = start_scheduler(
+        lambda: None, recent.hour, recent.minute, ZoneInfo("UTC"), start=False, still_due=already_done
+    )
+    assert done.get_job(CATCH_UP_JOB_ID) is None
+    assert [(t.hour, t.minute) for t in asked] == [(recent.hour, recent.minute)]
+
+
+def test_two_replicas_started_after_the_fire_time_post_once(redis_server: RedisServer) -> None:
+    prefix = f"sched-{uuid.uuid4().hex[:8]}:"
+    fired = datetime.now(UTC) - timedelta(minutes=5)
+    with serve_slack() as slack:
+        outcomes: list[Outcome] = []
+        finished = threading.Semaphore(0)
+
+        def replica_job() -> DigestJob:
+            store = RedisState(redis_server.url, prefix=prefix)  # its own connection, as a pod has
+            poster = Poster("xoxb-test-replica", slack.url, backoff_s=0.01)
+            job = DigestJob(
+                collect, poster, "C0DIGEST", store, ZoneInfo("UTC"), at=(fired.hour, fired.minute)
+            )
+            return job
+
+        def run(job: DigestJob) -> None:
+            outcomes.append(job())
+            finished.release()
+
+        jobs = [replica_job() for _ in range(2)]
+        scheds = [
+            start_scheduler(
+                functools.partial(run, j), fired.hour, fired.minute, ZoneInfo("UTC"), still_due=j.due
+            )
+            for j in jobs
+        ]
+        try:
+            for _ in scheds:
+                assert finished.acquire(timeout=20)
+        finally:
+            for s in scheds:
+                s.shutdown(wait=False)
+        assert sorted(o.value for o in outcomes) == ["already done", "posted"]
+        assert len(slack.calls_to("chat.postMessage")) == 1
+        # A third replica starting now finds the day done: it does not even schedule the catch-up.
+        third = replica_job()
+        late = start_scheduler(
+            third, fired.hour, fired.minute, ZoneInfo("UTC"), still_due=third.due, start=False
+        )
+        assert late.get_job(CATCH_UP_JOB_ID) is None
+
+
+# --- the lock outlasts a slow post -----------------------------------------------------------------
+
+
+def test_the_lock_outlasts_the_slowest_post_so_no_other_replica_posts_meanwhile() -> None:
+    clock = [1000.0]
+    store = MemoryState(clock=lambda: clock[0])
+    with serve_slack() as slack:
+        poster = Poster("xoxb-test-replica", slack.url)  # the bot's retry settings
+        slowest = worst_case_post_s(poster)
+        assert slowest is not None and slowest > LOCK_TIMEOUT_S  # what the fixed 600 s lock missed
+        collected = threading.Event()
+
+        def slow_collect() -> tuple[Digest, Telemetry]:
+            clock[0] += slowest  # this holder is as slow as its retries allow
+            collected.set()
+            return collect()
+
+        slack.slow("chat.postMessage", 0.5)
+        holder = DigestJob(slow_collect, poster, "C0DIGEST", store, PARIS, clock=lambda: NOW)
+        other = DigestJob(collect, poster, "C0DIGEST", store, PARIS, clock=lambda: NOW, wait_s=0.2)
+        assert holder.lock_timeout_s is not None and holder.lock_timeout_s > slowest
+        assert holder.wait_s is not None and holder.wait_s > holder.lock_timeout_s
+        got: list[Outcome] = []
+        t = threading.Thread(target=lambda: got.append(holder()))
+        t.start()
+        assert collected.wait(10)
+        assert other() is Outcome.BUSY  # the lock has not expired under the slow holder
+        t.join(20)
+        assert got == [Outcome.POSTED]
+        assert len(slack.calls_to("chat.postMessage")) == 1
+
+
+# --- the day is the scheduled fire's -------------------------------------------------------------
+
+
+def test_a_2330_digest_that_runs_past_midnight_marks_its_own_day() -> None:
+    # 23:30 in Paris on Saturday 2026-10-24 (CEST); the run starts at 00:20 (the grace allows an hour),
+    # the night the clocks go back.
+    store = MemoryState()
+    run_at = datetime(2026, 10, 25, 0, 20, tzinfo=PARIS).timestamp()
+    with serve_slack() as slack:
+        poster = Poster("xoxb-test-replica", slack.url, backoff_s=0.01)
+        job = DigestJob(collect, poster, "C0DIGEST", store, PARIS, clock=lambda: run_at, at=(23, 30))
+        assert job.scheduled_day() == "2026-10-24"
+        assert job() is Outcome.POSTED
+        assert store.get(DONE_KEY.format("2026-10-24")) is not None
+        assert store.get(DONE_KEY.format("2026-10-25")) is None  # the 25th's own digest still posts
+        [chart] = [
+            c for c in slack.calls_to("files.getUploadURLExternal") if c.params["filename"].endswith(".png")
+        ]
+        assert chart.params["filename"] == "gpu-digest-2026-10-24.png"
+        # The same evening, before midnight, is the same day; the next evening's run is the next day.
+        evening = datetime(2026, 10, 24, 23, 40, tzinfo=PARIS).timestamp()
+        assert (
+            DigestJob(collect, poster, "C", store, PARIS, clock=lambda: evening, at=(23, 30)).scheduled_day()
+            == "2026-10-24"
+        )
+        next_evening = datetime(2026, 10, 25, 23, 31, tzinfo=PARIS).timestamp()
+        assert (
+            DigestJob(
+                collect, poster, "C", store, PARIS, clock=lambda: next_evening, at=(23, 30)
+            ).scheduled_day()
+            == "2026-10-25"
+        )

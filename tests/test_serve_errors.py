@@ -5,7 +5,10 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.fakes.slack_api import serve_slack
 from tests.slack_harness import bot_env, write_scenario
@@ -57,3 +60,54 @@ def test_socket_mode_with_a_refused_app_token(tmp_path: Path) -> None:
         code, err = _serve(["--port", str(_free_port()), "--scenario", str(scenario)], env)
     assert code == 3
     assert "SLACK_APP_TOKEN" in _last_line(err)
+
+
+# --- a malformed Content-Length, over a real socket ------------------------------------------
+
+
+def _raw_post(port: int, headers: list[str], body: bytes = b"") -> tuple[int, bytes]:
+    """Send one POST byte for byte (urllib would fix the header) and read the status line."""
+    head = "".join(f"{h}\r\n" for h in ["POST /slack/events HTTP/1.1", "Host: 127.0.0.1", *headers])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.sendall(head.encode() + b"\r\n" + body)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = conn.recv(4096)  # a handler stuck reading the body times this out
+            if not chunk:
+                break
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1])
+    return status, answer
+
+
+def test_bad_content_length_is_answered_not_hung_nor_a_traceback(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from bot.serve import start_http
+    from tests.slack_harness import inprocess_bot, sign, slash_body
+
+    scenario = write_scenario(tmp_path)
+    with serve_slack() as slack:
+        gpubot = inprocess_bot(slack.url, scenario)
+        server = start_http(gpubot, "127.0.0.1", 0, events=True)
+        port = server.server_address[1]
+        try:
+            started = time.monotonic()
+            assert _raw_post(port, ["Content-Length: -1"], b"x")[0] == 400
+            assert time.monotonic() - started < 3
+            assert _raw_post(port, ["Content-Length: abc"])[0] == 400
+            assert _raw_post(port, ["Content-Length: 5", "Content-Length: 6"], b"hello!")[0] == 400
+            assert _raw_post(port, ["Content-Length: +5"], b"hello")[0] == 400
+            assert _raw_post(port, [])[0] == 411
+            assert _raw_post(port, ["Transfer-Encoding: chunked"], b"0\r\n\r\n")[0] == 411
+            assert _raw_post(port, [f"Content-Length: {1 << 30}"])[0] == 413
+            # A well-formed signed request still goes through to Bolt.
+            body = slash_body("help")
+            signed = [f"{k}: {v}" for k, v in sign(body).items()]
+            status, answer = _raw_post(port, [*signed, f"Content-Length: {len(body)}"], body.encode())
+            assert status == 200, answer
+        finally:
+            server.shutdown()
+            server.server_close()
+            gpubot.shutdown()
+    assert "Traceback" not in capfd.readouterr().err

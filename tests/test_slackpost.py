@@ -95,3 +95,45 @@ def test_upload_step_failure_is_retried(slack: FakeSlack) -> None:
     poster(slack).upload("C0DIGEST", "full.txt", "every flagged node\n")
     assert [c.method for c in slack.calls].count("files.completeUploadExternal") == 1
     assert len(slack.calls_to("upload")) == 2
+
+
+def test_a_retry_after_above_the_backoff_cap_is_waited_in_full(slack: FakeSlack) -> None:
+    # The backoff cap (0.2 s here) must not shorten what Slack asked for: a shorter wait is refused again.
+    slack.fail("chat.postMessage", 429, times=1, retry_after=1)
+    poster(slack, max_wait_s=0.2).post("C0DIGEST", "hi")
+    first, second = slack.calls_to("chat.postMessage")
+    assert second.at - first.at >= 0.95
+
+
+def test_a_retry_after_beyond_the_deadline_fails_at_once_saying_when(slack: FakeSlack) -> None:
+    slack.fail("chat.postMessage", 429, times=1, retry_after=90)
+    started = time.monotonic()
+    with pytest.raises(PostFailed) as err:
+        poster(slack, deadline_s=5).post("C0DIGEST", "hi")
+    assert time.monotonic() - started < 3
+    assert len(slack.calls_to("chat.postMessage")) == 1
+    assert "retry after 90s" in err.value.reason and "UTC" in err.value.reason
+    assert "5s deadline" in err.value.reason
+
+
+def test_upload_url_429_honours_its_retry_after(slack: FakeSlack) -> None:
+    slack.fail("upload", 429, times=1, retry_after=1)
+    poster(slack).upload("C0DIGEST", "chart.png", b"\x89PNG\r\n\x1a\n")
+    first, second = slack.calls_to("upload")
+    assert second.at - first.at >= 0.95  # not the 10 ms backoff of "cannot reach Slack"
+    assert len(slack.calls_to("files.completeUploadExternal")) == 1
+
+
+def test_upload_url_client_error_fails_at_once(slack: FakeSlack) -> None:
+    slack.fail("upload", 403, times=10)
+    with pytest.raises(PostFailed) as err:
+        poster(slack).upload("C0DIGEST", "chart.png", b"png")
+    assert len(slack.calls_to("upload")) == 1
+    assert "403" in err.value.reason and "cannot reach" not in err.value.reason
+    assert slack.calls_to("files.completeUploadExternal") == []
+
+
+def test_worst_case_counts_every_attempt_of_every_request_and_the_waits() -> None:
+    p = Poster(TOKEN, attempts=3, timeout_s=10, deadline_s=40)
+    assert p.worst_case_s() == 3 * 10 + 40
+    assert p.worst_case_s(3) == 3 * 3 * 10 + 40
