@@ -20,11 +20,13 @@ from handlers.blocks import (
     MAX_BLOCKS,
     MESSAGE_BUDGET,
     MUST_GATHER,
+    UNCORDON,
     Message,
     _button,
     _context,
     _section,
     cordon_confirm,
+    uncordon_confirm,
 )
 from handlers.escape import escape
 from handlers.ports import PostFailed, PostRef, SlackPoster, StateStore
@@ -142,6 +144,9 @@ def node_buttons(f: FlaggedNode, did: str, index: int) -> dict[str, Any]:
     ]
     if not f.cordoned:
         elements.append(_button("Cordon", CORDON, value, style="danger", confirm=cordon_confirm(f.node)))
+    else:
+        # Undoes only a cordon the bot made (the handler checks gpubot/cordoned-by).
+        elements.append(_button("Uncordon", UNCORDON, value, confirm=uncordon_confirm(f.node)))
     return {"type": "actions", "block_id": f"digest_node_{index}", "elements": elements}
 
 
