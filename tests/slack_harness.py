@@ -357,3 +357,18 @@ def dispatch(bot: Any, body: str, ts: int | None = None) -> Any:
 
     headers: dict[str, str | Sequence[str]] = {k.lower(): v for k, v in sign(body, ts).items()}
     return bot.app.dispatch(BoltRequest(body=body, headers=headers))
+
+
+def posts(slack: Any, channel: str, thread_ts: str | None = None) -> list[Any]:
+    """The fake Slack's chat.postMessage calls to a channel (and thread)."""
+    return [
+        c
+        for c in slack.calls_to("chat.postMessage")
+        if c.params.get("channel") == channel
+        and (thread_ts is None or c.params.get("thread_ts") == thread_ts)
+    ]
+
+
+def told(slack: Any, user: str) -> list[str]:
+    """The ephemeral texts a user was shown."""
+    return [c.params["text"] for c in slack.calls_to("chat.postEphemeral") if c.params.get("user") == user]

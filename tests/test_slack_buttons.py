@@ -10,14 +10,16 @@ from typing import Any
 import pytest
 
 from handlers.buttons import Operators
-from tests.fakes.slack_api import Call, FakeSlack, serve_slack
+from tests.fakes.slack_api import FakeSlack, serve_slack
 from tests.services import RedisServer, ServiceUnavailable
 from tests.slack_harness import (
     OPERATOR,
     action_body,
     dispatch,
     inprocess_bot,
+    posts,
     slash_body,
+    told,
     wait_for,
     write_scenario,
 )
@@ -32,19 +34,6 @@ def slack() -> Iterator[FakeSlack]:
 @pytest.fixture
 def scenario(tmp_path: Any) -> Any:
     return write_scenario(tmp_path)
-
-
-def posts(slack: FakeSlack, channel: str, thread_ts: str | None = None) -> list[Call]:
-    return [
-        c
-        for c in slack.calls_to("chat.postMessage")
-        if c.params.get("channel") == channel
-        and (thread_ts is None or c.params.get("thread_ts") == thread_ts)
-    ]
-
-
-def told(slack: FakeSlack, user: str) -> list[str]:
-    return [c.params["text"] for c in slack.calls_to("chat.postEphemeral") if c.params.get("user") == user]
 
 
 def start(bot: Any, slack: FakeSlack, channel: str) -> tuple[str, str]:

@@ -27,7 +27,9 @@ from tests.slack_harness import (
     action_body,
     dispatch,
     inprocess_bot,
+    posts,
     slash_body,
+    told,
     wait_for,
     write_scenario,
 )
@@ -95,19 +97,6 @@ def slack() -> Iterator[FakeSlack]:
 @pytest.fixture
 def scenario(tmp_path: Any) -> Any:
     return write_scenario(tmp_path)
-
-
-def posts(slack: FakeSlack, channel: str, thread_ts: str | None = None) -> list[Call]:
-    return [
-        c
-        for c in slack.calls_to("chat.postMessage")
-        if c.params.get("channel") == channel
-        and (thread_ts is None or c.params.get("thread_ts") == thread_ts)
-    ]
-
-
-def told(slack: FakeSlack, user: str) -> list[str]:
-    return [c.params["text"] for c in slack.calls_to("chat.postEphemeral") if c.params.get("user") == user]
 
 
 def layer_posts(slack: FakeSlack, channel: str, layer: int) -> list[Call]:
