@@ -72,6 +72,15 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 128  # a burst of commands waits in the backlog instead of being refused
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # socketserver prints a raw traceback to stderr; a client that hangs up is no error of
+        # ours, and anything else belongs in the JSON log, not on bare stderr.
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError):
+            log.debug("client %s went away: %s", client_address, error)
+        else:
+            log.error("error serving %s", client_address, exc_info=True)
+
 
 class _Handler(BaseHTTPRequestHandler):
     bot: GpuBot

@@ -111,3 +111,31 @@ def test_bad_content_length_is_answered_not_hung_nor_a_traceback(
             server.server_close()
             gpubot.shutdown()
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_client_that_resets_the_connection_is_no_traceback(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import struct
+
+    from bot.serve import start_http
+    from tests.slack_harness import inprocess_bot
+
+    scenario = write_scenario(tmp_path)
+    with serve_slack() as slack:
+        gpubot = inprocess_bot(slack.url, scenario)
+        server = start_http(gpubot, "127.0.0.1", 0, events=True)
+        port = server.server_address[1]
+        try:
+            for _ in range(5):
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                    s.recv(4096)
+                    # Hang up with a reset while the server waits for the next keep-alive request.
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            time.sleep(0.3)
+        finally:
+            server.shutdown()
+            server.server_close()
+            gpubot.shutdown()
+    assert "Traceback" not in capfd.readouterr().err
