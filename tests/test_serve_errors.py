@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -80,36 +82,43 @@ def _raw_post(port: int, headers: list[str], body: bytes = b"") -> tuple[int, by
     return status, answer
 
 
-def test_bad_content_length_is_answered_not_hung_nor_a_traceback(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
+@contextlib.contextmanager
+def _http_bot(tmp_path: Path) -> Iterator[int]:
+    """The bot's HTTP server in-process against the fake Slack; yields its port."""
     from bot.serve import start_http
-    from tests.slack_harness import inprocess_bot, sign, slash_body
+    from tests.slack_harness import inprocess_bot
 
-    scenario = write_scenario(tmp_path)
     with serve_slack() as slack:
-        gpubot = inprocess_bot(slack.url, scenario)
+        gpubot = inprocess_bot(slack.url, write_scenario(tmp_path))
         server = start_http(gpubot, "127.0.0.1", 0, events=True)
-        port = server.server_address[1]
         try:
-            started = time.monotonic()
-            assert _raw_post(port, ["Content-Length: -1"], b"x")[0] == 400
-            assert time.monotonic() - started < 3
-            assert _raw_post(port, ["Content-Length: abc"])[0] == 400
-            assert _raw_post(port, ["Content-Length: 5", "Content-Length: 6"], b"hello!")[0] == 400
-            assert _raw_post(port, ["Content-Length: +5"], b"hello")[0] == 400
-            assert _raw_post(port, [])[0] == 411
-            assert _raw_post(port, ["Transfer-Encoding: chunked"], b"0\r\n\r\n")[0] == 411
-            assert _raw_post(port, [f"Content-Length: {1 << 30}"])[0] == 413
-            # A well-formed signed request still goes through to Bolt.
-            body = slash_body("help")
-            signed = [f"{k}: {v}" for k, v in sign(body).items()]
-            status, answer = _raw_post(port, [*signed, f"Content-Length: {len(body)}"], body.encode())
-            assert status == 200, answer
+            yield int(server.server_address[1])
         finally:
             server.shutdown()
             server.server_close()
             gpubot.shutdown()
+
+
+def test_bad_content_length_is_answered_not_hung_nor_a_traceback(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from tests.slack_harness import sign, slash_body
+
+    with _http_bot(tmp_path) as port:
+        started = time.monotonic()
+        assert _raw_post(port, ["Content-Length: -1"], b"x")[0] == 400
+        assert time.monotonic() - started < 3
+        assert _raw_post(port, ["Content-Length: abc"])[0] == 400
+        assert _raw_post(port, ["Content-Length: 5", "Content-Length: 6"], b"hello!")[0] == 400
+        assert _raw_post(port, ["Content-Length: +5"], b"hello")[0] == 400
+        assert _raw_post(port, [])[0] == 411
+        assert _raw_post(port, ["Transfer-Encoding: chunked"], b"0\r\n\r\n")[0] == 411
+        assert _raw_post(port, [f"Content-Length: {1 << 30}"])[0] == 413
+        # A well-formed signed request still goes through to Bolt.
+        body = slash_body("help")
+        signed = [f"{k}: {v}" for k, v in sign(body).items()]
+        status, answer = _raw_post(port, [*signed, f"Content-Length: {len(body)}"], body.encode())
+        assert status == 200, answer
     assert "Traceback" not in capfd.readouterr().err
 
 
@@ -118,24 +127,12 @@ def test_a_client_that_resets_the_connection_is_no_traceback(
 ) -> None:
     import struct
 
-    from bot.serve import start_http
-    from tests.slack_harness import inprocess_bot
-
-    scenario = write_scenario(tmp_path)
-    with serve_slack() as slack:
-        gpubot = inprocess_bot(slack.url, scenario)
-        server = start_http(gpubot, "127.0.0.1", 0, events=True)
-        port = server.server_address[1]
-        try:
-            for _ in range(5):
-                with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-                    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-                    s.recv(4096)
-                    # Hang up with a reset while the server waits for the next keep-alive request.
-                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            time.sleep(0.3)
-        finally:
-            server.shutdown()
-            server.server_close()
-            gpubot.shutdown()
+    with _http_bot(tmp_path) as port:
+        for _ in range(5):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                s.recv(4096)
+                # Hang up with a reset while the server waits for the next keep-alive request.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        time.sleep(0.3)
     assert "Traceback" not in capfd.readouterr().err
