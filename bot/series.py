@@ -145,11 +145,6 @@ def _without_name(labels: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in labels.items() if k != "__name__"}
 
 
-def _above(samples: list[Sample], above: float | None) -> list[Sample]:
-    """PromQL's filtering `> above` (NaN never passes)."""
-    return samples if above is None else [x for x in samples if x.value > above]
-
-
 class SeriesTelemetry:
     """layers.sources.Telemetry over fixed series, evaluated at a fixed instant."""
 
@@ -174,33 +169,49 @@ class SeriesTelemetry:
         return self._now
 
     def _union(
-        self, metric: str, match: Sequence[Selector], one: Callable[[_Series], Sample | None]
+        self,
+        metric: str,
+        match: Sequence[Selector],
+        value_of: Callable[[_Series], float | None],
+        *,
+        keep_name: bool,
+        above: float | None,
     ) -> list[Sample]:
-        """`f(A) or f(B)` over the `|`-separated names: left wins on an identical label set."""
+        """`(f(A) or f(B)) > above` over the `|`-separated names: left wins on an identical
+        label set, and the filter applies after the union, as in PromQL.
+
+        Within one family every label set is unique, so only a union of several names
+        needs the (costly) de-duplication; a filtered-out series costs no label copy.
+        """
         out: list[Sample] = []
-        seen: set[frozenset[tuple[str, str]]] = set()
-        for name in metric.split("|"):
-            family = self._families.get(name.strip())
+        names = [n.strip() for n in metric.split("|")]
+        seen: set[frozenset[tuple[str, str]]] | None = set() if len(names) > 1 else None
+        for name in names:
+            family = self._families.get(name)
             if family is None:
                 continue
             for s in family.select(match):
-                sample = one(s)
-                if sample is None:
+                v = value_of(s)
+                if v is None:
                     continue
-                key = frozenset(sample.labels.items())
-                if key not in seen:
+                labels: dict[str, str] | None = None
+                if seen is not None:
+                    labels = dict(s.labels) if keep_name else _without_name(s.labels)
+                    key = frozenset(labels.items())
+                    if key in seen:
+                        continue
                     seen.add(key)
-                    out.append(sample)
+                if above is not None and not v > above:
+                    continue
+                if labels is None:
+                    labels = dict(s.labels) if keep_name else _without_name(s.labels)
+                out.append(Sample(labels, v))
         return out
 
     def instant(
         self, metric: str, match: Sequence[Selector] = (), *, above: float | None = None
     ) -> list[Sample]:
-        def one(s: _Series) -> Sample | None:
-            v = s.at(self._now_ms)
-            return None if v is None else Sample(dict(s.labels), v)
-
-        return _above(self._union(metric, match, one), above)
+        return self._union(metric, match, lambda s: s.at(self._now_ms), keep_name=True, above=above)
 
     def _over_window(
         self,
@@ -208,41 +219,40 @@ class SeriesTelemetry:
         window_s: int,
         match: Sequence[Selector],
         fn: Callable[[_Series, int, int], float | None],
+        above: float | None,
     ) -> list[Sample]:
         start_ms = self._now_ms - window_s * 1000
 
-        def one(s: _Series) -> Sample | None:
+        def value_of(s: _Series) -> float | None:
             lo, hi = s.window(start_ms, self._now_ms)
-            v = fn(s, lo, hi) if hi > lo else None
-            return None if v is None else Sample(_without_name(s.labels), v)
+            return fn(s, lo, hi) if hi > lo else None
 
-        return self._union(metric, match, one)
+        return self._union(metric, match, value_of, keep_name=False, above=above)
 
     def _extrapolated(
-        self, metric: str, window_s: int, match: Sequence[Selector], is_rate: bool
+        self, metric: str, window_s: int, match: Sequence[Selector], is_rate: bool, above: float | None
     ) -> list[Sample]:
         start_ms = self._now_ms - window_s * 1000
 
         def fn(s: _Series, lo: int, hi: int) -> float | None:
             return extrapolated_rate(s.times[lo:hi], s.values[lo:hi], start_ms, self._now_ms, is_rate=is_rate)
 
-        return self._over_window(metric, window_s, match, fn)
+        return self._over_window(metric, window_s, match, fn, above)
 
     def increase(
         self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
     ) -> list[Sample]:
-        return _above(self._extrapolated(metric, window_s, match, is_rate=False), above)
+        return self._extrapolated(metric, window_s, match, False, above)
 
     def rate(
         self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
     ) -> list[Sample]:
-        return _above(self._extrapolated(metric, window_s, match, is_rate=True), above)
+        return self._extrapolated(metric, window_s, match, True, above)
 
     def max_over_time(
         self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
     ) -> list[Sample]:
-        out = self._over_window(metric, window_s, match, lambda s, lo, hi: max_of(s.values[lo:hi]))
-        return _above(out, above)
+        return self._over_window(metric, window_s, match, lambda s, lo, hi: max_of(s.values[lo:hi]), above)
 
     def count(self, metric: str, match: Sequence[Selector] = ()) -> int:
         return len(self.instant(metric, match))

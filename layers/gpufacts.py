@@ -316,6 +316,10 @@ class _Assembly:
         return [g.freeze() for _, g in sorted(self.gpus.items())]
 
 
+# Past this many nodes a walk's read asks only for non-zero hardware signals.
+SPARSE_READ_NODES = 50
+
+
 def read_gpu_facts(
     telemetry: Telemetry,
     hostmap: HostMap,
@@ -332,16 +336,20 @@ def read_gpu_facts(
     for ns, pod in pods:
         match.extend(pod_selector(ns, pod))
     asm = _Assembly(hostmap, pods)
+    # A pending pod's walk may examine the whole fleet: then the hardware signals, zero on
+    # almost every GPU, come back for the sick GPUs only (`> 0` on the server), as in the
+    # digest. Framebuffer stays whole: it also tells which nodes have DCGM series at all.
+    nz = 0.0 if len(nodes) > SPARSE_READ_NODES else None
     asm.put("fb_used_mib", telemetry.instant(FB_USED, match))
     asm.put("fb_free_mib", telemetry.instant(FB_FREE, match))
-    asm.put_last_xid(telemetry.instant(LAST_XID, match))
-    asm.put_xid_counts(telemetry.max_over_time(XID_COUNT, DAY_S, match))
-    asm.put("correctable_rows", telemetry.instant(CORRECTABLE_ROWS, match))
-    asm.put("uncorrectable_rows", telemetry.instant(UNCORRECTABLE_ROWS, match))
-    asm.put("correctable_rows_24h", telemetry.increase(CORRECTABLE_ROWS, DAY_S, match))
-    asm.put("uncorrectable_rows_24h", telemetry.increase(UNCORRECTABLE_ROWS, DAY_S, match))
-    asm.put("row_remap_failure", telemetry.max_over_time(ROW_REMAP_FAILURE, DAY_S, match))
-    asm.put_clock_events(telemetry.max_over_time(CLOCK_EVENTS, DAY_S, match))
+    asm.put_last_xid(telemetry.instant(LAST_XID, match, above=nz))
+    asm.put_xid_counts(telemetry.max_over_time(XID_COUNT, DAY_S, match, above=nz))
+    asm.put("correctable_rows", telemetry.instant(CORRECTABLE_ROWS, match, above=nz))
+    asm.put("uncorrectable_rows", telemetry.instant(UNCORRECTABLE_ROWS, match, above=nz))
+    asm.put("correctable_rows_24h", telemetry.increase(CORRECTABLE_ROWS, DAY_S, match, above=nz))
+    asm.put("uncorrectable_rows_24h", telemetry.increase(UNCORRECTABLE_ROWS, DAY_S, match, above=nz))
+    asm.put("row_remap_failure", telemetry.max_over_time(ROW_REMAP_FAILURE, DAY_S, match, above=nz))
+    asm.put_clock_events(telemetry.max_over_time(CLOCK_EVENTS, DAY_S, match, above=nz))
     wanted = set(nodes) | {n for n in pods.values() if n}
     return [f for f in asm.facts() if f.node in wanted]
 

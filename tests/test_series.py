@@ -243,3 +243,20 @@ def test_above_filters_like_promql_comparison() -> None:
     assert [x.labels["gpu"] for x in tel.max_over_time("DCGM_FI_DEV_ROW_REMAP_FAILURE", 3600, above=0)] == [
         "1"
     ]
+
+
+def test_above_filters_after_the_union_as_promql_does() -> None:
+    # (max_over_time(A[1h]) or max_over_time(B[1h])) > 0: A's 0 wins the union for the shared
+    # label set, then the filter drops it; B's 5 must not slip through in its place.
+    from bot.series import SeriesData, SeriesTelemetry
+
+    now = 1_800_000_000.0
+    labels = {"gpu": "0", "Hostname": "a", "xid": "79"}
+    data = [
+        SeriesData({"__name__": "DCGM_EXP_XID_ERRORS_COUNT", **labels}, [(now - 60, 0.0)]),
+        SeriesData({"__name__": "DCGM_EXP_XID_ERRORS_TOTAL", **labels}, [(now - 60, 5.0)]),
+    ]
+    tel = SeriesTelemetry(data, now)
+    both = "DCGM_EXP_XID_ERRORS_COUNT|DCGM_EXP_XID_ERRORS_TOTAL"
+    assert [s.value for s in tel.max_over_time(both, 3600)] == [0.0]
+    assert tel.max_over_time(both, 3600, above=0) == []
