@@ -61,6 +61,12 @@ def _status_message(exc: ApiException) -> str:
     return str(exc.reason or f"HTTP {exc.status}")
 
 
+def _counted(err: SourceError) -> SourceError:
+    """A failed API call, counted by kind for /metrics."""
+    metrics.record_kubernetes_api_error(err.kind)
+    return err
+
+
 class KubeCluster:
     """A Kubernetes API server, read through one private ApiClient."""
 
@@ -164,35 +170,20 @@ class KubeCluster:
         with self._calls_lock:
             self.calls += 1
         try:
-            return self._request(call, *args, verb=verb, resource=resource, namespace=namespace, **kwargs)
-        except SourceError as err:
-            metrics.record_kubernetes_api_error(err.kind)
-            raise
-
-    def _request(
-        self,
-        call: Callable[..., Any],
-        *args: Any,
-        verb: str,
-        resource: str,
-        namespace: str | None = None,
-        **kwargs: Any,
-    ) -> bytes:
-        try:
             resp = call(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
         except ApiException as exc:
-            raise self._api_error(exc, verb, resource, namespace) from None
+            raise _counted(self._api_error(exc, verb, resource, namespace)) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise self._unreachable(exc, verb, resource) from None
+            raise _counted(self._unreachable(exc, verb, resource)) from None
         except ValueError as exc:  # the client's own argument validation (pydantic)
             first = str(exc).splitlines()[0]
-            raise SourceError(
-                "bad_input", f"cannot {verb} {resource}: {first}", namespace=namespace
+            raise _counted(
+                SourceError("bad_input", f"cannot {verb} {resource}: {first}", namespace=namespace)
             ) from None
         try:
             return bytes(resp.data)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise self._unreachable(exc, verb, resource) from None
+            raise _counted(self._unreachable(exc, verb, resource)) from None
         finally:
             resp.release_conn()
 
