@@ -5,11 +5,9 @@ How the bot wires it (bot/app.py, bot/serve.py, bot/scheduler.py):
 - `/metrics` on the health port: answer GET /metrics with `render()` and the
   header `Content-Type: CONTENT_TYPE`.
 - A walk: `record_walk_started()` when a `/gpu why` (or a digest's "diagnose
-  node") opens one; run each layer through `run_layer(ctx, n)` (it times the
-  layer and counts its findings), or time it yourself and call
-  `record_layer(result, seconds)`; when the walk has ended,
-  `record_walk_finished(result)`. `record_walk(result, durations)` does the
-  per-layer part and the finish in one call, for walks run all at once.
+  node") opens one; `record_layer(result, seconds)` for each layer run (its
+  duration and its findings); `record_walk_finished(result)` when it has ended.
+  bot/app.py's MetricsObserver does this for the walk service.
 - Buttons: `record_action(action_id, outcome)` (outcome such as "done",
   "refused", "denied", "failed", "repeat").
 - Errors: `record_slack_api_error(method)` (e.g. "chat.postMessage") for every
@@ -27,14 +25,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from layers.context import WalkContext
 from layers.findings import CODES, LAYER_NAMES, LayerResult, Severity, WalkResult
-from layers.walk import run_layer as _run_layer
 
 __all__ = [
     "CONTENT_TYPE",
@@ -45,11 +40,9 @@ __all__ = [
     "record_kubernetes_api_error",
     "record_layer",
     "record_slack_api_error",
-    "record_walk",
     "record_walk_finished",
     "record_walk_started",
     "render",
-    "run_layer",
 ]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -158,22 +151,6 @@ def record_walk_finished(result: WalkResult) -> None:
     """The walk has ended: counted once, by its verdict's severity."""
     verdict = result.verdict
     WALKS_FINISHED.labels(verdict.severity.label if verdict else Severity.OK.label).inc()
-
-
-def record_walk(result: WalkResult, durations: Mapping[int, float] | None = None) -> None:
-    """A whole walk at once: every layer (durations by layer number) and the finish."""
-    durations = durations or {}
-    for layer in result.layers:
-        record_layer(layer, durations.get(layer.layer))
-    record_walk_finished(result)
-
-
-def run_layer(ctx: WalkContext, layer: int) -> LayerResult:
-    """layers.walk.run_layer, timed and counted."""
-    started = time.perf_counter()
-    result = _run_layer(ctx, layer)
-    record_layer(result, time.perf_counter() - started)
-    return result
 
 
 def record_action(action: str, outcome: str) -> None:

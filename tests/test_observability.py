@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from bot import metrics
 from bot.logs import mask_secrets, setup_logging, walk_scope
 from bot.scenario import build_sources, parse_scenario
 from layers.findings import LayerResult, WalkResult
-from layers.walk import open_pod
+from layers.walk import open_pod, run_layer
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
 if not SAMPLES.is_dir():
@@ -84,7 +85,9 @@ def _walk_with_metrics() -> WalkResult:
     results: list[LayerResult] = []
     layer: int | None = 1
     while layer is not None and layer not in {r.layer for r in results}:
-        result = metrics.run_layer(ctx, layer)
+        started = time.perf_counter()
+        result = run_layer(ctx, layer)
+        metrics.record_layer(result, time.perf_counter() - started)
         results.append(result)
         layer = result.next_layer
     walk = WalkResult(ctx.target, tuple(results))
@@ -148,7 +151,8 @@ def test_record_walk_counts_every_layer_and_the_verdict() -> None:
     before_findings = _value("gpubot_findings_total", code=code, severity=sev)
     before_l1 = _value("gpubot_layer_duration_seconds_count", layer="1")
     before_second = _value("gpubot_layer_duration_seconds_count", layer=second)
-    metrics.record_walk(walk, {1: 0.2})
+    for layer in walk.layers:
+        metrics.record_layer(layer, {1: 0.2}.get(layer.layer))
     assert _value("gpubot_findings_total", code=code, severity=sev) == before_findings + 1
     assert _value("gpubot_layer_duration_seconds_count", layer="1") == before_l1 + 1
     # A layer with no measured duration is counted for its findings but not timed.
