@@ -6,7 +6,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from bot.serve import DEFAULT_HOST, DEFAULT_PORT, cmd_serve
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 3000
 
 
 def _port(text: str) -> int:
@@ -43,6 +44,13 @@ def register(
     """Add `serve` (no --format: it talks to Slack, not to a terminal)."""
     p = sub.add_parser("serve", help="run the Slack bot (Socket Mode by default, HTTP with --http)")
     add_arguments(p, add_sources)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    # Slack Bolt and the bot's app are imported only here: every other command starts without them.
+    from bot.serve import cmd_serve as serve
+
+    return serve(args)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"serve": cmd_serve}

@@ -1,8 +1,11 @@
 """The live cluster: layers.sources.Cluster and ClusterWriter over the official kubernetes client.
 
-Objects come back as the API's own JSON (camelCase dicts, `_preload_content=False`
-+ `json.loads`), so a live cluster looks exactly like a scenario file to the
-layers. Every failure becomes a SourceError naming what could not be read,
+The client's ApiClient does configuration, auth (tokens, exec plugins and their
+refresh), TLS and retries; requests go out through its `param_serialize` +
+`call_api` on the REST paths below, and bodies come back as the API's own JSON
+(camelCase dicts, `json.loads`), so a live cluster looks exactly like a
+scenario file to the layers. The generated API classes and their pydantic
+models are never imported: building them cost ~1 s of every command's start. Every failure becomes a SourceError naming what could not be read,
 counted in gpubot_kubernetes_api_errors_total by its kind; nothing from the
 client (tokens included) leaks into messages.
 """
@@ -13,12 +16,16 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import urllib3
 import yaml
-from kubernetes import client, config
+from kubernetes import config
+from kubernetes.client.api_client import ApiClient
+from kubernetes.client.configuration import Configuration
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
@@ -36,9 +43,49 @@ _NO_LOG = re.compile(
 )
 
 
-def _is_kubernetes_status(exc: ApiException) -> bool:
+@dataclass(frozen=True)
+class Resource:
+    """A REST resource: where it lives and the name RBAC knows it by."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def rbac(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace is not None:
+            root += f"/namespaces/{_segment(namespace, 'namespace', self)}"
+        root += f"/{self.plural}"
+        if name is not None:
+            root += f"/{_segment(name, 'name', self)}"
+        if sub:
+            root += f"/{sub}"
+        return root
+
+
+def _segment(value: str, what: str, res: Resource) -> str:
+    """One path segment; an empty or slashed one would address another object."""
+    if not isinstance(value, str) or not value or "/" in value or value in (".", ".."):
+        raise _counted(
+            SourceError("bad_input", f"cannot read {res.rbac}: {what} {value!r} is not a valid object name")
+        )
+    return quote(value, safe="")
+
+
+NODES = Resource("", "v1", "nodes", namespaced=False)
+PODS = Resource("", "v1", "pods", namespaced=True)
+EVENTS = Resource("", "v1", "events", namespaced=True)
+DAEMONSETS = Resource("apps", "v1", "daemonsets", namespaced=True)
+RUNTIMECLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", namespaced=False)
+
+
+def _is_kubernetes_status(body: str) -> bool:
     """Whether the error body is the API server's own Status object (not a proxy's page)."""
-    body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else exc.body
     try:
         status = json.loads(body) if isinstance(body, str) and body else None
     except ValueError:
@@ -46,19 +93,16 @@ def _is_kubernetes_status(exc: ApiException) -> bool:
     return isinstance(status, dict) and status.get("kind") == "Status"
 
 
-def _status_message(exc: ApiException) -> str:
+def _status_message(status: int, reason: str | None, body: str) -> str:
     """The `message` of the API's Status body, else the HTTP reason."""
-    body = exc.body
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    if isinstance(body, str) and body:
+    if body:
         try:
             status = json.loads(body)
         except ValueError:
             return body.strip().splitlines()[0][:300]
         if isinstance(status, dict) and status.get("message"):
             return str(status["message"])
-    return str(exc.reason or f"HTTP {exc.status}")
+    return str(reason or f"HTTP {status}")
 
 
 def _counted(err: SourceError) -> SourceError:
@@ -70,7 +114,7 @@ def _counted(err: SourceError) -> SourceError:
 class KubeCluster:
     """A Kubernetes API server, read through one private ApiClient."""
 
-    def __init__(self, api_client: client.ApiClient, source: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, api_client: ApiClient, source: str, timeout_s: float = 10.0) -> None:
         if not timeout_s > 0:
             raise SourceError("bad_input", f"Kubernetes request timeout must be positive, got {timeout_s}")
         self._api = api_client
@@ -80,13 +124,9 @@ class KubeCluster:
         self.server = str(api_client.configuration.host)
         self.calls = 0  # HTTP requests made, for benchmarks
         self._calls_lock = threading.Lock()
-        self._core = client.CoreV1Api(api_client)
-        self._apps = client.AppsV1Api(api_client)
-        self._node_api = client.NodeV1Api(api_client)
-        self._custom = client.CustomObjectsApi(api_client)
 
     @property
-    def api_client(self) -> client.ApiClient:
+    def api_client(self) -> ApiClient:
         """The private client, for calls outside the Cluster protocol (pods/exec for a bug report)."""
         return self._api
 
@@ -97,7 +137,7 @@ class KubeCluster:
         cls, kubeconfig: str | None = None, context: str | None = None, timeout_s: float = 10.0
     ) -> KubeCluster:
         """In-cluster credentials inside a pod, else the kubeconfig (argument, KUBECONFIG, ~/.kube/config)."""
-        cfg = client.Configuration()
+        cfg = Configuration()
         explicit = kubeconfig or os.environ.get("KUBECONFIG") or context
         if os.environ.get("KUBERNETES_SERVICE_HOST") and not explicit:
             try:
@@ -114,12 +154,12 @@ class KubeCluster:
             # The kubeconfig asked for insecure-skip-tls-verify: the user chose it, and a
             # warning per request would break "one line on stderr".
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-        api_client = client.ApiClient(configuration=cfg)
+        api_client = ApiClient(configuration=cfg)
         api_client.user_agent = "gpubot"
         return cls(api_client, f"{source} ({cfg.host})", timeout_s)
 
     @staticmethod
-    def _load_kubeconfig(cfg: client.Configuration, path: str, context: str | None) -> str:
+    def _load_kubeconfig(cfg: Configuration, path: str, context: str | None) -> str:
         """Load `path` (a KUBECONFIG list is allowed) into cfg; returns the context used."""
         files = [os.path.expanduser(p) for p in path.split(os.pathsep) if p]
         readable = [f for f in files if os.path.isfile(f) and os.access(f, os.R_OK)]
@@ -159,33 +199,47 @@ class KubeCluster:
 
     def _send(
         self,
-        call: Callable[..., Any],
-        *args: Any,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str | int | bool]] = (),
+        *,
         verb: str,
         resource: str,
         namespace: str | None = None,
-        **kwargs: Any,
+        body: Mapping[str, Any] | None = None,
+        content_type: str | None = None,
     ) -> bytes:
-        """Run one API call; return the raw body or raise SourceError (counted by kind)."""
+        """One HTTP request through the client's auth, TLS and retries; the raw body or a SourceError."""
         with self._calls_lock:
             self.calls += 1
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
         try:
-            resp = call(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
-        except ApiException as exc:
-            raise _counted(self._api_error(exc, verb, resource, namespace)) from None
+            request = self._api.param_serialize(
+                method=method,
+                resource_path=path,
+                query_params=list(query),
+                header_params=headers,
+                body=dict(body) if body is not None else None,
+                auth_settings=["BearerToken"],
+            )
+            resp = self._api.call_api(*request, _request_timeout=self.timeout_s)
+        except ApiException as exc:  # TLS failures and the like, raised with status 0
+            raise _counted(
+                self._api_error(exc.status, exc.reason, exc.body, verb, resource, namespace)
+            ) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise _counted(self._unreachable(exc, verb, resource)) from None
-        except ValueError as exc:  # the client's own argument validation (pydantic)
-            first = str(exc).splitlines()[0]
-            raise _counted(
-                SourceError("bad_input", f"cannot {verb} {resource}: {first}", namespace=namespace)
-            ) from None
         try:
-            return bytes(resp.data)
+            data = bytes(resp.read())
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise _counted(self._unreachable(exc, verb, resource)) from None
         finally:
-            resp.release_conn()
+            resp.response.release_conn()
+        if not 200 <= resp.status <= 299:
+            raise _counted(self._api_error(resp.status, resp.reason, data, verb, resource, namespace))
+        return data
 
     def _unreachable(self, exc: Exception, verb: str, resource: str) -> SourceError:
         reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason else exc
@@ -205,17 +259,26 @@ class KubeCluster:
             f"Kubernetes API at {self.server} unreachable ({why}) while trying to {verb} {resource}",
         )
 
-    def _api_error(self, exc: ApiException, verb: str, resource: str, namespace: str | None) -> SourceError:
-        status = int(exc.status or 0)
+    def _api_error(
+        self,
+        code: int | None,
+        reason: str | None,
+        raw: bytes | str | None,
+        verb: str,
+        resource: str,
+        namespace: str | None,
+    ) -> SourceError:
+        status = int(code or 0)
         where = f" in namespace {namespace}" if namespace else ""
         if status == 0:  # TLS failure and the like, raised by the client with no HTTP status
-            first = str(exc.reason or "").splitlines()[0] if exc.reason else "no response"
+            first = str(reason or "").splitlines()[0] if reason else "no response"
             return SourceError(
                 "unavailable",
                 f"Kubernetes API at {self.server} unreachable ({first}) while trying to {verb} {resource}",
             )
-        message = _status_message(exc)
-        if status in (403, 404) and not _is_kubernetes_status(exc):
+        body = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else (raw or "")
+        message = _status_message(status, reason, body)
+        if status in (403, 404) and not _is_kubernetes_status(body):
             # A proxy or a web server answered, not an API server: the address is wrong.
             return SourceError(
                 "unavailable",
@@ -238,41 +301,42 @@ class KubeCluster:
             )
         return SourceError("bad_input", f"{verb} {resource}{where} rejected ({status}): {message}")
 
-    def _get(
-        self, call: Callable[..., Any], *args: Any, resource: str, namespace: str | None = None
-    ) -> K8sObject:
-        obj: K8sObject = json.loads(
-            self._send(call, *args, verb="get", resource=resource, namespace=namespace)
-        )
+    def _get(self, res: Resource, name: str, namespace: str | None = None) -> K8sObject:
+        path = res.path(namespace, name)
+        body = self._send("GET", path, verb="get", resource=res.rbac, namespace=namespace)
+        obj: K8sObject = json.loads(body)
         return obj
 
     def _list(
-        self, call: Callable[..., Any], *args: Any, resource: str, namespace: str | None = None, **kwargs: Any
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> list[K8sObject]:
         """Every page of a list; items get the kind/apiVersion the server leaves off."""
+        path = res.path(namespace)
+        query: list[tuple[str, str | int | bool]] = []
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        query.append(("limit", self.page_size))
         items: list[K8sObject] = []
         token: str | None = None
         while True:
-            page_args = {k: v for k, v in kwargs.items() if v}
-            if token:
-                page_args["_continue"] = token
-            body = self._send(
-                call,
-                *args,
-                verb="list",
-                resource=resource,
-                namespace=namespace,
-                limit=self.page_size,
-                **page_args,
-            )
+            page_query = [*query, ("continue", token)] if token else query
+            body = self._send("GET", path, page_query, verb="list", resource=res.rbac, namespace=namespace)
             page = json.loads(body)
             kind = str(page.get("kind") or "")
             item_kind = kind[: -len("List")] if kind.endswith("List") else ""
+            api_version = page.get("apiVersion")
             for item in page.get("items") or ():
                 if item_kind:
                     item.setdefault("kind", item_kind)
-                if page.get("apiVersion"):
-                    item.setdefault("apiVersion", page["apiVersion"])
+                if api_version:
+                    item.setdefault("apiVersion", api_version)
                 items.append(item)
             token = (page.get("metadata") or {}).get("continue")
             if not token:
@@ -281,9 +345,7 @@ class KubeCluster:
     # --- Cluster ---------------------------------------------------------------------
 
     def get_pod(self, namespace: str, name: str) -> K8sObject:
-        return self._get(
-            self._core.read_namespaced_pod, name, namespace, resource="pods", namespace=namespace
-        )
+        return self._get(PODS, name, namespace)
 
     def list_pods(
         self,
@@ -291,18 +353,13 @@ class KubeCluster:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> list[K8sObject]:
-        selectors = {"label_selector": label_selector, "field_selector": field_selector}
-        if namespace:
-            return self._list(
-                self._core.list_namespaced_pod, namespace, resource="pods", namespace=namespace, **selectors
-            )
-        return self._list(self._core.list_pod_for_all_namespaces, resource="pods", **selectors)
+        return self._list(PODS, namespace, label_selector=label_selector, field_selector=field_selector)
 
     def get_node(self, name: str) -> K8sObject:
-        return self._get(self._core.read_node, name, resource="nodes")
+        return self._get(NODES, name)
 
     def list_nodes(self, label_selector: str | None = None) -> list[K8sObject]:
-        return self._list(self._core.list_node, resource="nodes", label_selector=label_selector)
+        return self._list(NODES, label_selector=label_selector)
 
     def list_events(
         self, namespace: str | None, kind: str | None = None, name: str | None = None
@@ -312,36 +369,14 @@ class KubeCluster:
             terms.append(f"involvedObject.kind={kind}")
         if name:
             terms.append(f"involvedObject.name={name}")
-        field_selector = ",".join(terms) or None
         # A node's events carry no namespace and usually land in "default": search everywhere.
-        if namespace and kind != "Node":
-            return self._list(
-                self._core.list_namespaced_event,
-                namespace,
-                resource="events",
-                namespace=namespace,
-                field_selector=field_selector,
-            )
-        return self._list(
-            self._core.list_event_for_all_namespaces, resource="events", field_selector=field_selector
-        )
+        where = namespace if namespace and kind != "Node" else None
+        return self._list(EVENTS, where, field_selector=",".join(terms) or None)
 
     def list_daemonsets(
         self, namespace: str | None = None, label_selector: str | None = None
     ) -> list[K8sObject]:
-        if namespace:
-            return self._list(
-                self._apps.list_namespaced_daemon_set,
-                namespace,
-                resource="daemonsets.apps",
-                namespace=namespace,
-                label_selector=label_selector,
-            )
-        return self._list(
-            self._apps.list_daemon_set_for_all_namespaces,
-            resource="daemonsets.apps",
-            label_selector=label_selector,
-        )
+        return self._list(DAEMONSETS, namespace, label_selector=label_selector)
 
     def list_custom(self, group: str, version: str, plural: str) -> list[K8sObject]:
         versions = [version]
@@ -350,16 +385,14 @@ class KubeCluster:
             versions.append(fallback)
         for v in versions:
             try:
-                return self._list(
-                    self._custom.list_cluster_custom_object, group, v, plural, resource=f"{plural}.{group}"
-                )
+                return self._list(Resource(group, v, plural, namespaced=False))
             except SourceError as err:
                 if err.kind != "not_found":
                     raise
         return []  # the CRD is not installed
 
     def list_runtimeclasses(self) -> list[K8sObject]:
-        return self._list(self._node_api.list_runtime_class, resource="runtimeclasses.node.k8s.io")
+        return self._list(RUNTIMECLASSES)
 
     def pod_log(
         self,
@@ -370,32 +403,25 @@ class KubeCluster:
         previous: bool = False,
         tail_lines: int | None = 500,
     ) -> str:
-        extra: dict[str, Any] = {"container": container}
+        query: list[tuple[str, str | int | bool]] = [("container", container)]
         if previous:
-            extra["previous"] = True
+            query.append(("previous", True))
         if tail_lines is not None:
-            extra["tail_lines"] = tail_lines
-        body = self._send(
-            self._core.read_namespaced_pod_log,
-            pod,
-            namespace,
-            verb="get",
-            resource="pods/log",
-            namespace=namespace,
-            **extra,
-        )
+            query.append(("tailLines", tail_lines))
+        path = PODS.path(namespace, pod, "log")
+        body = self._send("GET", path, query, verb="get", resource="pods/log", namespace=namespace)
         return body.decode("utf-8", "replace")
 
     # --- ClusterWriter -----------------------------------------------------------------
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> K8sObject:
         body = self._send(
-            self._core.patch_node,
-            name,
-            dict(patch),
+            "PATCH",
+            NODES.path(None, name),
             verb="patch",
-            resource="nodes",
-            _content_type=STRATEGIC_MERGE,
+            resource=NODES.rbac,
+            body=patch,
+            content_type=STRATEGIC_MERGE,
         )
         node: K8sObject = json.loads(body)
         return node

@@ -42,8 +42,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpubot.serve")
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 3000
 EVENTS_PATH = "/slack/events"
 MAX_BODY = 1 << 20  # Slack payloads are a few kB; refuse anything absurd before reading it
 DRAIN_S = 25.0  # Kubernetes gives 30 s between SIGTERM and SIGKILL by default

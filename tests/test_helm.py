@@ -87,20 +87,31 @@ def full_docs(helm: str) -> list[dict[str, Any]]:
 # --- the rules the code needs, from the code ------------------------------------------------
 
 
-def _client_calls() -> Iterator[tuple[str, str]]:
-    """(client class, method) for every kubernetes client API method bot/ calls."""
-    attrs = {
-        "_core": "CoreV1Api",
-        "_apps": "AppsV1Api",
-        "_node_api": "NodeV1Api",
-        "_custom": "CustomObjectsApi",
-    }
+def _kube_rules() -> Iterator[Rule]:
+    """(group, resource, verb) of every request bot/kube.py builds, read from its source."""
+    import bot.kube
+
     kube = (ROOT / "bot" / "kube.py").read_text()
-    for attr, method in re.findall(r"self\.(_core|_apps|_node_api|_custom)\.(\w+)", kube):
-        yield attrs[attr], method
+
+    def res(name: str) -> Any:
+        found = getattr(bot.kube, name)
+        assert isinstance(found, bot.kube.Resource), name
+        return found
+
+    for verb, name in re.findall(r"self\._(get|list)\(\s*([A-Z_]+)\b", kube):
+        yield res(name).group, res(name).plural, verb
+    for name, sub in re.findall(r"\b([A-Z_]+)\.path\([^)]*,\s*\"(\w+)\"\)", kube):
+        yield res(name).group, f"{res(name).plural}/{sub}", "get"
+    for verb, name in re.findall(r"verb=\"(\w+)\",\s*resource=([A-Z_]+)\.rbac", kube):
+        yield res(name).group, res(name).plural, verb
+    if "self._list(Resource(group," in kube:  # list_custom: the plurals its callers name
+        yield from {(g, p, "list") for g, p in _custom_plurals()}
+
+
+def _bundle_calls() -> Iterator[str]:
+    """CoreV1Api methods bot/bundle.py calls (the bug report's pods/exec)."""
     bundle = (ROOT / "bot" / "bundle.py").read_text()
-    for method in re.findall(r"\bcore\.(\w+)", bundle):
-        yield "CoreV1Api", method
+    yield from re.findall(r"\bcore\.(\w+)", bundle)
 
 
 def _custom_plurals() -> set[tuple[str, str]]:
@@ -122,8 +133,6 @@ def _rules_of(cls_name: str, method: str) -> set[Rule]:
     http = re.search(r"method='(\w+)'", src)
     path = re.search(r"resource_path='([^']+)'", src)
     assert http and path, f"{cls_name}.{method}: cannot read its request"
-    if cls_name == "CustomObjectsApi":
-        return {(g, p, "list") for g, p in _custom_plurals()}
     parts = [p for p in path.group(1).split("/") if p]
     group = "" if parts[0] == "api" else parts[1]
     rest = parts[2:] if parts[0] == "api" else parts[3:]
@@ -146,8 +155,9 @@ def code_rules() -> tuple[set[Rule], set[Rule], set[Rule]]:
     always: set[Rule] = set()
     actions: set[Rule] = set()
     bug_report: set[Rule] = set()
-    for cls_name, method in _client_calls():
-        rules = _rules_of(cls_name, method)
+    found = [{rule} for rule in _kube_rules()]
+    found += [_rules_of("CoreV1Api", method) for method in _bundle_calls()]
+    for rules in found:
         if any(verb == "patch" for _, _, verb in rules):
             actions |= rules
         elif any(res == "pods/exec" for _, res, _ in rules):
