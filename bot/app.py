@@ -33,7 +33,16 @@ from bot.config import Config
 from bot.logs import walk_scope
 from bot.sources import Sources
 from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
-from handlers.buttons import Bundle, Buttons, Operators, Outcome, click_from_payload, walk_id_of
+from handlers.buttons import (
+    Bundle,
+    Buttons,
+    Operators,
+    Outcome,
+    click_from_payload,
+    click_problem,
+    clicker,
+    walk_id_of,
+)
 from handlers.commands import USAGE, CommandError, Digest, Help, Why, parse_command, usage_reply
 from handlers.digest import DIAGNOSE
 from handlers.escape import escape
@@ -172,6 +181,10 @@ class GpuBot:
             self.pending.add(fut)
         fut.add_done_callback(self._done)
 
+    def tell(self, channel: str, user: str, text: str) -> None:
+        """An ephemeral answer, posted off the request path."""
+        self.submit(f"answer to {user}", self.poster.ephemeral, channel, user, text)
+
     def _done(self, fut: Future[None]) -> None:
         with self._lock:
             self.pending.discard(fut)
@@ -270,6 +283,11 @@ def build_app(
     @app.action(BUTTON_ACTIONS)
     def on_button(ack: Ack, body: dict[str, Any]) -> None:
         ack()
+        if (why := click_problem(body)) is not None:  # Socket Mode has no transport check before this
+            if (who := clicker(body)) is not None:
+                bot.tell(*who, f":warning: this click could not be read ({why}), so nothing was done.")
+            log.warning("refused a click: %s", why)
+            return
         click = click_from_payload(body)
         bot.submit(
             f"{click.action_id} by {click.user} on walk {click.value}",

@@ -47,6 +47,8 @@ class Config:
     cluster_name: str | None = None
     state_retention_days: int = 14
     workers: int = 4
+    http_timeout_s: int = 10  # request line + headers, and the body, each in total
+    http_max_connections: int = 512
     log_level: str = "INFO"
 
     @property
@@ -149,6 +151,8 @@ def load_config(
     for name, key, low, high in (
         ("GPUBOT_STATE_RETENTION_DAYS", "state_retention_days", 1, 365),
         ("GPUBOT_WORKERS", "workers", 1, 64),
+        ("GPUBOT_HTTP_TIMEOUT_S", "http_timeout_s", 1, 300),
+        ("GPUBOT_HTTP_MAX_CONNECTIONS", "http_max_connections", 8, 65536),
     ):
         if (v := get(name)) is not None:
             if not v.isdigit() or not low <= int(v) <= high:

@@ -1,7 +1,8 @@
 """`gpubot serve`: the Slack bot over Socket Mode (default) or HTTP, with health endpoints.
 
-HTTP mode serves Slack's Events API at /slack/events (Bolt checks the
-signature and rejects stale timestamps) and /healthz, /readyz, /metrics.
+HTTP mode serves Slack's Events API at /slack/events (bot/slackroute.py checks
+the signature on the raw bytes before anything else) and /healthz, /readyz,
+/metrics, all behind bot/httpserver.py's timeouts and caps.
 Socket Mode connects out with SLACK_APP_TOKEN and serves only /healthz,
 /readyz and /metrics (Prometheus text, bot/metrics.py) on the port. Logs are
 JSON lines on stderr (bot/logs.py) at GPUBOT_LOG_LEVEL. The host defaults to
@@ -19,17 +20,16 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-from slack_bolt.request import BoltRequest
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot import metrics
 from bot.app import GpuBot
 from bot.config import Config
+from bot.httpserver import HttpServer, Limits, Response, Route, start_server
+from bot.slackroute import EVENTS_PATH, SlackEvents
 from bot.sources import Sources
 from handlers.ports import StateUnavailable
 from layers.sources import SourceError
@@ -42,103 +42,39 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpubot.serve")
 
-EVENTS_PATH = "/slack/events"
-MAX_BODY = 1 << 20  # Slack payloads are a few kB; refuse anything absurd before reading it
 DRAIN_S = 25.0  # Kubernetes gives 30 s between SIGTERM and SIGKILL by default
 
 
-def body_length(values: Sequence[str] | None) -> tuple[int, tuple[int, str] | None]:
-    """The POST body's length from its Content-Length header(s), or the refusal (status, text).
+def start_http(bot: GpuBot, host: str, port: int, *, events: bool) -> HttpServer:
+    """Serve health (and with `events`, Slack's requests) on a background thread.
 
-    Missing: 411 (a chunked body is not read either); not a non-negative integer, or
-    several that disagree: 400; over MAX_BODY: 413. `int()` alone would accept "-1"
-    (then read to EOF, holding the thread) and " +5", and raise on "abc"."""
-    if not values:
-        return 0, (411, "length required: send Content-Length\n")
-    distinct = {v.strip() for v in values}
-    raw = distinct.pop() if len(distinct) == 1 else ""
-    if not raw.isascii() or not raw.isdigit():
-        return 0, (400, "bad Content-Length: expected one non-negative integer\n")
-    length = int(raw)
-    if length > MAX_BODY:
-        return 0, (413, "payload too large\n")
-    return length, None
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 128  # a burst of commands waits in the backlog instead of being refused
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # socketserver prints a raw traceback to stderr; a client that hangs up is no error of
-        # ours, and anything else belongs in the JSON log, not on bare stderr.
-        error = sys.exc_info()[1]
-        if isinstance(error, ConnectionError | TimeoutError):
-            log.debug("client %s went away: %s", client_address, error)
-        else:
-            log.error("error serving %s", client_address, exc_info=True)
+    Every route is served behind the same limits (bot/httpserver.py): timeouts, a
+    connection cap, body limits, no Transfer-Encoding."""
+    routes: dict[tuple[str, str], Route] = {
+        ("GET", "/healthz"): lambda _req: Response.text(200, "ok\n"),
+        ("GET", "/readyz"): lambda _req: _ready(bot),
+        ("GET", "/metrics"): lambda _req: Response(
+            200, metrics.render(), {"Content-Type": [metrics.CONTENT_TYPE]}
+        ),
+    }
+    if events:
+        assert bot.cfg.slack_signing_secret is not None  # load_config(http=True) checked it
+        routes[("POST", EVENTS_PATH)] = SlackEvents(
+            bot.app, bot.cfg.slack_signing_secret, bot.state, tell=bot.tell
+        )
+    cfg = bot.cfg
+    limits = Limits(
+        header_s=cfg.http_timeout_s,
+        body_s=cfg.http_timeout_s,
+        write_s=cfg.http_timeout_s,
+        max_connections=cfg.http_max_connections,
+    )
+    return start_server(routes, host, port, limits)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    bot: GpuBot
-    events: bool
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # else ~40 ms per keep-alive answer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
-
-    def _send(self, status: int, body: bytes, headers: dict[str, Sequence[str]] | None = None) -> None:
-        self.send_response(status)
-        sent_type = False
-        for name, values in (headers or {}).items():
-            if name.lower() == "content-length":
-                continue
-            for v in values:
-                self.send_header(name, v)
-            sent_type = sent_type or name.lower() == "content-type"
-        if not sent_type:
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        path = urlsplit(self.path).path
-        if path == "/healthz":
-            self._send(200, b"ok\n")
-        elif path == "/readyz":
-            ok, why = self.bot.ready()
-            self._send(200 if ok else 503, (why + "\n").encode())
-        elif path == "/metrics":
-            self._send(200, metrics.render(), {"Content-Type": [metrics.CONTENT_TYPE]})
-        else:
-            self._send(404, b"not found\n")
-
-    def do_POST(self) -> None:
-        url = urlsplit(self.path)
-        if not self.events or url.path != EVENTS_PATH:
-            self._send(404, b"not found\n")
-            return
-        length, refusal = body_length(self.headers.get_all("Content-Length"))
-        if refusal is not None:
-            # The body's end is unknown: the connection cannot carry another request.
-            self.close_connection = True
-            self._send(refusal[0], refusal[1].encode())
-            return
-        body = self.rfile.read(length).decode("utf-8", errors="replace") if length else ""
-        headers: dict[str, str | Sequence[str]] = {k.lower(): v for k, v in self.headers.items()}
-        response = self.bot.app.dispatch(BoltRequest(body=body, query=url.query, headers=headers))
-        self._send(response.status, response.body.encode(), response.headers)
-
-
-def start_http(bot: GpuBot, host: str, port: int, *, events: bool) -> ThreadingHTTPServer:
-    """Serve health (and with `events`, Slack's requests) on a background thread."""
-    handler = type("Handler", (_Handler,), {"bot": bot, "events": events})
-    server = _Server((host, port), handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
-    return server
+def _ready(bot: GpuBot) -> Response:
+    ok, why = bot.ready()
+    return Response.text(200 if ok else 503, why + "\n")
 
 
 def drain(bot: GpuBot, timeout_s: float = DRAIN_S) -> None:

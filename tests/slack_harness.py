@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import itertools
 import json
 import os
 import subprocess
@@ -54,6 +55,14 @@ def sign(body: str, ts: int | None = None, secret: str = SECRET) -> dict[str, st
     }
 
 
+_TRIGGERS = itertools.count(1)
+
+
+def trigger_id() -> str:
+    """Unique per request, as Slack's are (the bot drops a request whose trigger id it has seen)."""
+    return f"{time.time_ns()}.{next(_TRIGGERS)}.a1b2c3"
+
+
 def slash_body(text: str, user: str = "U0ASKER", channel: str = "C0INCIDENT") -> str:
     return urlencode(
         {
@@ -68,7 +77,7 @@ def slash_body(text: str, user: str = "U0ASKER", channel: str = "C0INCIDENT") ->
             "text": text,
             "api_app_id": "A0GPUBOT",
             "response_url": "http://127.0.0.1:9/response",
-            "trigger_id": "1.2.3",
+            "trigger_id": trigger_id(),
         }
     )
 
@@ -94,7 +103,7 @@ def action_payload(
             "channel_id": channel,
             "is_ephemeral": False,
         },
-        "trigger_id": "1.2.3",
+        "trigger_id": trigger_id(),
         "channel": {"id": channel, "name": "gpu-incidents"},
         "message": {"type": "message", "ts": message_ts, "text": "gpubot"},
         "response_url": "http://127.0.0.1:9/response",
