@@ -29,9 +29,12 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot import metrics
+from bot.alert_webhook import AlertWebhook
 from bot.config import Config
 from bot.logs import walk_scope
 from bot.sources import Sources
+from handlers.alert_subjects import ClusterDirectory
+from handlers.alerts import AlertService, AlertSettings
 from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
 from handlers.buttons import (
     Bundle,
@@ -79,6 +82,12 @@ class MetricsObserver:
 
     def scope(self, walk_id: str | None) -> AbstractContextManager[None]:
         return walk_scope(walk_id)
+
+    def alert(self, status: str, decision: str) -> None:
+        metrics.record_alert(status, decision)
+
+    def incident(self, event: str) -> None:
+        metrics.record_alert_incident(event)
 
 
 def group_members(client: WebClient) -> Callable[[str], Iterable[str]]:
@@ -162,6 +171,7 @@ class GpuBot:
     poster: SlackPoster
     cfg: Config
     slack_up: Callable[[], bool] = lambda: True
+    alerts: AlertWebhook | None = None  # POST /alertmanager, when GPUBOT_ALERT_TOKEN is set
     pending: set[Future[None]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -251,6 +261,17 @@ def build_app(
     buttons = Buttons(service, operators, node_actions or ClusterNodeActions(sources, cfg, state))
     pool = ThreadPoolExecutor(max_workers=workers or cfg.workers, thread_name_prefix="gpubot-walk")
     bot = GpuBot(app, service, buttons, pool, state, poster, cfg)
+    if cfg.alert_token and cfg.alert_channel:
+        alert_settings = AlertSettings(
+            channel=cfg.alert_channel,
+            rewalk_s=cfg.alert_rewalk_minutes * 60,
+            max_threads_per_hour=cfg.alert_max_threads_per_hour,
+            duplicate_s=cfg.alert_duplicate_seconds,
+        )
+        alerts = AlertService(
+            state, service, ClusterDirectory(sources.cluster), alert_settings, observer=MetricsObserver()
+        )
+        bot.alerts = AlertWebhook(alerts, cfg.alert_token, bot.submit)
 
     @app.command("/gpu")
     def on_gpu(ack: Ack, command: dict[str, Any]) -> None:

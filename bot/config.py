@@ -21,6 +21,7 @@ class ConfigError(ValueError):
 SLACK_DEFAULT_API = "https://slack.com/api/"
 _USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 _GROUP_ID = re.compile(r"^S[A-Z0-9]{2,}$")
+_CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,}$|^#?[a-z0-9][a-z0-9_-]{0,79}$")
 _HHMM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
 
 
@@ -50,6 +51,11 @@ class Config:
     http_timeout_s: int = 10  # request line + headers, and the body, each in total
     http_max_connections: int = 512
     log_level: str = "INFO"
+    alert_token: str | None = field(default=None, repr=False)
+    alert_channel: str | None = None
+    alert_rewalk_minutes: int = 30
+    alert_max_threads_per_hour: int = 10
+    alert_duplicate_seconds: int = 60
 
     @property
     def tz(self) -> ZoneInfo:
@@ -102,9 +108,20 @@ def load_config(
     if (v := get("GPUBOT_OPERATOR_GROUPS")) is not None:
         kw["operator_groups"] = _ids("GPUBOT_OPERATOR_GROUPS", v, _GROUP_ID, "user group")
     if (v := get("GPUBOT_DIGEST_CHANNEL")) is not None:
-        if not re.match(r"^[CGD][A-Z0-9]{2,}$|^#?[a-z0-9][a-z0-9_-]{0,79}$", v):
+        if not _CHANNEL.match(v):
             raise ConfigError("GPUBOT_DIGEST_CHANNEL must be a channel id (C…) or name")
         kw["digest_channel"] = v
+    if (v := get("GPUBOT_ALERT_CHANNEL")) is not None:
+        if not _CHANNEL.match(v):
+            raise ConfigError("GPUBOT_ALERT_CHANNEL must be a channel id (C…) or name")
+        kw["alert_channel"] = v
+    if (v := get("GPUBOT_ALERT_TOKEN")) is not None:
+        if len(v) < 16 or not v.isascii() or not v.isprintable() or " " in v:
+            raise ConfigError(
+                "GPUBOT_ALERT_TOKEN must be at least 16 printable ASCII characters without spaces "
+                "(e.g. openssl rand -hex 32)"
+            )
+        kw["alert_token"] = v
     if (v := get("GPUBOT_DIGEST_TIME")) is not None:
         m = _HHMM.match(v)
         if not m:
@@ -153,12 +170,20 @@ def load_config(
         ("GPUBOT_WORKERS", "workers", 1, 64),
         ("GPUBOT_HTTP_TIMEOUT_S", "http_timeout_s", 1, 300),
         ("GPUBOT_HTTP_MAX_CONNECTIONS", "http_max_connections", 8, 65536),
+        ("GPUBOT_ALERT_REWALK_MINUTES", "alert_rewalk_minutes", 0, 1440),
+        ("GPUBOT_ALERT_MAX_THREADS_PER_HOUR", "alert_max_threads_per_hour", 0, 1000),
+        ("GPUBOT_ALERT_DUPLICATE_SECONDS", "alert_duplicate_seconds", 0, 3600),
     ):
         if (v := get(name)) is not None:
             if not v.isdigit() or not low <= int(v) <= high:
                 raise ConfigError(f"{name} must be a whole number from {low} to {high}, got {v!r}")
             kw[key] = int(v)
     cfg = Config(**kw)  # type: ignore[arg-type]
+    if cfg.alert_token and not cfg.alert_channel:
+        raise ConfigError(
+            "GPUBOT_ALERT_CHANNEL is not set: GPUBOT_ALERT_TOKEN turns on POST /alertmanager, "
+            "whose incident threads go to that channel"
+        )
     if need_slack:
         if not cfg.slack_bot_token:
             raise ConfigError("SLACK_BOT_TOKEN is not set: the bot token (xoxb-…) of the Slack app")

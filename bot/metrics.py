@@ -13,6 +13,9 @@ How the bot wires it (bot/app.py, bot/serve.py, bot/scheduler.py):
 - Errors: `record_slack_api_error(method)` (e.g. "chat.postMessage") for every
   failed Web API call, `record_kubernetes_api_error(kind)` with a SourceError's
   kind.
+- Alerts (POST /alertmanager): `record_alert_webhook(code, seconds)` per
+  request, `record_alert(status, decision)` per alert received (decisions in
+  handlers/incidents.py), `record_alert_incident(event)` per incident event.
 - The digest: `record_digest_scheduled()` once this replica has scheduled it,
   `record_digest_run(outcome)` after each run ("posted", "all_clear",
   "skipped" when another replica holds the day's lock, "failed").
@@ -29,12 +32,16 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from handlers.incidents import DECISIONS
 from layers.findings import CODES, LAYER_NAMES, LayerResult, Severity, WalkResult
 
 __all__ = [
     "CONTENT_TYPE",
     "REGISTRY",
     "record_action",
+    "record_alert",
+    "record_alert_incident",
+    "record_alert_webhook",
     "record_digest_run",
     "record_digest_scheduled",
     "record_kubernetes_api_error",
@@ -59,6 +66,9 @@ ACTIONS = frozenset(
         "digest_diagnose",
     }
 )
+ALERT_STATUSES = frozenset({"firing", "resolved"})
+ALERT_EVENTS = frozenset({"thread_opened", "summarized", "closed", "rewalk", "slack_failed"})
+WEBHOOK_CODES = frozenset({"200", "400", "401", "404", "405", "411", "413", "503"})
 SOURCE_ERROR_KINDS = frozenset({"forbidden", "not_found", "unavailable", "bad_input"})
 DIGEST_SUCCESS = frozenset({"posted", "all_clear"})
 DIGEST_OUTCOMES = DIGEST_SUCCESS | {"skipped", "failed"}
@@ -115,6 +125,27 @@ DIGEST_LAST_SUCCESS = Gauge(
 DIGEST_SCHEDULED = Gauge(
     "gpubot_digest_scheduled", "1 when this replica has the daily digest scheduled", registry=REGISTRY
 )
+ALERTS = Counter(
+    "gpubot_alerts_total",
+    "Alerts received on POST /alertmanager, by status and what was decided for each",
+    ["status", "decision"],
+    registry=REGISTRY,
+)
+ALERT_INCIDENTS = Counter(
+    "gpubot_alert_incidents_total",
+    "Alert incident events: thread_opened, summarized (storm), closed, rewalk, slack_failed",
+    ["event"],
+    registry=REGISTRY,
+)
+ALERT_WEBHOOKS = Counter(
+    "gpubot_alert_webhooks_total", "POST /alertmanager requests, by HTTP status", ["code"], registry=REGISTRY
+)
+ALERT_WEBHOOK_SECONDS = Histogram(
+    "gpubot_alert_webhook_seconds",
+    "Time to answer POST /alertmanager (the store only; Slack is brought in line afterwards)",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+    registry=REGISTRY,
+)
 START_TIME = Gauge("gpubot_start_time_seconds", "Unix time this process started", registry=REGISTRY)
 START_TIME.set(time.time())
 
@@ -127,6 +158,11 @@ for _kind in SOURCE_ERROR_KINDS:
     KUBE_ERRORS.labels(_kind)
 for _outcome in DIGEST_OUTCOMES:
     DIGEST_RUNS.labels(_outcome)
+for _status in ALERT_STATUSES:
+    for _decision in DECISIONS:
+        ALERTS.labels(_status, _decision)
+for _event in ALERT_EVENTS:
+    ALERT_INCIDENTS.labels(_event)
 
 
 def _plain(value: str) -> str:
@@ -163,6 +199,21 @@ def record_slack_api_error(method: str) -> None:
 
 def record_kubernetes_api_error(kind: str) -> None:
     KUBE_ERRORS.labels(kind if kind in SOURCE_ERROR_KINDS else OTHER).inc()
+
+
+def record_alert(status: str, decision: str) -> None:
+    ALERTS.labels(
+        status if status in ALERT_STATUSES else OTHER, decision if decision in DECISIONS else OTHER
+    ).inc()
+
+
+def record_alert_incident(event: str) -> None:
+    ALERT_INCIDENTS.labels(event if event in ALERT_EVENTS else OTHER).inc()
+
+
+def record_alert_webhook(code: int, seconds: float) -> None:
+    ALERT_WEBHOOKS.labels(str(code) if str(code) in WEBHOOK_CODES else OTHER).inc()
+    ALERT_WEBHOOK_SECONDS.observe(max(0.0, seconds))
 
 
 def record_digest_scheduled(scheduled: bool = True) -> None:

@@ -2,7 +2,9 @@
 
 HTTP mode serves Slack's Events API at /slack/events (bot/slackroute.py checks
 the signature on the raw bytes before anything else) and /healthz, /readyz,
-/metrics, all behind bot/httpserver.py's timeouts and caps.
+/metrics, all behind bot/httpserver.py's timeouts and caps; with
+GPUBOT_ALERT_TOKEN set, both modes serve Alertmanager's webhook at
+/alertmanager (bot/alert_webhook.py).
 Socket Mode connects out with SLACK_APP_TOKEN and serves only /healthz,
 /readyz and /metrics (Prometheus text, bot/metrics.py) on the port. Logs are
 JSON lines on stderr (bot/logs.py) at GPUBOT_LOG_LEVEL. The host defaults to
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot import metrics
+from bot.alert_webhook import PATH as ALERTS_PATH
 from bot.app import GpuBot
 from bot.config import Config
 from bot.httpserver import HttpServer, Limits, Response, Route, start_server
@@ -62,6 +65,8 @@ def start_http(bot: GpuBot, host: str, port: int, *, events: bool) -> HttpServer
         routes[("POST", EVENTS_PATH)] = SlackEvents(
             bot.app, bot.cfg.slack_signing_secret, bot.state, tell=bot.tell
         )
+    if bot.alerts is not None:  # in Socket Mode too: Alertmanager needs no public Slack endpoint
+        routes[("POST", ALERTS_PATH)] = bot.alerts
     cfg = bot.cfg
     limits = Limits(
         header_s=cfg.http_timeout_s,

@@ -134,3 +134,25 @@ class NoObserver:
 
     def scope(self, walk_id: str | None) -> AbstractContextManager[None]:
         return contextlib.nullcontext()
+
+
+class AlertObserver(Protocol):
+    """What the alert service reports (gpubot_alerts_total and gpubot_alert_incidents_total)."""
+
+    def alert(self, status: str, decision: str) -> None:
+        """One alert of a webhook ("firing"/"resolved") and what was decided for it."""
+        ...
+
+    def incident(self, event: str) -> None:
+        """An incident event: thread_opened, summarized, closed, rewalk, slack_failed."""
+        ...
+
+
+class NoAlertObserver:
+    """The default AlertObserver: records nothing."""
+
+    def alert(self, status: str, decision: str) -> None:
+        pass
+
+    def incident(self, event: str) -> None:
+        pass

@@ -122,7 +122,7 @@ class WalkService:
     def _start(
         self, channel: str, user: str | None, target: Target, thread_ts: str | None, walk_id: str
     ) -> Walk | None:
-        if not self._store_answers(channel, user, walk_id):
+        if not self._store_answers(channel, user, walk_id, thread_ts):
             return None
         try:
             ctx = self.open_walk(target)
@@ -131,7 +131,7 @@ class WalkService:
                 text = usage_reply(f"{target.label} was not found: {err.message}")
             else:
                 text = f":x: could not read {escape(target.label)}: {escape(str(err))}"
-            self._ephemeral(channel, user, text)
+            self._ephemeral(channel, user, text, thread_ts)
             return None
         walk = Walk(
             walk_id=walk_id,
@@ -172,7 +172,7 @@ class WalkService:
             self.observer.walk_finished(WalkResult(walk.target, tuple(ran)))
         return walk
 
-    def _store_answers(self, channel: str, user: str | None, walk_id: str) -> bool:
+    def _store_answers(self, channel: str, user: str | None, walk_id: str, thread_ts: str | None) -> bool:
         """Checked before anything is posted: a walk whose state cannot be kept is not started."""
         try:
             up = self.state.ping()
@@ -186,6 +186,7 @@ class WalkService:
                 user,
                 f":x: {STORE_DOWN}, so walk `{walk_id}` was not started: {escape(why)}. Try again in a "
                 "moment; if it persists, check REDIS_URL and the Redis service.",
+                thread_ts,
             )
         return up
 
@@ -211,9 +212,13 @@ class WalkService:
 
     def node_walk(self, walk_id: str, node: str, channel: str, thread_ts: str | None) -> Walk:
         """The walk behind a digest row's buttons: one per digest and node, created on first click."""
+        return self.prepare(walk_id, Target(namespace=None, pod=None, node=node), channel, thread_ts)
+
+    def prepare(self, walk_id: str, target: Target, channel: str, thread_ts: str | None) -> Walk:
+        """A walk not started yet (a Diagnose button's), stored unless it exists: its first click starts it."""
         walk = Walk(
             walk_id=walk_id,
-            target=Target(namespace=None, pod=None, node=node),
+            target=target,
             channel=channel,
             requester=None,
             root_ts=None,
@@ -397,9 +402,15 @@ class WalkService:
         except Exception as again:
             log.error("walk %s: could not report the failure in the thread either: %s", walk.walk_id, again)
 
-    def _ephemeral(self, channel: str, user: str | None, text: str) -> None:
+    def _ephemeral(self, channel: str, user: str | None, text: str, thread_ts: str | None = None) -> None:
         if user is None:
+            # Nobody asked (an alert opened the walk): the thread it was to run in hears it instead.
             log.warning("no user to answer: %s", text)
+            if thread_ts is not None:
+                try:
+                    self.poster.post(channel, text, [_context(text)], thread_ts=thread_ts)
+                except Exception as err:
+                    log.error("could not say in the thread either: %s", err)
             return
         try:
             self.poster.ephemeral(channel, user, text)

@@ -28,7 +28,7 @@ def test_promtool_check_rules() -> None:
         timeout=60,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 7 rules found" in out.stdout
+    assert "SUCCESS: 8 rules found" in out.stdout
 
 
 def test_promtool_unit_tests() -> None:
@@ -59,3 +59,32 @@ def test_rules_use_the_exporters_and_gpubots_series() -> None:
         for name in names:
             base = name.removesuffix("_total")
             assert f"# TYPE {base}" in exposed, f"{alert} uses {name}, which bot/metrics.py does not expose"
+
+
+def test_the_receiver_example_is_a_valid_alertmanager_config_with_a_bearer_webhook() -> None:
+    amtool = shutil.which("amtool")
+    if amtool is None:
+        pytest.skip("amtool is not installed (Debian's prometheus-alertmanager)")
+    path = DEPLOY / "alertmanager-receiver.yaml"
+    out = subprocess.run([amtool, "check-config", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = yaml.safe_load(path.read_text())
+    [hook] = next(r for r in doc["receivers"] if r["name"] == "gpubot")["webhook_configs"]
+    assert hook["url"].endswith("/alertmanager") and hook["send_resolved"] is True
+    assert hook["http_config"]["authorization"]["type"] == "Bearer"
+    # Every route grouping keeps the labels gpubot maps subjects from (handlers/alert_subjects.py).
+    from handlers.alert_subjects import NODE_LABELS
+
+    gpubot = next(r for r in doc["route"]["routes"] if r["receiver"] == "gpubot")
+    assert {"Hostname", "hostname", "node"} <= set(gpubot["group_by"]) and set(NODE_LABELS) - {
+        "kubernetes_node"
+    } <= set(gpubot["group_by"])
+
+
+def test_gpu_rules_keep_the_labels_that_name_a_subject() -> None:
+    from handlers.alert_subjects import NODE_LABELS
+
+    groups = {g["name"]: g["rules"] for g in yaml.safe_load((DEPLOY / "alerts.yaml").read_text())["groups"]}
+    for rule in groups["gpu-nodes"]:
+        by = set(re.findall(r"by \(([^)]*)\)", rule["expr"])[0].replace(" ", "").split(","))
+        assert by & set(NODE_LABELS) or {"namespace", "pod"} <= by, rule["alert"]

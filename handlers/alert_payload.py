@@ -1,0 +1,128 @@
+"""Alertmanager's webhook payload (version 4), checked before anything acts on it.
+
+What Alertmanager sends (notify/webhook): `version` "4", `status`, `receiver`,
+`groupKey`, the group's common labels, and `alerts`, each with `status`
+("firing" or "resolved"), `labels`, `annotations`, `startsAt`, `endsAt`,
+`generatorURL` and `fingerprint` (its hash of the label set). Anything else is
+refused with one line saying what is wrong, so a hand-written or foreign
+payload never half-applies: the caller answers 400 and changes no state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+VERSION = "4"
+STATUSES = ("firing", "resolved")
+_FINGERPRINT = re.compile(r"^[0-9a-f]{1,32}$")
+
+
+class PayloadError(ValueError):
+    """Not an Alertmanager webhook payload; the message says what is wrong, in one line."""
+
+
+@dataclass(frozen=True)
+class Alert:
+    status: str  # "firing" or "resolved"
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    fingerprint: str
+    starts_at: str
+    ends_at: str
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("alertname") or "(unnamed alert)"
+
+    @property
+    def firing(self) -> bool:
+        return self.status == "firing"
+
+
+@dataclass(frozen=True)
+class AlertBatch:
+    """One webhook's alerts, validated."""
+
+    receiver: str
+    group_key: str
+    external_url: str
+    alerts: tuple[Alert, ...]
+
+
+def label_fingerprint(labels: Mapping[str, str]) -> str:
+    """A stable id for a label set when the sender gave none (Alertmanager always does)."""
+    canon = json.dumps(sorted(labels.items()), separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def _strings(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PayloadError(f"{where} must be an object of strings, got {type(value).__name__}")
+    for k, v in value.items():
+        if not isinstance(v, str):
+            raise PayloadError(f"{where}[{k[:60]!r}] must be a string, got {type(v).__name__}")
+    return value
+
+
+def _alert(raw: Any, i: int) -> Alert:
+    where = f"alerts[{i}]"
+    if not isinstance(raw, dict):
+        raise PayloadError(f"{where} must be an object, got {type(raw).__name__}")
+    status = raw.get("status")
+    if status not in STATUSES:
+        raise PayloadError(f"{where}.status must be 'firing' or 'resolved', got {str(status)[:40]!r}")
+    labels = _strings(raw.get("labels"), f"{where}.labels")
+    # Alertmanager refuses label-less alerts on its own API, so such a payload is not from it.
+    if not labels:
+        raise PayloadError(f"{where} has no labels: an Alertmanager alert always has at least alertname")
+    annotations = _strings(raw.get("annotations"), f"{where}.annotations")
+    fp = raw.get("fingerprint")
+    if fp is None or fp == "":
+        fp = label_fingerprint(labels)
+    elif not isinstance(fp, str) or not _FINGERPRINT.match(fp):
+        raise PayloadError(
+            f"{where}.fingerprint must be Alertmanager's hex fingerprint, got {str(fp)[:40]!r}"
+        )
+    starts, ends = raw.get("startsAt", ""), raw.get("endsAt", "")
+    if not isinstance(starts, str) or not isinstance(ends, str):
+        raise PayloadError(f"{where}.startsAt and endsAt must be RFC 3339 strings")
+    return Alert(status, labels, annotations, fp, starts, ends)
+
+
+def parse_payload(body: bytes | str) -> AlertBatch:
+    """The webhook body → an AlertBatch, or PayloadError naming the first thing wrong."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise PayloadError(f"the body is not JSON: {err}") from None
+    return batch_from_dict(doc)
+
+
+def batch_from_dict(doc: Any) -> AlertBatch:
+    """An already-decoded payload (a webhook's, or one taken off a queue) → an AlertBatch."""
+    if not isinstance(doc, dict):
+        raise PayloadError(f"the payload must be a JSON object, got {type(doc).__name__}")
+    version = doc.get("version")
+    if version != VERSION:
+        raise PayloadError(
+            f'version must be "4" (Alertmanager\'s webhook payload), got {json.dumps(version)[:40]}'
+        )
+    alerts = doc.get("alerts")
+    if not isinstance(alerts, list):
+        raise PayloadError("alerts must be a list")
+    for key in ("receiver", "groupKey", "externalURL"):
+        if not isinstance(doc.get(key, ""), str):
+            raise PayloadError(f"{key} must be a string")
+    return AlertBatch(
+        receiver=doc.get("receiver", ""),
+        group_key=doc.get("groupKey", ""),
+        external_url=doc.get("externalURL", ""),
+        alerts=tuple(_alert(a, i) for i, a in enumerate(alerts)),
+    )

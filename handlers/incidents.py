@@ -1,0 +1,244 @@
+"""An alert incident's state and how each alert changes it: pure data, no I/O.
+
+One incident per subject (a node or a pod) while any of its alerts fires. It
+is stored as JSON (handlers/alerts.py keeps it in the state store) and holds
+what Slack should show: the alerts by Alertmanager fingerprint, the root
+message once posted, an outbox of thread lines not yet posted, a version the
+root is rendered at, and the walk's state. Slack is brought in line with it
+afterwards, so a replica that dies between the webhook and Slack leaves the
+work in the store for the next one.
+
+How an alert changes an incident (`apply`):
+- no open incident and something fires: a new incident (the caller decides
+  thread or storm summary); resolved alerts of no open incident are ignored.
+- a fingerprint seen before, firing again: a repeat line, unless one was
+  written within `duplicate_s` (two replicas or two Alertmanagers delivering
+  the same notification); after it had resolved: a "firing again" line.
+- a new fingerprint: a line, and its name joins the root.
+- resolved: a line; when every alert of the incident has resolved, the
+  incident closes and the root says so in place.
+- a walk at most every `rewalk_s`: a repeat or a new alert past that re-runs it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from handlers.alert_payload import Alert
+from handlers.alert_subjects import Subject
+from handlers.buttons import when
+from handlers.escape import escape
+
+OUTBOX_MAX = 100  # lines kept for a thread Slack is refusing; beyond, the oldest are counted, not kept
+
+# Per-alert decisions (the `decision` label of gpubot_alerts_total).
+OPENED = "opened"
+NEW_ALERT = "new_alert"
+REPEAT = "repeat"
+REFIRED = "refired"
+DUPLICATE = "duplicate"
+RESOLVED = "resolved"
+NO_INCIDENT = "no_incident"  # resolved, but no open incident has it
+UNKNOWN_SUBJECT = "unknown_subject"
+DECISIONS = (OPENED, NEW_ALERT, REPEAT, REFIRED, DUPLICATE, RESOLVED, NO_INCIDENT, UNKNOWN_SUBJECT)
+
+
+@dataclass(frozen=True)
+class Policy:
+    rewalk_s: float
+    duplicate_s: float
+
+
+@dataclass
+class AlertState:
+    name: str
+    status: str
+    summary: str
+    severity: str
+    line_at: float  # when a line about it was last written (the duplicate window runs from here)
+
+
+@dataclass
+class Incident:
+    id: str
+    subject: Subject
+    opened_at: float
+    alerts: dict[str, AlertState]
+    kind: str = "thread"  # or "summary": past the storm threshold, a line in the hour's summary
+    summary_hour: int | None = None
+    closed_at: float | None = None
+    root: dict[str, str] | None = None  # {"channel", "ts"} once posted
+    version: int = 1  # bumped by every change the root shows
+    shown: int = 0  # the version Slack shows
+    outbox: list[dict[str, Any]] = field(default_factory=list)  # [{"n", "text"}], oldest first
+    lines: int = 0  # lines ever queued (their numbers)
+    dropped: int = 0  # lines that did not fit the outbox
+    walk_due: bool = True
+    walk_id: str | None = None
+    walked_at: float | None = None
+    verdict: dict[str, Any] | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.closed_at is None
+
+    @property
+    def names(self) -> list[str]:
+        """Alert names in the order they joined, each once."""
+        return list(dict.fromkeys(a.name for a in self.alerts.values()))
+
+    @property
+    def firing_names(self) -> list[str]:
+        return list(dict.fromkeys(a.name for a in self.alerts.values() if a.status == "firing"))
+
+    def needs_slack(self) -> bool:
+        """A thread incident Slack does not show as stored (storm incidents live in the summary)."""
+        return (
+            self.root is None
+            or bool(self.outbox)
+            or self.shown != self.version
+            or (self.walk_due and self.open)
+        )
+
+    def queue_line(self, text: str) -> None:
+        self.lines += 1
+        self.outbox.append({"n": self.lines, "text": text})
+        if len(self.outbox) > OUTBOX_MAX:
+            self.outbox.pop(0)
+            self.dropped += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "subject": self.subject.to_dict(),
+            "opened_at": self.opened_at,
+            "alerts": {fp: vars(a) for fp, a in self.alerts.items()},
+            "kind": self.kind,
+            "summary_hour": self.summary_hour,
+            "closed_at": self.closed_at,
+            "root": self.root,
+            "version": self.version,
+            "shown": self.shown,
+            "outbox": self.outbox,
+            "lines": self.lines,
+            "dropped": self.dropped,
+            "walk_due": self.walk_due,
+            "walk_id": self.walk_id,
+            "walked_at": self.walked_at,
+            "verdict": self.verdict,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Incident:
+        return cls(
+            id=d["id"],
+            subject=Subject.from_dict(d["subject"]),
+            opened_at=float(d["opened_at"]),
+            alerts={fp: AlertState(**a) for fp, a in d["alerts"].items()},
+            kind=d.get("kind", "thread"),
+            summary_hour=d.get("summary_hour"),
+            closed_at=d.get("closed_at"),
+            root=d.get("root"),
+            version=int(d.get("version", 1)),
+            shown=int(d.get("shown", 0)),
+            outbox=list(d.get("outbox") or []),
+            lines=int(d.get("lines", 0)),
+            dropped=int(d.get("dropped", 0)),
+            walk_due=bool(d.get("walk_due", False)),
+            walk_id=d.get("walk_id"),
+            walked_at=d.get("walked_at"),
+            verdict=d.get("verdict"),
+        )
+
+
+@dataclass(frozen=True)
+class Change:
+    incident: Incident | None  # what to store (None: nothing changed)
+    decisions: tuple[str, ...]  # one per alert
+    opened: bool = False
+    closed: bool = False
+    rewalk: bool = False
+    shown_changed: bool = False  # the root (or the storm summary's row) shows something new
+
+
+def _state(alert: Alert, now: float) -> AlertState:
+    summary = alert.annotations.get("summary") or alert.annotations.get("description") or ""
+    return AlertState(alert.name, alert.status, summary[:500], alert.labels.get("severity", ""), now)
+
+
+def _line(emoji: str, name: str, what: str, now: float) -> str:
+    return f"{emoji} `{escape(name)}` {what} · {when(now)}"
+
+
+def new_incident_id() -> str:
+    return "inc-" + uuid.uuid4().hex[:12]
+
+
+def apply(
+    current: Incident | None, subject: Subject, alerts: Iterable[Alert], now: float, policy: Policy
+) -> Change:
+    """How these alerts (all about `subject`) change its incident."""
+    alerts = list(alerts)
+    if current is None or not current.open:
+        firing = [a for a in alerts if a.firing]
+        if not firing:
+            return Change(None, tuple(NO_INCIDENT for _ in alerts))
+        inc = Incident(new_incident_id(), subject, now, {a.fingerprint: _state(a, now) for a in firing})
+        return Change(inc, tuple(OPENED if a.firing else NO_INCIDENT for a in alerts), opened=True)
+    inc = replace(current, alerts=dict(current.alerts), outbox=list(current.outbox))
+    decisions: list[str] = []
+    shown_change = False
+    wants_walk = False
+    for a in alerts:
+        st = inc.alerts.get(a.fingerprint)
+        if st is None:
+            if not a.firing:
+                decisions.append(NO_INCIDENT)
+                continue
+            inc.alerts[a.fingerprint] = _state(a, now)
+            inc.queue_line(_line(":rotating_light:", a.name, "is firing too", now))
+            decisions.append(NEW_ALERT)
+            shown_change = wants_walk = True
+        elif a.firing:
+            if st.status != "firing":
+                st.status, st.line_at = "firing", now
+                inc.queue_line(_line(":rotating_light:", a.name, "is firing again", now))
+                decisions.append(REFIRED)
+                shown_change = wants_walk = True
+            elif now - st.line_at < policy.duplicate_s:
+                decisions.append(DUPLICATE)
+            else:
+                st.line_at = now
+                inc.queue_line(_line(":repeat:", a.name, "still firing (Alertmanager repeat)", now))
+                decisions.append(REPEAT)
+                wants_walk = True
+        elif st.status == "firing":
+            st.status, st.line_at = "resolved", now
+            inc.queue_line(_line(":white_check_mark:", a.name, "resolved", now))
+            decisions.append(RESOLVED)
+            shown_change = True
+        else:
+            decisions.append(DUPLICATE)
+    closed = all(s.status == "resolved" for s in inc.alerts.values())
+    if closed:
+        inc.closed_at = now
+    rewalk = (
+        wants_walk
+        and not closed
+        and not inc.walk_due
+        and inc.walked_at is not None
+        and now - inc.walked_at >= policy.rewalk_s
+    )
+    if rewalk:
+        inc.walk_due = True
+    if shown_change or closed:
+        inc.version += 1
+    if inc.kind == "summary":
+        inc.outbox.clear()  # no thread to write to: the hour's summary shows names and resolution only
+    changed = inc.to_dict() != current.to_dict()
+    return Change(
+        inc if changed else None, tuple(decisions), closed=closed, rewalk=rewalk, shown_changed=shown_change
+    )
