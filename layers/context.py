@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from layers import objects as o
+from layers.candidates import Candidates, candidate_nodes, carries_requested, pointed_at
 from layers.findings import Target
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry
 
@@ -140,17 +141,30 @@ class WalkContext:
             return o.pod_node(self.pod)
         return self.target.node
 
+    def candidates(self) -> Candidates:
+        """The candidate nodes of the unbound target pod, once per walk (spec: Terms). Every layer
+        that picks nodes for an unbound pod picks among these. A node walk or a bound pod has
+        none: its node is the one examined. DRA pods get their predicate here (layers/candidates.py)."""
+
+        def pick() -> Candidates:
+            if self.pod is None or self.bound_node:
+                return Candidates(nodes=(), carrying=())
+            return candidate_nodes(self.pod, self.nodes(), carries_requested(self.pod))
+
+        return self.cached("candidates", pick)
+
     def examined_nodes(self) -> list[str]:
-        """Nodes later layers look at (spec/findings.md, Terms: examined nodes)."""
+        """Nodes later layers look at (spec/findings.md, Terms: examined nodes): the pod's node, else
+        the candidate nodes layer 1 points at (capacity above allocatable, not advertising), else
+        every candidate node."""
         if self.bound_node:
             return [self.bound_node]
-
-        def pick() -> list[str]:
-            gpu = self.gpu_nodes()
-            pointed = [o.name(n) for n in gpu if o.allocatable_gaps(n) or not o.advertised(n)]
-            return pointed or [o.name(n) for n in gpu]
-
-        return self.cached("examined", pick)
+        return self.cached(
+            "examined",
+            lambda: pointed_at(
+                self.candidates().nodes, lambda n: bool(o.allocatable_gaps(n)) or not o.advertised(n)
+            ),
+        )
 
     # --- operator ------------------------------------------------------------------
 

@@ -78,6 +78,8 @@ CODES: dict[str, CodeSpec] = {
         _spec("L1_SELECTOR_MISMATCH", W, STOP, 2),
         _spec("L1_NODES_UNSCHEDULABLE", W, STOP, 2),
         _spec("L1_GPU_EXHAUSTED", I, STOP, 2),
+        # Noise on nodes the pod could not use: one line, never the verdict's equal (specificity 0).
+        _spec("L1_ELSEWHERE_IN_FLEET", I, None, 0),
         _spec("L1_UNKNOWN", U, None),
         # Layer 2 — container runtime
         _spec("L2_OPERATOR_NOT_FOUND", F, STOP),

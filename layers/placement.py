@@ -186,8 +186,15 @@ def one_node(names: Sequence[str]) -> str | None:
 
 
 def scheduler_reasons(
-    pod: K8sObject, nodes: list[K8sObject], failures: list[SchedulingFailure]
+    pod: K8sObject,
+    failures: list[SchedulingFailure],
+    *,
+    taint_nodes: Sequence[K8sObject],
+    selector_nodes: Sequence[K8sObject],
+    candidates: Sequence[K8sObject],
 ) -> list[Finding]:
+    """What the scheduler said, checked against the nodes it can be about: taints against
+    `taint_nodes`, the selector against `selector_nodes`, cordons against the candidate nodes."""
     ns, name = o.namespace(pod), o.name(pod)
     spec = pod.get("spec") or {}
     out: list[Finding] = []
@@ -200,7 +207,7 @@ def scheduler_reasons(
         tolerations = spec.get("tolerations") or []
         by_taint: dict[str, list[str]] = defaultdict(list)
         near: dict[str, str] = {}
-        for node in nodes:
+        for node in taint_nodes:
             for taint in (node.get("spec") or {}).get("taints") or []:
                 if taint.get("effect") not in BLOCKING_EFFECTS or taint.get("key") == CORDON_TAINT:
                     continue
@@ -227,13 +234,13 @@ def scheduler_reasons(
             )
 
     if any(f.selector_mismatch for f in failures):
-        misses = {o.name(n): why for n in nodes if (why := selector_misses(pod, n))}
+        misses = {o.name(n): why for n in selector_nodes if (why := selector_misses(pod, n))}
         if misses:
             names = sorted(misses)
             out.append(
                 finding(
                     "L1_SELECTOR_MISMATCH",
-                    f"{len(names)} of {len(nodes)} GPU node(s) do not match the node selector/affinity of "
+                    f"{len(names)} of {len(selector_nodes)} GPU node(s) do not match the node selector/affinity of "
                     f"{ns}/{name}: fix the selector or the node labels",
                     evidence=[
                         f"scheduler: {said('selector_mismatch')}",
@@ -249,7 +256,7 @@ def scheduler_reasons(
             )
 
     if any(f.unschedulable for f in failures):
-        cordoned = [o.name(n) for n in nodes if o.is_unschedulable(n)]
+        cordoned = [o.name(n) for n in candidates if o.is_unschedulable(n)]
         if cordoned:
             out.append(
                 finding(

@@ -13,10 +13,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from layers import objects as o
+from layers.candidates import Candidates, not_for_pods
 from layers.context import WalkContext
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.logsigs import event_line, event_message, event_time
-from layers.placement import MAX_LISTED, listed, one_node, scheduler_reasons
+from layers.placement import MAX_LISTED, listed, one_node, scheduler_reasons, selector_misses
 from layers.schedmsg import SchedulingFailure, parse_failed_scheduling
 from layers.sources import K8sObject, SourceError
 
@@ -40,8 +41,9 @@ def check(ctx: WalkContext) -> LayerResult:
                 findings.append(unknown(LAYER, f"node {bound} is not in the cluster's node list", node=bound))
             else:
                 findings.extend(allocatable_below_capacity([node]))
-        else:
-            gaps = allocatable_below_capacity(ctx.gpu_nodes())
+        elif pod is not None:
+            # Only the pod's candidate nodes decide (spec: Terms, noise elsewhere).
+            gaps = allocatable_below_capacity(ctx.candidates().nodes)
             findings.extend(gaps[:MAX_LISTED])
             if len(gaps) > MAX_LISTED:  # a fleet-wide problem: the digest lists every node
                 more = [f.node or "" for f in gaps[MAX_LISTED:]]
@@ -66,7 +68,9 @@ def check(ctx: WalkContext) -> LayerResult:
     failures, pending = pending_pod(ctx, pod)
     findings.extend(pending)
     if nodes is not None:
-        findings.extend(unbound_pod(ctx, pod, nodes, failures))
+        cands = ctx.candidates()
+        findings.extend(unbound_pod(ctx, pod, nodes, cands, failures))
+        findings.extend(elsewhere_in_fleet(nodes, cands))
     return LayerResult.build(LAYER, findings)
 
 
@@ -179,7 +183,11 @@ def _more_nodes(code: str, names: Sequence[str], what: str) -> Finding:
 
 
 def unbound_pod(
-    ctx: WalkContext, pod: K8sObject, nodes: list[K8sObject], failures: list[SchedulingFailure]
+    ctx: WalkContext,
+    pod: K8sObject,
+    nodes: list[K8sObject],
+    cands: Candidates,
+    failures: list[SchedulingFailure],
 ) -> list[Finding]:
     out: list[Finding] = []
     requests = o.pod_requests(pod)
@@ -199,7 +207,7 @@ def unbound_pod(
                 commands=[capacity_columns(o.GPU_RESOURCE), labels_cmd],
             )
         )
-    silent = [n for n in gpu_nodes if not advertised[o.name(n)]]
+    silent = [n for n in cands.nodes if not o.advertised(n)]
     for node in silent[:MAX_LISTED]:
         out.append(node_not_advertising(node))
     if len(silent) > MAX_LISTED:
@@ -224,14 +232,61 @@ def unbound_pod(
     if missing and offered:
         out.append(resource_mismatch(missing, requests, offered, nodes, labels_cmd))
 
-    # Nodes that could take the pod: advertising a requested resource (or any GPU node).
-    relevant = [n for n in gpu_nodes if not requests or set(requests) & set(advertised[o.name(n)])]
     if failures:
-        out.extend(scheduler_reasons(pod, relevant or gpu_nodes, failures))
-    fitting = [n for n in relevant if set(requests) <= set(advertised[o.name(n)])]
+        out.extend(placement_reasons(pod, failures, cands, gpu_nodes))
+    fitting = [n for n in cands.nodes if set(requests) <= set(o.advertised(n))]
     if requests and fitting:
         out.extend(gpu_exhausted(ctx, pod, requests, fitting))
     return out
+
+
+def placement_reasons(
+    pod: K8sObject, failures: list[SchedulingFailure], cands: Candidates, gpu_nodes: list[K8sObject]
+) -> list[Finding]:
+    """The scheduler's taint, selector and cordon reasons, as far as they explain this pod.
+
+    A taint or a selector is the answer only when it leaves the pod no candidate; with candidates
+    left it merely keeps the pod off nodes it was never meant for. When nodes match the selector but
+    all are tainted, the taint is the answer: the selector says where the pod is meant to run.
+    """
+    if cands.nodes:
+        return scheduler_reasons(pod, failures, taint_nodes=[], selector_nodes=[], candidates=cands.nodes)
+    carrying = list(cands.carrying) or [n for n in gpu_nodes if not not_for_pods(n)]
+    selected = [n for n in carrying if not selector_misses(pod, n)]
+    return scheduler_reasons(
+        pod,
+        failures,
+        taint_nodes=selected or carrying,
+        selector_nodes=[] if selected else carrying,
+        candidates=[],
+    )
+
+
+def elsewhere_in_fleet(nodes: Sequence[K8sObject], cands: Candidates) -> list[Finding]:
+    """One info line for faults on GPU nodes the pod could not use: noise here, news for the digest."""
+    lines: list[str] = []
+    for node in nodes:
+        name = o.name(node)
+        if name in cands or name not in cands.excluded or not_for_pods(node):
+            continue  # a node meant for VMs or no operands advertises nothing by design
+        sick = [
+            f"{r} capacity {c}, allocatable {a}" for r, (c, a) in sorted(o.allocatable_gaps(node).items())
+        ]
+        if not o.advertised(node):
+            sick.append("advertises no GPU resource")
+        if sick:
+            lines.append(f"{name}: {'; '.join(sick)} (not a candidate: {cands.excluded[name]})")
+    if not lines:
+        return []
+    return [
+        finding(
+            "L1_ELSEWHERE_IN_FLEET",
+            f"elsewhere in the fleet: {len(lines)} GPU node(s) this pod could not use have lost or unadvertised "
+            "GPUs; they do not explain this pod (the daily digest lists them)",
+            evidence=listed(lines),
+            commands=[capacity_columns(o.GPU_RESOURCE)],
+        )
+    ]
 
 
 def node_not_advertising(node: K8sObject) -> Finding:

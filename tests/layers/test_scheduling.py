@@ -617,19 +617,23 @@ def test_node_affinity_plugin_wording_is_a_selector_mismatch() -> None:
 
 
 def test_pod_affinity_and_volume_conflicts_are_not_selector_mismatches() -> None:
+    # The nodes match the pod's selector (candidates must); only pod affinity and volumes are said.
+    linux = {"kubernetes.io/os": "linux"}
     objs = [
-        gpu_node("gpu-0", 1),
-        gpu_node("gpu-1", 1),
+        gpu_node("gpu-0", 1, labels=linux),
+        gpu_node("gpu-1", 1, labels=linux),
         busy("gpu-0", 1, "a"),
         busy("gpu-1", 1, "b"),
-        pending(
-            node_selector={"kubernetes.io/os": "linux"}
-        ),  # the GPU nodes lack it, the scheduler did not say so
+        pending(node_selector=linux),
         failed_scheduling(MSG_POD_AFFINITY_VOLUME),
     ]
     result = run(objs, pod=("ml", "trainer-0"))
     assert "L1_SELECTOR_MISMATCH" not in codes(result)
     assert "L1_GPU_EXHAUSTED" in codes(result)
+    # Nodes that lack the label are no candidates, yet the scheduler did not say "selector": no finding.
+    for n in objs[:2]:
+        del n["metadata"]["labels"]["kubernetes.io/os"]
+    assert "L1_SELECTOR_MISMATCH" not in codes(run(objs, pod=("ml", "trainer-0")))
 
 
 def test_yaml_booleans_and_numbers_in_selectors_and_labels() -> None:
