@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.fleet import make_fleet  # noqa: E402
-from bot.scenario import parse_scenario  # noqa: E402
-from bot.snapshot import SnapshotCluster  # noqa: E402
+from bot.sources.scenario import parse_scenario  # noqa: E402
+from bot.sources.snapshot import SnapshotCluster  # noqa: E402
 from tests.fakes.kube_api import serve  # noqa: E402
 from tests.services import start_prometheus  # noqa: E402
 
@@ -41,9 +41,9 @@ def status_mb(field):
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
 
-from bot.chart import digest_chart
-from bot.kube import KubeCluster
-from bot.prom import PrometheusTelemetry
+from bot.slack.chart import digest_chart
+from bot.sources.kube import KubeCluster
+from bot.sources.prom import PrometheusTelemetry
 from layers.digest import collect_digest
 base = status_mb("VmHWM")
 kube = KubeCluster.from_config({kubeconfig!r})

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.snapshot import SnapshotCluster  # noqa: E402
+from bot.sources.snapshot import SnapshotCluster  # noqa: E402
 from tests.bundle_scenario import dp_log, node, pod  # noqa: E402
 from tests.fakes.kube_api import serve  # noqa: E402
 
@@ -37,8 +37,8 @@ APPS = [
 CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
-from bot.bundle import collect_bundle
-from bot.kube import KubeCluster
+from bot.actions.bundle_writer import collect_bundle
+from bot.sources.kube import KubeCluster
 from layers.sources import NoTelemetry
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 kube = KubeCluster.from_config({kubeconfig!r})

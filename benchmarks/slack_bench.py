@@ -38,7 +38,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bot.scenario import build_sources, load_scenario
+    from bot.sources.scenario import build_sources, load_scenario
     from tests.fakes.kube_api import serve
     from tests.fakes.slack_api import serve_slack
     from tests.slack_harness import BotProcess, bot_env, post, sign, slash_body, write_scenario

@@ -7,7 +7,7 @@ A synthetic fleet (benchmarks/fleet.py) is written as a JSON scenario, then a
 fresh Python process loads it and walks the pending pod ml/trainer-0, so the
 timings and the peak RSS are those of a `gpubot why --scenario FILE` run and
 not of the process that built the fleet. API calls are counted by the fake
-Kubernetes API server of the tests, read through bot/kube.py (the real
+Kubernetes API server of the tests, read through bot/sources/kube.py (the real
 `kubernetes` client), with the scenario's series as telemetry.
 
 Targets (issue 2): the walk under 2 s wall, peak memory under 500 MB.
@@ -56,7 +56,7 @@ def peak_rss_mb() -> float:
 
 def child(path: str) -> dict[str, Any]:
     """In the fresh process: load the scenario, walk it; times in seconds, memory in MB."""
-    from bot.scenario import build_sources, load_scenario
+    from bot.sources.scenario import build_sources, load_scenario
     from layers.walk import walk
 
     rss_before = peak_rss_mb()
@@ -150,8 +150,8 @@ def measure_walk(nodes: int, gpus: int) -> dict[str, Any]:
 def measure_api_calls(nodes: int, gpus: int) -> dict[str, Any]:
     """Requests per walk through the fake API server and the kubernetes client."""
     from benchmarks.fleet import make_fleet
-    from bot.kube import KubeCluster
-    from bot.scenario import build_sources, parse_scenario
+    from bot.sources.kube import KubeCluster
+    from bot.sources.scenario import build_sources, parse_scenario
     from layers.walk import walk
     from tests.fakes.kube_api import serve
 

@@ -25,11 +25,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from layers import objects as o
-from layers.context import component
+from layers.facts import objects as o
+from layers.facts.context import component
+from layers.facts.target import BadTarget, check_namespace, check_object_name
 from layers.findings import Target
 from layers.sources import Cluster, K8sObject, SourceError
-from layers.target import BadTarget, check_namespace, check_object_name
 
 NODE_LABELS = ("node", "kubernetes_node", "Hostname", "hostname")
 POD_LABELS = (("exported_namespace", "exported_pod"), ("namespace", "pod"))

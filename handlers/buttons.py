@@ -38,8 +38,8 @@ from handlers.escape import escape
 from handlers.ports import StateUnavailable
 from handlers.walks import CLAIM_S, WalkService
 from handlers.walkstate import Walk, WalkGone
+from layers.facts.target import check_object_name
 from layers.findings import Target, WalkResult
-from layers.target import check_object_name
 
 log = logging.getLogger("gpubot.buttons")
 
@@ -158,7 +158,7 @@ class Bundle:
 
 
 class NodeActions(Protocol):
-    """The node actions bot/app.py provides over bot/cordon.py and bot/bundle.py."""
+    """The node actions bot/slack/app.py provides over bot/actions/cordon.py and bot/actions/bundle_writer.py."""
 
     def cordon(self, node: str, actor: str, reason: str) -> Outcome: ...
 

@@ -1,7 +1,7 @@
 """`/gpu …` text → a command, or a usage reply that says what was wrong.
 
 Names are validated as Kubernetes names here, before any API call
-(layers/target.py), so a typo never reaches the cluster.
+(layers/facts/target.py), so a typo never reaches the cluster.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from handlers.escape import escape
-from layers.target import BadTarget, parse_pod_ref
+from layers.facts.target import BadTarget, parse_pod_ref
 
 USAGE = (
     "*Usage*\n"

@@ -27,7 +27,7 @@ from handlers.commands import usage_reply
 from handlers.escape import escape
 from handlers.ports import NoObserver, PostRef, SlackPoster, StateStore, StateUnavailable, WalkObserver
 from handlers.walkstate import Walk, WalkGone, layer_from_dict, layer_to_dict, new_walk_id
-from layers.context import WalkContext
+from layers.facts.context import WalkContext
 from layers.findings import LayerResult, Target, WalkResult
 from layers.sources import SourceError
 from layers.walk import LAYERS, run_layer

@@ -11,14 +11,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from layers import gpufacts as gf
-from layers import logsigs as sig
-from layers import objects as o
-from layers import walkfacts as wf
 from layers import xid
-from layers.context import WalkContext
+from layers.facts import gpufacts as gf
+from layers.facts import logsigs as sig
+from layers.facts import objects as o
+from layers.facts import walkfacts as wf
+from layers.facts.context import WalkContext
+from layers.facts.fleet import fold
 from layers.findings import Finding, LayerResult, finding, unknown
-from layers.fleet import fold
 from layers.operands import DEVICE_PLUGIN_CONTAINERS
 from layers.sources import SourceError
 

@@ -7,7 +7,7 @@ failed (spec/interfaces.md, `digest --format json`). Flat remapped rows are
 history, not news: they are not flagged. Each node appears once, with every
 reason it has.
 
-The read is one node list and the light fleet read of layers/gpufacts.py
+The read is one node list and the light fleet read of layers/facts/gpufacts.py
 (five Telemetry calls for the whole fleet). dcgm-exporter pods are listed only
 when some series name a host that is no node (exporters without NODE_NAME
 label series with their own pod name).
@@ -20,10 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from layers import objects as o
-from layers.context import Settings, WalkContext
-from layers.findings import Target
-from layers.gpufacts import (
+from layers.facts import objects as o
+from layers.facts.context import Settings, WalkContext
+from layers.facts.gpufacts import (
     CORRECTABLE_ROWS,
     UNCORRECTABLE_ROWS,
     GpuFacts,
@@ -32,6 +31,7 @@ from layers.gpufacts import (
     host_map,
     read_fleet_health,
 )
+from layers.findings import Target
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
 
 ALLOCATABLE_BELOW_CAPACITY = "ALLOCATABLE_BELOW_CAPACITY"

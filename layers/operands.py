@@ -13,10 +13,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from layers import logsigs as sig
-from layers import objects as o
-from layers import podstatus as ps
-from layers.context import WalkContext, component
+from layers.facts import logsigs as sig
+from layers.facts import objects as o
+from layers.facts import podstatus as ps
+from layers.facts.context import WalkContext, component
 from layers.findings import Finding, Severity, finding, unknown
 from layers.sources import K8sObject, SourceError
 

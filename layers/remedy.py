@@ -2,7 +2,7 @@
 and what a must-gather bundle holds for a node.
 
 Pure: every function takes plain Kubernetes dicts and returns data. The adapters
-in bot/ (bot/cordon.py, bot/bundle.py) do the reads and the one write.
+in bot/ (bot/actions/cordon.py, bot/actions/bundle_writer.py) do the reads and the one write.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Literal
 
-from layers import gpufacts as gf
-from layers import objects as o
-from layers.context import OPERATOR_SELECTORS, component
+from layers.facts import gpufacts as gf
+from layers.facts import objects as o
+from layers.facts.context import OPERATOR_SELECTORS, component
 from layers.sources import K8sObject, Selector
 
 # --- cordon ----------------------------------------------------------------------------

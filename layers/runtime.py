@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from layers import logsigs as sig
-from layers import objects as o
-from layers.context import WalkContext
+from layers.facts import logsigs as sig
+from layers.facts import objects as o
+from layers.facts.context import WalkContext
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.operands import Reads, no_runtime_finding, node_checks, runtime_lines
 from layers.sources import K8sObject, SourceError

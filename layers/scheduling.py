@@ -12,13 +12,13 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
-from layers import objects as o
-from layers.candidates import Candidates, not_for_pods
-from layers.context import WalkContext
+from layers.facts import objects as o
+from layers.facts.candidates import Candidates, not_for_pods
+from layers.facts.context import WalkContext
+from layers.facts.logsigs import event_line, event_message, event_time
+from layers.facts.placement import MAX_LISTED, listed, one_node, scheduler_reasons, selector_misses
+from layers.facts.schedmsg import SchedulingFailure, parse_failed_scheduling
 from layers.findings import Finding, LayerResult, finding, unknown
-from layers.logsigs import event_line, event_message, event_time
-from layers.placement import MAX_LISTED, listed, one_node, scheduler_reasons, selector_misses
-from layers.schedmsg import SchedulingFailure, parse_failed_scheduling
 from layers.sources import K8sObject, SourceError
 
 LAYER = 1

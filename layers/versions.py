@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from layers import driverlogs as dl
-from layers import fleet as fl
-from layers import objects as o
-from layers import podstatus as ps
-from layers.context import WalkContext, component
+from layers.facts import driverlogs as dl
+from layers.facts import fleet as fl
+from layers.facts import objects as o
+from layers.facts import podstatus as ps
+from layers.facts.context import WalkContext, component
+from layers.facts.logsigs import Signature, clean_line, event_message, lines_of
 from layers.findings import Finding, LayerResult, finding, unknown
-from layers.logsigs import Signature, clean_line, event_message, lines_of
 from layers.sources import K8sObject, SourceError
 
 LAYER = 3

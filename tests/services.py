@@ -22,8 +22,8 @@ import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
-from bot.openmetrics import write_openmetrics
-from bot.series import SeriesData
+from bot.sources.openmetrics import write_openmetrics
+from bot.sources.series import SeriesData
 
 HOST = "127.0.0.1"
 

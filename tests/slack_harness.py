@@ -346,11 +346,11 @@ def running_bot(args: list[str], env: dict[str, str], log_path: Path) -> Iterato
 
 def inprocess_bot(slack_url: str, scenario: Path, state: Any = None, **env: str) -> Any:
     """build_app over a scenario, the real Poster against `slack_url`; returns the GpuBot."""
-    from bot.app import build_app
-    from bot.config import load_config
-    from bot.slackpost import Poster
-    from bot.sources import open_sources
-    from bot.state import MemoryState
+    from bot.ops.config import load_config
+    from bot.slack.app import build_app
+    from bot.slack.post import Poster
+    from bot.slack.state import MemoryState
+    from bot.sources.opener import open_sources
 
     cfg = load_config(bot_env(slack_url, **env), need_slack=True, http=True)
     sources = open_sources(cfg, scenario=str(scenario))

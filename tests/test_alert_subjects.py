@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot.snapshot import SnapshotCluster
+from bot.sources.snapshot import SnapshotCluster
 from handlers.alert_subjects import ClusterDirectory, Subject, instance_host, subject_of
 from layers.sources import K8sObject, SourceError
 

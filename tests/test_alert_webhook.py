@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from bot import metrics
-from bot.serve import start_http
-from bot.state import RedisState
+from bot.ops import metrics
+from bot.slack.state import RedisState
+from bot.slack.transport import start_http
 from tests.alertmanager import alert, body, payload
 from tests.fakes.slack_api import Call, FakeSlack, serve_slack
 from tests.services import RedisServer

@@ -43,7 +43,7 @@ def test_promtool_unit_tests() -> None:
 
 
 def test_rules_use_the_exporters_and_gpubots_series() -> None:
-    from bot import metrics
+    from bot.ops import metrics
 
     rules = {
         r["alert"]: r["expr"]
@@ -58,7 +58,9 @@ def test_rules_use_the_exporters_and_gpubots_series() -> None:
         assert names, alert
         for name in names:
             base = name.removesuffix("_total")
-            assert f"# TYPE {base}" in exposed, f"{alert} uses {name}, which bot/metrics.py does not expose"
+            assert f"# TYPE {base}" in exposed, (
+                f"{alert} uses {name}, which bot/ops/metrics.py does not expose"
+            )
 
 
 def test_the_receiver_example_is_a_valid_alertmanager_config_with_a_bearer_webhook() -> None:

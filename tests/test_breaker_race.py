@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bot.cordon import BUSY, BreakerLock, CordonOutcome, cordon, store_breaker_lock
-from bot.snapshot import SnapshotCluster
-from bot.state import MemoryState, RedisState
+from bot.actions.cordon import BUSY, BreakerLock, CordonOutcome, cordon, store_breaker_lock
+from bot.slack.state import MemoryState, RedisState
+from bot.sources.snapshot import SnapshotCluster
 from layers.sources import K8sObject
 from tests.bundle_scenario import node
 from tests.fakes.kube_api import serve
@@ -104,9 +104,9 @@ def test_a_cordon_that_cannot_get_the_lock_is_refused_and_sends_nothing() -> Non
 
 
 def test_the_bot_s_node_actions_take_the_store_lock() -> None:
-    from bot.app import ClusterNodeActions
-    from bot.config import load_config
-    from bot.sources import Sources
+    from bot.ops.config import load_config
+    from bot.slack.app import ClusterNodeActions
+    from bot.sources.opener import Sources
     from layers.sources import NoTelemetry
 
     store = MemoryState()

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from bot.bundle import Caps, collect_bundle, read_bundle
-from bot.kube import KubeCluster
-from bot.scenario import ScenarioError, build_sources, parse_scenario
+from bot.actions.bundle_writer import Caps, collect_bundle
+from bot.sources.bundle_reader import read_bundle
+from bot.sources.kube import KubeCluster
+from bot.sources.scenario import ScenarioError, build_sources, parse_scenario
 from layers.sources import SourceError
 from layers.walk import walk
 from tests.bundle_scenario import scenario

@@ -243,7 +243,7 @@ def test_expected_codes_cover_every_finding_code() -> None:
 
 
 def diagnose(path: Path, all_layers: bool = False) -> tuple[Any, dict[str, Any]]:
-    from bot.scenario import build_sources, load_scenario
+    from bot.sources.scenario import build_sources, load_scenario
     from layers.walk import walk
 
     scenario = load_scenario(path)

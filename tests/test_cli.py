@@ -20,8 +20,8 @@ import pytest
 from slack_sdk.models.blocks import Block
 
 from bot.cli import main
-from bot.scenario import Scenario, load_scenario
-from bot.sources import bundled_scenarios
+from bot.sources.opener import bundled_scenarios
+from bot.sources.scenario import Scenario, load_scenario
 
 REPO = Path(__file__).resolve().parent.parent
 SEVERITIES = {"ok", "info", "unknown", "warn", "fault"}

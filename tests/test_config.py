@@ -1,6 +1,6 @@
 import pytest
 
-from bot.config import ConfigError, load_config
+from bot.ops.config import ConfigError, load_config
 
 
 def test_defaults_without_environment() -> None:

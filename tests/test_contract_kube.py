@@ -1,7 +1,7 @@
 """The contract: a cluster read through the real `kubernetes` client walks like its scenario snapshot.
 
 Every bundled scenario is served by the fake API server (tests/fakes/kube_api.py)
-on the real REST paths and read through bot/kube.py; the walk must equal the
+on the real REST paths and read through bot/sources/kube.py; the walk must equal the
 one over the in-memory snapshot, finding for finding. A second part counts the
 API calls of one walk: a constant, whatever the size of the cluster, except for
 the `continue` pages of paginated lists.
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import pytest
 
 from benchmarks.fleet import make_fleet, node_name
-from bot.kube import PAGE_SIZE, KubeCluster
-from bot.scenario import Scenario, build_sources, load_scenario, parse_scenario
-from bot.series import SeriesTelemetry
-from bot.snapshot import SnapshotCluster
-from bot.sources import bundled_scenarios
+from bot.sources.kube import PAGE_SIZE, KubeCluster
+from bot.sources.opener import bundled_scenarios
+from bot.sources.scenario import Scenario, build_sources, load_scenario, parse_scenario
+from bot.sources.series import SeriesTelemetry
+from bot.sources.snapshot import SnapshotCluster
 from layers.findings import WalkResult
 from layers.walk import walk
 from tests.fakes.kube_api import FakeKubeAPI, Request, serve

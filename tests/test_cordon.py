@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.cordon import cordon, uncordon
-from bot.kube import KubeCluster
-from bot.snapshot import SnapshotCluster
+from bot.actions.cordon import cordon, uncordon
+from bot.sources.kube import KubeCluster
+from bot.sources.snapshot import SnapshotCluster
 from layers.sources import SourceError
 from tests.bundle_scenario import node
 from tests.fakes.kube_api import FakeKubeAPI, serve

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from slack_sdk.models.blocks import Block
 
-from bot.series import SeriesData
-from bot.snapshot import SnapshotCluster
+from bot.sources.series import SeriesData
+from bot.sources.snapshot import SnapshotCluster
 from handlers.digest import (
     DIAGNOSE,
     button_value,
@@ -367,12 +367,13 @@ def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *argv: str) -> Any:
     import argparse
 
     from benchmarks.fleet import make_fleet
-    from bot import cli, cli_digest
+    from bot.cli import digest as cli_digest
+    from bot.cli.args import add_format, add_sources
 
     scenario = tmp_path / "fleet.json"
     scenario.write_text(json.dumps(make_fleet(12, 8, sick_every=5)))
     parser = argparse.ArgumentParser()
-    cli_digest.register(parser.add_subparsers(dest="command"), cli._add_sources, cli._format)
+    cli_digest.register(parser.add_subparsers(dest="command"), add_sources, add_format)
     args = parser.parse_args(["digest", "--scenario", str(scenario), *argv])
     return cli_digest.COMMANDS["digest"](args)
 
@@ -390,7 +391,7 @@ def test_cli_text_and_json(
 
 
 def test_cli_post_without_token_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bot.config import ConfigError
+    from bot.ops.config import ConfigError
 
     monkeypatch.delenv("SLACK_BOT_TOKEN", raising=False)
     with pytest.raises(ConfigError, match="SLACK_BOT_TOKEN"):
@@ -507,7 +508,7 @@ def test_same_gpu_under_both_host_spellings_is_one_gpu() -> None:
 def test_plugin_log_xids_join_dcgm_ones_on_capacity_gap_nodes() -> None:
     """Xid 79 is in the device plugin's log only (DCGM cannot report it): xids_24h names it."""
     path = Path(__file__).parent / "incidents/blackbox/l45/l40s-xid79-plugin-only-nvidia-system.yaml"
-    from bot.scenario import build_sources, load_scenario
+    from bot.sources.scenario import build_sources, load_scenario
 
     cluster, tel = build_sources(load_scenario(path))
     digest = dg.collect_digest(cluster, tel)
@@ -552,7 +553,7 @@ def test_unreadable_rows_are_unknown_not_zero_and_silent_gpu_nodes_are_noted() -
 
 
 def _chart_data() -> Any:
-    from bot.chart import read_chart_data
+    from bot.slack.chart import read_chart_data
 
     objects, data = fleet()
     return read_chart_data(telemetry(data, NOW), collect(objects, data), "2026-11-29")
@@ -563,7 +564,7 @@ def test_charts_drawn_in_parallel_are_the_ones_drawn_one_at_a_time() -> None:
     from concurrent.futures import ThreadPoolExecutor
     from dataclasses import replace
 
-    from bot.chart import render_chart
+    from bot.slack.chart import render_chart
 
     base = _chart_data()
     variants = [replace(base, day=f"2026-11-{d:02d}", nodes=base.nodes[: 1 + d % 4]) for d in range(1, 9)]
@@ -578,7 +579,7 @@ def test_the_chart_module_never_loads_pyplot() -> None:
     import subprocess
     import sys
 
-    probe = "import sys, bot.chart; print('matplotlib.pyplot' in sys.modules)"
+    probe = "import sys, bot.slack.chart; print('matplotlib.pyplot' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
@@ -586,12 +587,12 @@ def test_the_chart_module_never_loads_pyplot() -> None:
 
 
 def _broken_renderer(monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.chart
+    import bot.slack.chart
 
     def render_chart(data: Any) -> bytes:
         raise RuntimeError("Agg: cannot allocate the figure buffer")
 
-    monkeypatch.setattr(bot.chart, "render_chart", render_chart)
+    monkeypatch.setattr(bot.slack.chart, "render_chart", render_chart)
 
 
 def _thread_notes(slack: Any) -> list[str]:
@@ -601,9 +602,9 @@ def _thread_notes(slack: Any) -> list[str]:
 def test_scheduled_digest_posts_without_a_chart_that_failed(monkeypatch: pytest.MonkeyPatch) -> None:
     from zoneinfo import ZoneInfo
 
-    from bot.scheduler import DigestJob, Outcome
-    from bot.slackpost import Poster
-    from bot.state import MemoryState
+    from bot.slack.post import Poster
+    from bot.slack.scheduler import DigestJob, Outcome
+    from bot.slack.state import MemoryState
     from tests.fakes.slack_api import serve_slack
 
     _broken_renderer(monkeypatch)

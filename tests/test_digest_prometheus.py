@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bot.chart import read_chart_data
-from bot.prom import PrometheusTelemetry
-from bot.snapshot import SnapshotCluster
+from bot.slack.chart import read_chart_data
+from bot.sources.prom import PrometheusTelemetry
+from bot.sources.snapshot import SnapshotCluster
 from layers.digest import collect_digest
 from tests.layers.fake_telemetry import telemetry
 from tests.services import PrometheusFactory

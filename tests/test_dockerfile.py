@@ -227,7 +227,7 @@ def test_builder_stage_wheel_from_exactly_what_it_copies(
         entry_points = next(n for n in names if n.endswith("entry_points.txt"))
         assert "gpubot = bot.cli:main" in whl.read(entry_points).decode()
     for module in (
-        "bot/cli.py",
+        "bot/cli/main.py",
         "bot/serve.py",
         "handlers/blocks.py",
         "layers/walk.py",

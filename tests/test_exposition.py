@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.exposition import ExpositionError, parse_exposition
+from bot.sources.exposition import ExpositionError, parse_exposition
 
 SAMPLES = Path("/work/shared/samples")
 PROM_FILES = sorted(SAMPLES.glob("*.prom"))

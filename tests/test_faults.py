@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from bot.cli import main
-from bot.kube import KubeCluster
-from bot.scenario import Scenario, build_sources, load_scenario
-from bot.sources import bundled_scenarios
+from bot.sources.kube import KubeCluster
+from bot.sources.opener import bundled_scenarios
+from bot.sources.scenario import Scenario, build_sources, load_scenario
 from tests.fakes.kube_api import FakeKubeAPI, serve, write_kubeconfig
 
 # Reads time out fast in these tests; an injected delay is well past it.

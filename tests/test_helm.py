@@ -88,14 +88,14 @@ def full_docs(helm: str) -> list[dict[str, Any]]:
 
 
 def _kube_rules() -> Iterator[Rule]:
-    """(group, resource, verb) of every request bot/kube.py builds, read from its source."""
-    import bot.kube
+    """(group, resource, verb) of every request bot/sources/kube.py builds, read from its source."""
+    import bot.sources.kube
 
-    kube = (ROOT / "bot" / "kube.py").read_text()
+    kube = (ROOT / "bot" / "sources" / "kube.py").read_text()
 
     def res(name: str) -> Any:
-        found = getattr(bot.kube, name)
-        assert isinstance(found, bot.kube.Resource), name
+        found = getattr(bot.sources.kube, name)
+        assert isinstance(found, bot.sources.kube.Resource), name
         return found
 
     for verb, name in re.findall(r"self\._(get|list)\(\s*([A-Z_]+)\b", kube):
@@ -109,15 +109,15 @@ def _kube_rules() -> Iterator[Rule]:
 
 
 def _bundle_calls() -> Iterator[str]:
-    """CoreV1Api methods bot/bundle.py calls (the bug report's pods/exec)."""
-    bundle = (ROOT / "bot" / "bundle.py").read_text()
+    """CoreV1Api methods bot/actions/bundle_writer.py calls (the bug report's pods/exec)."""
+    bundle = (ROOT / "bot" / "actions" / "bundle_writer.py").read_text()
     yield from re.findall(r"\bcore\.(\w+)", bundle)
 
 
 def _custom_plurals() -> set[tuple[str, str]]:
     """(group, plural) of every list_custom / ctx.custom call in the code."""
     found: set[tuple[str, str]] = set()
-    for path in [*(ROOT / "bot").glob("*.py"), *(ROOT / "layers").glob("*.py")]:
+    for path in [*(ROOT / "bot").rglob("*.py"), *(ROOT / "layers").rglob("*.py")]:
         for group, _version, plural in re.findall(
             r"(?:list_custom|\.custom)\(\s*\"([\w.]+)\",\s*\"(\w+)\",\s*\"(\w+)\"\s*\)", path.read_text()
         ):
@@ -259,7 +259,7 @@ def test_settings_map_to_the_documented_environment(full_docs: list[dict[str, An
     assert env["SLACK_BOT_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "SLACK_BOT_TOKEN"
     assert "SLACK_SIGNING_SECRET" in env and "SLACK_APP_TOKEN" not in env  # HTTP mode
     # The bot's own loader accepts what the chart sets (tokens from the values file).
-    from bot.config import load_config
+    from bot.ops.config import load_config
 
     values = yaml.safe_load(FULL_VALUES.read_text())
     cfg = load_config(

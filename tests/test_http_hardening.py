@@ -308,7 +308,7 @@ def test_connections_past_the_cap_get_503_and_the_bot_recovers(slack: FakeSlack,
 
 _EXHAUSTED_SERVER = """
 import os, resource, sys
-from bot.httpserver import Response, start_server
+from bot.slack.httpserver import Response, start_server
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 server = start_server({("GET", "/healthz"): lambda r: Response.text(200, "ok\\n")}, "127.0.0.1", 0)
 print(server.server_address[1], flush=True)

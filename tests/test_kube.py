@@ -1,4 +1,4 @@
-"""bot/kube.py through the real `kubernetes` client against the fake API server (and a real kubectl)."""
+"""bot/sources/kube.py through the real `kubernetes` client against the fake API server (and a real kubectl)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from bot.kube import STRATEGIC_MERGE, KubeCluster
-from bot.snapshot import SnapshotCluster, log_key
+from bot.sources.kube import STRATEGIC_MERGE, KubeCluster
+from bot.sources.snapshot import SnapshotCluster, log_key
 from layers.sources import K8sObject, SourceError
 from tests.fakes.kube_api import TOKEN, FakeKubeAPI, fake_kube, serve, write_kubeconfig
 

@@ -35,7 +35,7 @@ _API_CALL = re.compile(r"api_call\(\s*[\"']([\w.]+)[\"']")
 
 
 def _sources() -> list[Path]:
-    return sorted([*(ROOT / "bot").glob("*.py"), *(ROOT / "handlers").glob("*.py")])
+    return sorted([*(ROOT / "bot").rglob("*.py"), *(ROOT / "handlers").rglob("*.py")])
 
 
 def called_methods() -> set[str]:

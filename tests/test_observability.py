@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from bot import metrics
-from bot.logs import mask_secrets, setup_logging, walk_scope
-from bot.scenario import build_sources, parse_scenario
+from bot.ops import metrics
+from bot.ops.logs import mask_secrets, setup_logging, walk_scope
+from bot.sources.scenario import build_sources, parse_scenario
 from layers.findings import LayerResult, WalkResult
 from layers.walk import open_pod, run_layer
 
@@ -261,7 +261,7 @@ def test_bad_level_is_refused() -> None:
 
 def _harness_sources(tmp_path: Path, gpu7_allocatable: int = 7) -> tuple[Path, Any, Any]:
     """The Slack harness scenario (sample 06: gpu-7 lost one of eight GPUs); allocatable 8 heals it."""
-    from bot.scenario import load_scenario
+    from bot.sources.scenario import load_scenario
     from tests.slack_harness import scenario_doc
 
     doc = scenario_doc()
@@ -274,7 +274,7 @@ def _harness_sources(tmp_path: Path, gpu7_allocatable: int = 7) -> tuple[Path, A
 
 
 def test_kubernetes_api_errors_are_counted_by_kind(tmp_path: Path) -> None:
-    from bot.kube import KubeCluster
+    from bot.sources.kube import KubeCluster
     from layers.sources import SourceError
     from tests.fakes.kube_api import serve
 
@@ -296,7 +296,7 @@ def test_kubernetes_api_errors_are_counted_by_kind(tmp_path: Path) -> None:
 
 
 def test_slack_api_errors_are_counted_once_per_failed_call() -> None:
-    from bot.slackpost import Poster
+    from bot.slack.post import Poster
     from handlers.ports import PostFailed, PostRef
     from tests.fakes.slack_api import serve_slack
 
@@ -329,9 +329,9 @@ def test_slack_api_errors_are_counted_once_per_failed_call() -> None:
 def test_scheduled_digest_runs_are_counted_by_outcome(tmp_path: Path) -> None:
     from zoneinfo import ZoneInfo
 
-    from bot.scheduler import DigestJob, Outcome, start_scheduler
-    from bot.slackpost import Poster
-    from bot.state import MemoryState
+    from bot.slack.post import Poster
+    from bot.slack.scheduler import DigestJob, Outcome, start_scheduler
+    from bot.slack.state import MemoryState
     from layers.digest import Digest, collect_digest
     from layers.sources import Telemetry
     from tests.fakes.slack_api import serve_slack
@@ -420,7 +420,7 @@ def _exposition_total(name: str) -> float:
 
 
 def test_log_level_setting() -> None:
-    from bot.config import ConfigError, load_config
+    from bot.ops.config import ConfigError, load_config
 
     assert load_config({}).log_level == "INFO"
     assert load_config({"GPUBOT_LOG_LEVEL": " debug "}).log_level == "DEBUG"
@@ -439,7 +439,7 @@ def test_no_log_call_formats_a_credential() -> None:
     """Masking is the second line of defence; the first is never handing a credential to a logger."""
     root = Path(__file__).resolve().parents[1]
     offenders = []
-    for path in sorted([*root.glob("bot/*.py"), *root.glob("handlers/*.py")]):
+    for path in sorted([*root.glob("bot/**/*.py"), *root.glob("handlers/*.py")]):
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             if not (

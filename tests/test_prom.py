@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from bot.prom import PrometheusTelemetry, build_query
+from bot.sources.prom import PrometheusTelemetry, build_query
 from layers.sources import TelemetryError
 from tests.services import PrometheusFactory, PrometheusServer, Series, free_port
 

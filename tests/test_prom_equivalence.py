@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from bot.prom import PrometheusTelemetry
-from bot.scenario import load_scenario
-from bot.series import SeriesData, SeriesTelemetry
+from bot.sources.prom import PrometheusTelemetry
+from bot.sources.scenario import load_scenario
+from bot.sources.series import SeriesData, SeriesTelemetry
 from layers.sources import Selector
 from tests.services import PrometheusFactory
 from tests.test_prom import AT, NODE_A, NODE_B, H, dcgm_vllm_history

@@ -12,14 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.scenario import (
-    ScenarioError,
-    build_sources,
-    dump_scenario,
-    load_scenario,
-    parse_scenario,
-    scenario_to_dict,
-)
+from bot.sources.scenario import ScenarioError, build_sources, load_scenario, parse_scenario
+from bot.sources.scenario_write import dump_scenario, scenario_to_dict
 
 SAMPLES = Path("/work/shared/samples")
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC).timestamp()
@@ -275,8 +269,8 @@ def test_scenario_to_dict_uses_times_relative_to_now() -> None:
 
 
 def test_unquoted_label_values_become_api_strings(tmp_path) -> None:
-    from bot.scenario import load_scenario
-    from layers import objects as o
+    from bot.sources.scenario import load_scenario
+    from layers.facts import objects as o
 
     path = tmp_path / "typed.yaml"
     path.write_text(
@@ -301,7 +295,7 @@ def test_unquoted_label_values_become_api_strings(tmp_path) -> None:
 def test_label_values_that_are_not_scalars_are_refused(tmp_path) -> None:
     import pytest
 
-    from bot.scenario import ScenarioError, load_scenario
+    from bot.sources.scenario import ScenarioError, load_scenario
 
     path = tmp_path / "bad.yaml"
     path.write_text(
@@ -312,7 +306,7 @@ def test_label_values_that_are_not_scalars_are_refused(tmp_path) -> None:
 
 
 def test_namespaced_objects_without_a_namespace_land_in_default(tmp_path) -> None:
-    from bot.scenario import load_scenario
+    from bot.sources.scenario import load_scenario
 
     path = tmp_path / "nons.yaml"
     path.write_text(

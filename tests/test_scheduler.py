@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.digest_post import worst_case_post_s
-from bot.scheduler import (
+from bot.slack.digest_post import worst_case_post_s
+from bot.slack.post import Poster
+from bot.slack.scheduler import (
     CATCH_UP_JOB_ID,
     DONE_KEY,
     JOB_ID,
@@ -25,8 +26,7 @@ from bot.scheduler import (
     run_digest_once,
     start_scheduler,
 )
-from bot.slackpost import Poster
-from bot.state import MemoryState, RedisState
+from bot.slack.state import MemoryState, RedisState
 from layers.digest import Digest, build_digest
 from layers.sources import NoTelemetry, Telemetry
 from tests.fakes.slack_api import FakeSlack, serve_slack

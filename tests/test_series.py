@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.exposition import parse_exposition
-from bot.openmetrics import write_openmetrics
-from bot.series import SeriesData, SeriesTelemetry
+from bot.sources.exposition import parse_exposition
+from bot.sources.openmetrics import write_openmetrics
+from bot.sources.series import SeriesData, SeriesTelemetry
 
 NOW = 1_795_000_000.0  # 2026-11-18T08:26:40Z
 XID = "DCGM_FI_DEV_XID_ERRORS"
@@ -221,7 +221,7 @@ def test_openmetrics_file_is_accepted_by_promtool_with_the_same_samples(tmp_path
 
 
 def test_above_filters_like_promql_comparison() -> None:
-    from bot.series import SeriesData, SeriesTelemetry
+    from bot.sources.series import SeriesData, SeriesTelemetry
 
     now = 1_800_000_000.0
     data = [
@@ -248,7 +248,7 @@ def test_above_filters_like_promql_comparison() -> None:
 def test_above_filters_after_the_union_as_promql_does() -> None:
     # (max_over_time(A[1h]) or max_over_time(B[1h])) > 0: A's 0 wins the union for the shared
     # label set, then the filter drops it; B's 5 must not slip through in its place.
-    from bot.series import SeriesData, SeriesTelemetry
+    from bot.sources.series import SeriesData, SeriesTelemetry
 
     now = 1_800_000_000.0
     labels = {"gpu": "0", "Hostname": "a", "xid": "79"}

@@ -85,7 +85,7 @@ def _raw_post(port: int, headers: list[str], body: bytes = b"") -> tuple[int, by
 @contextlib.contextmanager
 def _http_bot(tmp_path: Path) -> Iterator[int]:
     """The bot's HTTP server in-process against the fake Slack; yields its port."""
-    from bot.serve import start_http
+    from bot.slack.transport import start_http
     from tests.slack_harness import inprocess_bot
 
     with serve_slack() as slack:

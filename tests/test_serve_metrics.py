@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot import metrics
-from bot.scenario import build_sources, load_scenario
+from bot.ops import metrics
+from bot.sources.scenario import build_sources, load_scenario
 from layers.findings import WalkResult
 from layers.walk import walk
 from tests.fakes.slack_api import FakeSlack, serve_slack
@@ -243,7 +243,7 @@ def test_log_lines_are_json_with_the_walk_id_and_no_secret(
 
 def test_the_health_only_server_answers_metrics_too(slack: FakeSlack, scenario_path: Path) -> None:
     """Socket Mode serves no events on the port, but /metrics like HTTP mode (same handler, events off)."""
-    from bot.serve import start_http
+    from bot.slack.transport import start_http
 
     gpubot = inprocess_bot(slack.url, scenario_path)
     server = start_http(gpubot, "127.0.0.1", 0, events=False)

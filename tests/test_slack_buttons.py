@@ -135,7 +135,7 @@ def test_digest_buttons_diagnose_and_cordon_in_the_digest_thread(slack: FakeSlac
 
 
 def test_redis_down_at_a_click_is_said_and_nothing_is_done(slack: FakeSlack, scenario: Any) -> None:
-    from bot.state import RedisState
+    from bot.slack.state import RedisState
 
     server = RedisServer()
     try:
@@ -198,7 +198,7 @@ def test_an_expired_walk_is_answered(slack: FakeSlack, scenario: Any) -> None:
 
 
 def test_a_pending_pods_fault_offers_and_acts_on_the_sick_node(slack: FakeSlack) -> None:
-    from bot.sources import resolve_scenario
+    from bot.sources.opener import resolve_scenario
 
     # ml/trainer-0 is Pending: layer 1 jumps to layer 5, which finds Xid 79 on gpu-node-1.
     # Two GPU nodes: the breaker must allow one of two to be cordoned.

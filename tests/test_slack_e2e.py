@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bot.scenario import build_sources, load_scenario
+from bot.sources.scenario import build_sources, load_scenario
 from tests.fakes.kube_api import FakeKubeAPI, serve
 from tests.fakes.slack_api import Call, FakeSlack, serve_slack
 from tests.slack_harness import OPERATOR, BotProcess, bot_env, running_bot, wait_for, write_scenario

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from slack_sdk.models.blocks import Block
 
-from bot.scenario import build_sources, load_scenario
-from bot.sources import bundled_scenarios
+from bot.sources.opener import bundled_scenarios
+from bot.sources.scenario import build_sources, load_scenario
 from handlers.blocks import root_message, walk_messages
 from handlers.digest import digest_id, digest_message
 from layers.digest import collect_digest

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.slackpost import Poster, PostFailed
+from bot.slack.post import Poster, PostFailed
 from handlers.ports import PostRef
 from tests.fakes.slack_api import FakeSlack, serve_slack
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.scenario import build_sources, load_scenario
-from bot.sources import bundled_scenarios
+from bot.sources.opener import bundled_scenarios
+from bot.sources.scenario import build_sources, load_scenario
 from tests.fakes.kube_api import serve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +41,7 @@ def imported(*args: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:
         for line in proc.stderr.splitlines()
         if line.startswith("import time:") and "|" in line
     }
-    assert "bot.cli_serve" in modules, proc.stderr[-2000:]  # the CLI really built its parser
+    assert "bot.cli.serve" in modules, proc.stderr[-2000:]  # the CLI really built its parser
     return modules, proc
 
 

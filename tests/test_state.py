@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.state import SINGLE_REPLICA_NOTE, MemoryState, RedisState, open_state
+from bot.slack.state import SINGLE_REPLICA_NOTE, MemoryState, RedisState, open_state
 from handlers.ports import LockNotAcquired, StateStore, StateUnavailable
 from tests.services import RedisServer, free_port
 

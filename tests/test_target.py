@@ -1,6 +1,6 @@
 import pytest
 
-from layers.target import BadTarget, parse_pod_ref
+from layers.facts.target import BadTarget, parse_pod_ref
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from bot.state import MemoryState
+from bot.slack.state import MemoryState
 from handlers.ports import JSONValue, StateUnavailable
 from handlers.walks import CLAIM_S
 from tests.fakes.slack_api import Call, FakeSlack, serve_slack

@@ -1,7 +1,7 @@
 """A small Kubernetes API server for tests, serving a SnapshotCluster on the real REST paths.
 
 The real `kubernetes` client (and a real `kubectl`) talk to it through a
-generated kubeconfig. Selectors go through bot/selectors.py, the same code the
+generated kubeconfig. Selectors go through bot/sources/selectors.py, the same code the
 scenario snapshot uses, so the fake and the product cannot disagree. Faults
 (403, 500, slow answers, dropped connections) can be injected per path.
 """
@@ -24,8 +24,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from bot.selectors import parse_field_selector, parse_label_selector
-from bot.snapshot import SnapshotCluster, api_group
+from bot.sources.selectors import parse_field_selector, parse_label_selector
+from bot.sources.snapshot import SnapshotCluster, api_group
 from layers.sources import K8sObject, SourceError
 
 TOKEN = "gpubot-test-token"

@@ -137,7 +137,7 @@ DIGESTS = {
 def test_digest_json_follows_the_spec(stem: str) -> None:
     import json
 
-    from bot.scenario import build_sources, load_scenario
+    from bot.sources.scenario import build_sources, load_scenario
     from layers.digest import collect_digest
 
     cluster, tel = build_sources(load_scenario(by_name(stem)))

@@ -11,8 +11,8 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from bot.snapshot import SnapshotCluster, log_key
-from layers.context import Settings, WalkContext
+from bot.sources.snapshot import SnapshotCluster, log_key
+from layers.facts.context import Settings, WalkContext
 from layers.findings import Finding, LayerResult, Target
 from layers.sources import K8sObject, NoTelemetry, SourceError, Telemetry
 

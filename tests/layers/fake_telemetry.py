@@ -10,8 +10,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from bot.exposition import parse_exposition
-from bot.series import SeriesData, SeriesTelemetry
+from bot.sources.exposition import parse_exposition
+from bot.sources.series import SeriesData, SeriesTelemetry
 from layers.sources import RangeSeries, Sample, Selector, Telemetry
 
 SAMPLES = Path("/work/shared/samples")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from layers import candidates as c
 from layers import scheduling
+from layers.facts import candidates as c
 from layers.findings import Severity
 from layers.sources import K8sObject
 from tests.layers.builders import codes, ctx, event, gpu_node, node, pod

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from layers import card
-from layers import logsigs as sig
+from layers.facts import logsigs as sig
 from layers.findings import Severity
 from layers.sources import NoTelemetry
 from tests.layers import builders as b

@@ -2,7 +2,7 @@
 
 import pytest
 
-from layers.context import Settings, component
+from layers.facts.context import Settings, component
 from layers.sources import SourceError
 from tests.layers import builders as b
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from layers import driverlogs as dl
-from layers import fleet
+from layers.facts import driverlogs as dl
+from layers.facts import fleet
 from tests.layers import builders as b
 from tests.layers.fake_telemetry import sample_text
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.prom import PrometheusTelemetry
-from layers import gpufacts as gf
-from layers import walkfacts as wf
+from bot.sources.prom import PrometheusTelemetry
+from layers.facts import gpufacts as gf
+from layers.facts import walkfacts as wf
 from layers.sources import NoTelemetry, TelemetryError
 from tests.layers import builders as b
 from tests.layers.fake_telemetry import CountingTelemetry, exposition, sample_text, series, telemetry

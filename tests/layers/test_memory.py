@@ -493,8 +493,8 @@ def test_node_series_without_host_label_found_by_the_pods_labels() -> None:
 
 
 def test_oom_lines_found_in_the_current_log_survive_a_refused_previous_log() -> None:
-    from bot.snapshot import SnapshotCluster
-    from layers.context import WalkContext
+    from bot.sources.snapshot import SnapshotCluster
+    from layers.facts.context import WalkContext
     from layers.findings import Target
     from layers.sources import NoTelemetry, SourceError
 

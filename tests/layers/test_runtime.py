@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from layers import logsigs as sig
 from layers import runtime
+from layers.facts import logsigs as sig
 from layers.findings import STOP, LayerResult, Severity
 from layers.sources import K8sObject
 from tests.layers.builders import (

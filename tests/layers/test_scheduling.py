@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.snapshot import SnapshotCluster
-from layers import placement, scheduling
+from bot.sources.snapshot import SnapshotCluster
+from layers import scheduling
+from layers.facts import placement
+from layers.facts.schedmsg import parse_failed_scheduling
 from layers.findings import STOP, LayerResult, Severity
-from layers.schedmsg import parse_failed_scheduling
 from layers.sources import K8sObject
 from tests.layers.builders import codes, ctx, event, forbidden, gpu_node, node, one, pod
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from bot.snapshot import SnapshotCluster
+from bot.sources.snapshot import SnapshotCluster
 from layers import versions
-from layers.context import WalkContext
+from layers.facts.context import WalkContext
+from layers.facts.fleet import MAX_PER_CODE
 from layers.findings import STOP, LayerResult, Severity, Target
-from layers.fleet import MAX_PER_CODE
 from layers.sources import K8sObject, NoTelemetry, SourceError
 from tests.layers.builders import codes, one
 

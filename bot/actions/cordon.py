@@ -1,0 +1,196 @@
+"""Cordon and uncordon a GPU node: the one write the bot makes.
+
+The rules (breaker, who may be undone, idempotence) are decided in
+layers/remedy.py; this module reads the nodes, applies the patch through
+ClusterWriter.patch_node, and says what happened. Nothing is sent when there
+is nothing to change, or on a dry run.
+
+The breaker is only as good as its count: two cordons that both list the
+nodes before either patches would both pass it. So the list, the decision and
+the patch run under one lock, "cordon-breaker": the state store's (Redis:
+across replicas and the CLI) when one is given, else a lock of this process.
+A cordon that cannot get the lock in time is refused: "another cordon is in
+progress, try again".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from handlers.ports import LockNotAcquired, StateStore, StateUnavailable
+from layers import remedy as rm
+from layers.facts.target import check_object_name
+from layers.sources import Cluster, ClusterWriter, K8sObject, SourceError
+
+
+@dataclass(frozen=True)
+class CordonOutcome:
+    action: str  # "cordon", "uncordon", "already-cordoned", "not-cordoned", "refused"
+    node: str
+    message: str
+    patch: dict[str, Any] | None = None
+    applied: bool = False  # a PATCH was sent and accepted
+    dry_run: bool = False
+
+    @property
+    def refused(self) -> bool:
+        return self.action == "refused"
+
+
+log = logging.getLogger("gpubot.cordon")
+
+BREAKER_LOCK = "cordon-breaker"
+# A plan and a patch are two API calls: seconds. The timeout frees the lock of a holder that died.
+BREAKER_LOCK_TIMEOUT_S = 60.0
+BREAKER_LOCK_WAIT_S = 15.0
+BUSY = "another cordon is in progress, try again"
+
+BreakerLock = Callable[[], AbstractContextManager[None]]
+
+_process_breaker = threading.Lock()  # the lock of last resort: one process, no shared store
+
+
+@contextmanager
+def process_breaker_lock(wait_s: float = BREAKER_LOCK_WAIT_S) -> Iterator[None]:
+    """Serialise cordons within this process (the CLI without REDIS_URL, tests)."""
+    if not _process_breaker.acquire(timeout=wait_s):
+        raise LockNotAcquired(f"lock {BREAKER_LOCK} is held elsewhere (waited {wait_s:g}s)")
+    try:
+        yield
+    finally:
+        _process_breaker.release()
+
+
+def store_breaker_lock(
+    store: StateStore, timeout_s: float = BREAKER_LOCK_TIMEOUT_S, wait_s: float = BREAKER_LOCK_WAIT_S
+) -> BreakerLock:
+    """The breaker's lock in a state store: with Redis, every replica and CLI sharing it."""
+    return lambda: store.lock(BREAKER_LOCK, timeout_s=timeout_s, wait_s=wait_s)
+
+
+def _forbidden(err: SourceError, node: str, what: str) -> SourceError:
+    if err.kind != "forbidden":
+        return err
+    return SourceError(
+        "forbidden",
+        f"cannot {what} {node}: the Kubernetes API refused '{err.verb or 'patch'} {err.resource or 'nodes'}'",
+        verb=err.verb or "patch",
+        resource=err.resource or "nodes",
+    )
+
+
+def _not_found(node: str) -> SourceError:
+    return SourceError("not_found", f'node "{node}" not found', resource="nodes")
+
+
+def _apply(writer: ClusterWriter, node: str, patch: dict[str, Any], what: str) -> K8sObject:
+    try:
+        return writer.patch_node(node, patch)
+    except SourceError as err:
+        raise _forbidden(err, node, what) from None
+
+
+def cordon(
+    cluster: Cluster,
+    writer: ClusterWriter,
+    node: str,
+    reason: str,
+    actor: str,
+    *,
+    max_fraction: float = 0.25,
+    dry_run: bool = False,
+    now: float | None = None,
+    breaker_lock: BreakerLock | None = None,
+) -> CordonOutcome:
+    """Cordon a GPU node unless the breaker says no. Raises SourceError (not_found, forbidden, ...).
+
+    The breaker's count and the patch happen under `breaker_lock` (default: this process's lock);
+    a dry run changes nothing and takes no lock."""
+    check_object_name(node, "node")
+    if dry_run:
+        return _cordon(cluster, writer, node, reason, actor, max_fraction, True, now)
+    held = (breaker_lock or process_breaker_lock)()
+    try:
+        held.__enter__()
+    except LockNotAcquired:
+        return CordonOutcome("refused", node, f"{BUSY} ({node} was not cordoned)")
+    except StateUnavailable as err:
+        raise SourceError(
+            "unavailable", f"cannot take the circuit breaker's lock to cordon {node}: {err}"
+        ) from None
+    try:
+        outcome = _cordon(cluster, writer, node, reason, actor, max_fraction, False, now)
+    except BaseException:
+        with contextlib.suppress(StateUnavailable):
+            held.__exit__(None, None, None)
+        raise
+    try:
+        held.__exit__(None, None, None)
+    except StateUnavailable as err:
+        # The cordon is done; the lock expires on its own after its timeout.
+        log.warning("cordon of %s applied, but the breaker's lock was not released: %s", node, err)
+    return outcome
+
+
+def _cordon(
+    cluster: Cluster,
+    writer: ClusterWriter,
+    node: str,
+    reason: str,
+    actor: str,
+    max_fraction: float,
+    dry_run: bool,
+    now: float | None,
+) -> CordonOutcome:
+    try:
+        nodes = cluster.list_nodes()
+    except SourceError as err:
+        raise _forbidden(err, node, "check the circuit breaker before cordoning") from None
+    decision = rm.cordon_plan(
+        nodes, node, reason, actor, time.time() if now is None else now, max_fraction=max_fraction
+    )
+    if decision.action == "not-found":
+        raise _not_found(node)
+    if decision.action != "cordon" or decision.patch is None:
+        return CordonOutcome(decision.action, node, decision.message)
+    if dry_run:
+        return CordonOutcome(
+            "cordon", node, f"dry run: would {decision.message}", decision.patch, dry_run=True
+        )
+    _apply(writer, node, decision.patch, "cordon")
+    return CordonOutcome("cordon", node, f"cordoned {node}: {reason.strip()}", decision.patch, applied=True)
+
+
+def uncordon(
+    cluster: Cluster, writer: ClusterWriter, node: str, *, force: bool = False, dry_run: bool = False
+) -> CordonOutcome:
+    """Undo a cordon gpubot made (any cordon with force)."""
+    check_object_name(node, "node")
+    try:
+        obj: K8sObject | None = cluster.get_node(node)
+    except SourceError as err:
+        if err.kind == "not_found":
+            raise _not_found(node) from None
+        raise _forbidden(err, node, "uncordon") from None
+    decision = rm.uncordon_plan(obj, node, force=force)
+    if decision.action != "uncordon" or decision.patch is None:
+        return CordonOutcome(decision.action, node, decision.message)
+    if dry_run:
+        return CordonOutcome(
+            "uncordon", node, f"dry run: would {decision.message}", decision.patch, dry_run=True
+        )
+    _apply(writer, node, decision.patch, "uncordon")
+    return CordonOutcome(
+        "uncordon",
+        node,
+        decision.message.replace("uncordon ", "uncordoned ", 1),
+        decision.patch,
+        applied=True,
+    )

@@ -1,0 +1,432 @@
+"""The must-gather collector's inner workings: the archive with its size budget, and the reads.
+
+bot/actions/bundle_writer.py is the entry point (collect_bundle); this module does
+the reading, masking and writing, in the order of hack/must-gather.sh.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from bot.actions import bundle_text as bt
+from bot.actions.redact import mask_object, mask_text
+from bot.sources.bundle_reader import SCENARIO_MEMBER
+from layers import remedy as rm
+from layers.facts import objects as o
+from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
+
+ExecFn = Callable[[str, str, str, Sequence[str]], bytes]
+Progress = Callable[[str], None]
+
+_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+@dataclass(frozen=True)
+class Caps:
+    log_tail_lines: int = 10_000
+    log_bytes: int = 5 * 2**20
+    total_bytes: int = 50 * 2**20
+    series_step_s: int = rm.SERIES_STEP_S
+
+
+class Archive:
+    """A tar.gz written member by member, with a budget on the uncompressed total."""
+
+    def __init__(self, path: Path, caps: Caps, manifest: rm.Manifest, now: float) -> None:
+        self.tar = tarfile.open(path, "w:gz")  # noqa: SIM115 - closed by close()
+        self.caps = caps
+        self.manifest = manifest
+        self.now = now
+        self.used = 0
+        self.prepaid = 0  # scenario.yaml bytes already counted as their logs were spooled
+
+    def left(self) -> int:
+        return self.caps.total_bytes - self.used
+
+    def _member(self, name: str, size: int, data: IO[bytes]) -> None:
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime, info.mode = size, int(self.now), 0o644
+        self.tar.addfile(info, data)
+        self.used += size
+        self.manifest.files.append({"name": name, "bytes": size})
+
+    def add(self, name: str, text: str | bytes, *, essential: bool = False, reserve: int = 0) -> bool:
+        """Add one file unless it would pass the total cap (`reserve` = bytes it will cost elsewhere)."""
+        data = text.encode() if isinstance(text, str) else text
+        if not essential and len(data) + reserve > self.left():
+            self.manifest.cut.append(
+                {
+                    "file": name,
+                    "reason": "total size cap",
+                    "bytes_dropped": len(data),
+                    "cap": self.caps.total_bytes,
+                }
+            )
+            return False
+        self._member(name, len(data), io.BytesIO(data))
+        return True
+
+    def add_spooled(self, name: str, spool: IO[bytes]) -> None:
+        size = spool.seek(0, os.SEEK_END)
+        spool.seek(0)
+        self._member(name, size, spool)
+        self.used -= min(self.prepaid, size)
+
+    def close(self) -> None:
+        self.tar.close()
+
+
+class Collector:
+    def __init__(
+        self,
+        cluster: Cluster,
+        telemetry: Telemetry,
+        archive: Archive,
+        scope: rm.GatherScope,
+        progress: Progress,
+    ) -> None:
+        self.cluster = cluster
+        self.telemetry = telemetry
+        self.archive = archive
+        self.scope = scope
+        self.progress = progress
+        self.manifest = archive.manifest
+        self.now = archive.now
+        self.objects: dict[tuple[str, str, str, str], K8sObject] = {}
+        self.logs = tempfile.TemporaryFile()  # noqa: SIM115 - closed in collect_bundle
+        self.series: list[dict[str, Any]] = []
+
+    # --- reads ---------------------------------------------------------------------
+
+    def read(self, what: str, fn: Callable[[], Any], default: Any) -> Any:
+        try:
+            return fn()
+        except SourceError as err:
+            self.manifest.errors.append({"read": what, "error": str(err)})
+            return default
+
+    def keep(self, objs: Sequence[K8sObject]) -> list[K8sObject]:
+        """Masked copies, remembered for scenario.yaml (one per kind/namespace/name)."""
+        out = []
+        for obj in objs:
+            clean = mask_object(obj)
+            if clean.get("kind") == "Node":
+                (clean.get("status") or {}).pop("images", None)  # large and never read
+            meta = clean.get("metadata") or {}
+            key = (
+                str(clean.get("kind")),
+                str(clean.get("apiVersion")),
+                meta.get("namespace") or "",
+                meta.get("name") or "",
+            )
+            self.objects[key] = clean
+            out.append(clean)
+        return out
+
+    def log(self, file: str, ns: str, pod: str, container: str, previous: bool) -> None:
+        try:
+            raw = self.cluster.pod_log(
+                ns, pod, container, previous=previous, tail_lines=self.archive.caps.log_tail_lines
+            )
+        except SourceError as err:
+            if err.kind != "not_found":
+                self.manifest.errors.append({"read": f"log {ns}/{pod}/{container}", "error": str(err)})
+            elif not previous:
+                self.manifest.skipped.append({"what": file, "why": "the container has no log yet"})
+            return
+        caps = self.archive.caps
+        if raw.count("\n") >= caps.log_tail_lines:
+            self.manifest.cut.append(
+                {"file": file, "reason": "log tail lines cap", "kept_lines": caps.log_tail_lines}
+            )
+        data = mask_text(raw).encode()
+        if len(data) > caps.log_bytes:
+            tail = data[-caps.log_bytes :]
+            tail = tail[tail.find(b"\n") + 1 :] if b"\n" in tail else tail  # whole lines only
+            self.manifest.cut.append(
+                {
+                    "file": file,
+                    "reason": "log bytes cap",
+                    "bytes_dropped": len(data) - len(tail),
+                    "kept_bytes": len(tail),
+                }
+            )
+            data = tail
+        text = data.decode("utf-8", "replace")
+        # Twice the size: the readable file and its copy in scenario.yaml.
+        if self.archive.add(file, data, reserve=len(data)):
+            key = f"{ns}/{pod}/{container}" + ("#previous" if previous else "")
+            entry = yaml.dump(
+                {key: text}, Dumper=_Dumper, allow_unicode=True, width=1 << 20, default_style=None
+            )
+            self.logs.write(_literal(key, text) if _literal_ok(text) else _indent(entry))
+            self.archive.used += len(data)
+            self.archive.prepaid += len(data)
+
+    # --- the collection, in the order of hack/must-gather.sh ----------------------------
+
+    def cluster_objects(self) -> tuple[list[K8sObject], list[K8sObject]]:
+        self.progress("cluster policy and NVIDIA drivers")
+        policies = self.keep(
+            self.read(
+                "clusterpolicies", lambda: self.cluster.list_custom("nvidia.com", "v1", "clusterpolicies"), []
+            )
+        )
+        if policies:
+            self.archive.add("cluster_policy.yaml", bt.to_yaml(policies), essential=True)
+        else:
+            self.archive.add("cluster_policy.missing", "no ClusterPolicy found\n", essential=True)
+        drivers = self.keep(
+            self.read(
+                "nvidiadrivers",
+                lambda: self.cluster.list_custom("nvidia.com", "v1alpha1", "nvidiadrivers"),
+                [],
+            )
+        )
+        self.archive.add("nvidiadrivers.yaml", bt.to_yaml(drivers), essential=True)
+        self.keep(self.read("runtimeclasses", self.cluster.list_runtimeclasses, []))
+        self.progress("nodes")
+        nodes = self.keep(self.read("nodes", self.cluster.list_nodes, []))
+        return nodes, self.scope.scoped_nodes(nodes)
+
+    def _lister(self, label_sel: str, field_sel: str | None) -> Callable[[], list[K8sObject]]:
+        return lambda: self.cluster.list_pods(label_selector=label_sel, field_selector=field_sel)
+
+    def pods(self) -> tuple[list[K8sObject], list[K8sObject]]:
+        """(operator pods, operand pods) in scope, plus the workload pods the replay needs."""
+        self.progress("operator and operand pods")
+        seen: dict[tuple[str, str], K8sObject] = {}
+        for label_sel, field_sel in self.scope.pod_selectors():
+            for pod in self.read(f"pods -l {label_sel}", self._lister(label_sel, field_sel), []):
+                seen[(o.namespace(pod) or "", o.name(pod))] = pod
+        pods = self.keep(sorted(seen.values(), key=lambda p: (o.namespace(p) or "", o.name(p))))
+        operator = [p for p in pods if rm.is_operator_pod(p)]
+        operands = [p for p in pods if not rm.is_operator_pod(p)]
+        on_node = self.scope.node or self.scope.target_node
+        if on_node:
+            self.keep(
+                self.read(
+                    f"pods on {on_node}",
+                    lambda: self.cluster.list_pods(field_selector=f"spec.nodeName={on_node}"),
+                    [],
+                )
+            )
+        if self.scope.want_fleet_gpu_pods():
+            running = "status.phase!=Succeeded,status.phase!=Failed"
+            fleet = self.read(
+                "pods (all namespaces)", lambda: self.cluster.list_pods(field_selector=running), []
+            )
+            self.keep([p for p in fleet if rm.requests_gpu(p)])
+        return operator, operands
+
+    def pod_files(self, operator: list[K8sObject], operands: list[K8sObject]) -> None:
+        now = self.now
+        self.archive.add("gpu_operator_pod.status", bt.pods_status(operator, now), essential=True)
+        self.archive.add("gpu_operator_pod.yaml", bt.to_yaml(operator), essential=True)
+        for pod in operator[:1]:
+            for container, previous in rm.log_streams(pod)[:2]:
+                self.log(
+                    "gpu_operator_pod" + (".previous" if previous else "") + ".log",
+                    o.namespace(pod) or "",
+                    o.name(pod),
+                    container,
+                    previous,
+                )
+        self.archive.add("gpu_operand_pods.status", bt.pods_status(operands, now), essential=True)
+        self.archive.add("gpu_operand_pods.yaml", bt.to_yaml(operands), essential=True)
+        self.archive.add("gpu_operand_pod_images.txt", bt.pod_images(operator + operands), essential=True)
+        for i, pod in enumerate(operands, 1):
+            self.progress(f"logs {i}/{len(operands)}: {o.name(pod)}")
+            self.pod_logs(pod)
+
+    def pod_logs(self, pod: K8sObject) -> None:
+        for container, previous in rm.log_streams(pod):
+            file = f"logs/{o.name(pod)}/{container}" + (".previous" if previous else "") + ".log"
+            self.log(file, o.namespace(pod) or "", o.name(pod), container, previous)
+
+    def node_files(self, scoped: list[K8sObject], operator_ns: str | None) -> None:
+        self.progress("node descriptions and events")
+        names = {o.name(n) for n in scoped}
+        if self.scope.node:
+            node_events = self.read(
+                "node events", lambda: self.cluster.list_events(None, "Node", self.scope.node), []
+            )
+        else:
+            node_events = self.read("node events", lambda: self.cluster.list_events(None, "Node", None), [])
+        node_events = self.keep(
+            [
+                e
+                for e in node_events
+                if (e.get("involvedObject") or {}).get("kind") == "Node"
+                and (e.get("involvedObject") or {}).get("name") in names
+            ]
+        )
+        self.archive.add("gpu_nodes.labels", bt.nodes_labels(scoped), essential=True)
+        self.archive.add("gpu_nodes.status", bt.nodes_status(scoped, self.now), essential=True)
+        self.archive.add("gpu_nodes.events", bt.events_table(node_events, self.now), essential=True)
+        pods = [p for p in self.objects.values() if p.get("kind") == "Pod"]
+        descr = []
+        for n in scoped:
+            on = [p for p in pods if o.pod_node(p) == o.name(n) and not o.is_terminating_or_done(p)]
+            evs = [e for e in node_events if (e.get("involvedObject") or {}).get("name") == o.name(n)]
+            descr.append(bt.node_describe(n, on, evs, self.now))
+        self.archive.add("gpu_nodes.descr", "\n\n".join(descr), essential=True)
+        self.progress("operand daemonsets and operator events")
+        if operator_ns:
+            dss = self.read("daemonsets", lambda: self.cluster.list_daemonsets(namespace=operator_ns), [])
+            events = self.read(f"events in {operator_ns}", lambda: self.cluster.list_events(operator_ns), [])
+        else:
+            self.manifest.skipped.append(
+                {"what": "operand daemonsets, operator events", "why": "no GPU Operator pod found"}
+            )
+            dss, events = [], []
+        dss = self.keep(dss)
+        self.archive.add("gpu_operand_ds.status", bt.daemonsets_status(dss, self.now), essential=True)
+        self.archive.add("gpu_operand_ds.yaml", bt.to_yaml(dss), essential=True)
+        self.archive.add(
+            "gpu_operator_events.txt", bt.events_table(self.keep(events), self.now), essential=True
+        )
+
+    def target_files(self, pod: K8sObject) -> None:
+        ns, name = self.scope.target or ("", "")
+        self.progress(f"target pod {ns}/{name}")
+        self.archive.add("target/pod.yaml", bt.to_yaml(self.keep([pod])), essential=True)
+        events = self.keep(
+            self.read(f"events of pod {ns}/{name}", lambda: self.cluster.list_events(ns, "Pod", name), [])
+        )
+        self.archive.add("target/events.txt", bt.events_table(events, self.now), essential=True)
+        self.pod_logs(pod)
+
+    def telemetry_files(self, nodes: list[K8sObject], operands: list[K8sObject]) -> None:
+        from bot.sources.openmetrics import write_openmetrics
+        from bot.sources.series import SeriesData
+        from layers.facts import gpufacts as gf
+
+        self.progress(f"DCGM series over 24 h from {self.telemetry.source}")
+        exporters = [p for p in operands if rm.component(p) == "dcgm-exporter"]
+        match = rm.series_match(self.scope, [o.name(n) for n in nodes], exporters)
+        hostmap = gf.host_map([o.name(n) for n in nodes], exporters)
+        wanted = [(m, match) for m in rm.DCGM_METRICS] + [
+            (m, rm.vllm_match(self.scope)) for m in rm.VLLM_METRICS if self.scope.target
+        ]
+        by_node: dict[str, list[SeriesData]] = {}
+        for metric, sel in wanted:
+            try:
+                got = self.telemetry.range(metric, rm.SERIES_WINDOW_S, self.archive.caps.series_step_s, sel)
+            except TelemetryError as err:
+                self.manifest.skipped.append(
+                    {"what": "DCGM and vLLM series", "why": str(err) or type(err).__name__}
+                )
+                return
+            for rs in got:
+                labels = dict(rs.labels)
+                labels.setdefault("__name__", metric.split("|")[0])
+                by_node.setdefault(hostmap.node_of(labels) or "pods", []).append(
+                    SeriesData(labels, list(rs.points))
+                )
+                self.series.append(
+                    {"metric": labels, "values": [[round(t - self.now, 3), v] for t, v in rs.points]}
+                )
+        for node, series in sorted(by_node.items()):
+            out = io.StringIO()
+            write_openmetrics(series, out)
+            self.archive.add(f"dcgm/{node}.openmetrics", out.getvalue(), reserve=len(out.getvalue()))
+        if not by_node:
+            self.manifest.skipped.append(
+                {"what": "DCGM series", "why": f"no series for the scope in {self.telemetry.source}"}
+            )
+
+    def bug_reports(self, operands: list[K8sObject], exec_fn: ExecFn | None) -> list[str]:
+        notes: list[str] = []
+        drivers = [p for p in operands if rm.is_driver_pod(p) and o.pod_node(p)]
+        if exec_fn is None:
+            why = f"running commands in pods is not possible with {self.cluster.source}"
+            self.manifest.skipped.append({"what": "nvidia-bug-report", "why": why})
+            return [f"--with-bug-report skipped: {why}"]
+        for pod in drivers:
+            node, container = o.pod_node(pod), rm.driver_container(pod)
+            if not container:
+                continue
+            self.progress(f"nvidia-bug-report.sh on {node} (takes minutes)")
+            try:
+                out = exec_fn(o.namespace(pod) or "", o.name(pod), container, rm.BUG_REPORT_COMMAND)
+            except SourceError as err:
+                if err.kind == "forbidden":
+                    msg = "pods/exec not allowed: --with-bug-report skipped"
+                    self.manifest.skipped.append({"what": "nvidia-bug-report", "why": f"{msg} ({err})"})
+                    return [msg]
+                self.manifest.errors.append({"read": f"nvidia-bug-report on {node}", "error": str(err)})
+                continue
+            self.archive.add(f"nvidia-bug-report_{node}.log.gz", out)
+        if not drivers:
+            self.manifest.skipped.append({"what": "nvidia-bug-report", "why": "no driver pod in scope"})
+        return notes
+
+    # --- scenario.yaml ------------------------------------------------------------------
+
+    def write_scenario(self, name: str, description: str) -> None:
+        from bot.sources.scenario import rfc3339
+
+        head: dict[str, Any] = {
+            "kind": "Scenario",
+            "name": name,
+            "description": description,
+            "now": rfc3339(self.now),
+        }
+        head["x-bundle"] = {"source": self.manifest.source, "scope": self.manifest.scope}
+        with tempfile.TemporaryFile() as spool:
+            spool.write(
+                yaml.dump(head, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120).encode()
+            )
+            spool.write(
+                yaml.dump(
+                    {"objects": list(self.objects.values())},
+                    Dumper=_Dumper,
+                    sort_keys=False,
+                    allow_unicode=True,
+                    width=120,
+                ).encode()
+            )
+            if self.logs.tell():
+                spool.write(b"logs:\n")
+                self.logs.seek(0)
+                while chunk := self.logs.read(1 << 20):
+                    spool.write(chunk)
+            else:
+                spool.write(b"logs: {}\n")
+            spool.write(
+                yaml.dump(
+                    {"metrics": self.series},
+                    Dumper=_Dumper,
+                    sort_keys=False,
+                    default_flow_style=None,
+                    width=1 << 20,
+                ).encode()
+            )
+            self.archive.add_spooled(SCENARIO_MEMBER, spool)
+
+
+def _literal_ok(text: str) -> bool:
+    """Text a YAML literal block keeps byte for byte (else PyYAML's quoting is used)."""
+    if not text.endswith("\n") or text.endswith("\n\n") or text[0] in " \n":
+        return False
+    return all(line.isprintable() and line == line.rstrip(" ") for line in text[:-1].split("\n"))
+
+
+def _literal(key: str, text: str) -> bytes:
+    body = "".join(f"    {line}\n" if line else "\n" for line in text[:-1].split("\n"))
+    return f"  {json.dumps(key)}: |\n{body}".encode()
+
+
+def _indent(entry: str) -> bytes:
+    return "".join(f"  {line}" if line.strip() else line for line in entry.splitlines(keepends=True)).encode()

@@ -1,0 +1,1 @@
+"""Running the bot: typed configuration, JSON logs, Prometheus metrics."""

@@ -1,0 +1,1 @@
+"""The Slack bot: the Bolt app, its transports, posting, the state store and the daily digest's schedule."""

@@ -1,0 +1,362 @@
+"""The Bolt wiring: `/gpu` and the buttons → handlers, on a bounded worker pool.
+
+Listeners acknowledge at once (Slack allows 3 s; we aim well under 0.5 s) and
+hand the walk to our own pool, so Bolt's listener threads are never held by a
+walk: a burst of commands queues on the pool, none is dropped. The pool has a
+fixed number of workers (GPUBOT_WORKERS) and an unbounded queue.
+
+`MetricsObserver` fills the handlers' WalkObserver port with bot/ops/metrics.py
+(walks, layer durations, findings, actions) and bot/ops/logs.py (the walk id on
+every log line of a walk or a click).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from slack_bolt import Ack, App
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+from bot.ops import metrics
+from bot.ops.config import Config
+from bot.ops.logs import walk_scope
+from bot.slack.alert_webhook import AlertWebhook
+from bot.sources.opener import Sources
+from handlers.alert_subjects import ClusterDirectory
+from handlers.alerts import AlertService, AlertSettings
+from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
+from handlers.buttons import (
+    Bundle,
+    Buttons,
+    Operators,
+    Outcome,
+    click_from_payload,
+    click_problem,
+    clicker,
+    walk_id_of,
+)
+from handlers.commands import USAGE, CommandError, Digest, Help, Why, parse_command, usage_reply
+from handlers.digest import DIAGNOSE
+from handlers.escape import escape
+from handlers.ports import SlackPoster, StateStore, StateUnavailable, WalkObserver
+from handlers.walks import RETENTION_S, WalkService
+from handlers.walkstate import new_walk_id
+from layers import digest as fleet
+from layers.facts.context import Settings, WalkContext
+from layers.findings import LayerResult, Target, WalkResult
+from layers.sources import Telemetry
+from layers.walk import open_node, open_pod
+
+log = logging.getLogger("gpubot.app")
+
+BUTTON_ACTIONS = re.compile(
+    f"^({'|'.join((DESCEND, JUMP, WALK_ALL, MUST_GATHER, CORDON, UNCORDON, DIAGNOSE))})$"
+)
+
+
+class MetricsObserver:
+    """WalkObserver over this process's Prometheus metrics and JSON log context."""
+
+    def walk_started(self) -> None:
+        metrics.record_walk_started()
+
+    def layer_done(self, result: LayerResult, seconds: float) -> None:
+        metrics.record_layer(result, seconds)
+
+    def walk_finished(self, result: WalkResult) -> None:
+        metrics.record_walk_finished(result)
+
+    def action(self, kind: str, outcome: str) -> None:
+        metrics.record_action(kind, outcome)
+
+    def scope(self, walk_id: str | None) -> AbstractContextManager[None]:
+        return walk_scope(walk_id)
+
+    def alert(self, status: str, decision: str) -> None:
+        metrics.record_alert(status, decision)
+
+    def incident(self, event: str) -> None:
+        metrics.record_alert_incident(event)
+
+
+def group_members(client: WebClient) -> Callable[[str], Iterable[str]]:
+    """usergroups.users.list for the operator check; a failure is counted, then Operators fails closed."""
+
+    def members(group: str) -> Iterable[str]:
+        try:
+            users = client.usergroups_users_list(usergroup=group).get("users") or []
+        except (SlackApiError, SlackClientError, OSError):
+            metrics.record_slack_api_error("usergroups.users.list")
+            raise
+        return [str(u) for u in users]
+
+    return members
+
+
+class ClusterNodeActions:
+    """Cordon, uncordon and must-gather over the chosen sources (bot/actions/cordon.py, bot/actions/bundle_writer.py)."""
+
+    def __init__(self, sources: Sources, cfg: Config, store: StateStore | None = None) -> None:
+        self.sources = sources
+        self.cfg = cfg
+        # The breaker's lock lives in the state store: with Redis, every replica (and a CLI with
+        # the same REDIS_URL) counts cordons one at a time.
+        self.store = store
+
+    def cordon(self, node: str, actor: str, reason: str) -> Outcome:
+        from bot.actions.cordon import cordon, store_breaker_lock
+
+        out = cordon(
+            self.sources.cluster,
+            self.sources.writer,
+            node,
+            reason,
+            actor,
+            max_fraction=self.cfg.cordon_max_fraction,
+            breaker_lock=store_breaker_lock(self.store) if self.store is not None else None,
+        )
+        return Outcome(out.applied, out.message)
+
+    def uncordon(self, node: str, actor: str) -> Outcome:
+        from bot.actions.cordon import uncordon
+
+        out = uncordon(self.sources.cluster, self.sources.writer, node)
+        return Outcome(out.applied, out.message)
+
+    def must_gather(self, node: str, target: Target, walk: WalkResult | None) -> Bundle:
+        from bot.actions.bundle_writer import collect_bundle
+
+        fd, path = tempfile.mkstemp(prefix=f"gpubot-must-gather-{node}-", suffix=".tar.gz")
+        os.close(fd)
+        pod = (target.namespace, target.pod) if target.pod and target.namespace else None
+        try:
+            report = collect_bundle(
+                self.sources.cluster,
+                self.sources.telemetry,
+                path,
+                node=node,
+                target=pod,
+                walk=walk,
+                operator_namespace=self.cfg.operator_namespace,
+            )
+        except BaseException:
+            os.unlink(path)
+            raise
+        summary = f"{report.files} files, {report.archive_bytes / 1e6:.1f} MB"
+        if report.errors:
+            summary += f", {len(report.errors)} read(s) failed (listed in errors.txt)"
+        return Bundle(path=path, filename=f"must-gather-{node}.tar.gz", summary=summary)
+
+
+@dataclass
+class GpuBot:
+    """The Bolt app and what it drives; `shutdown()` drains the pool."""
+
+    app: App
+    service: WalkService
+    buttons: Buttons
+    pool: ThreadPoolExecutor
+    state: StateStore
+    poster: SlackPoster
+    cfg: Config
+    slack_up: Callable[[], bool] = lambda: True
+    alerts: AlertWebhook | None = None  # POST /alertmanager, when GPUBOT_ALERT_TOKEN is set
+    pending: set[Future[None]] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def submit(self, what: str, fn: Callable[..., Any], *args: Any, walk_id: str | None = None) -> None:
+        """Run off the request path; a failure is logged with what it was (and its walk id), never lost."""
+
+        def run() -> None:
+            # The pool's threads do not inherit the listener's context: the walk id is set here.
+            with walk_scope(walk_id):
+                try:
+                    fn(*args)
+                except Exception:
+                    log.exception("%s failed", what)
+
+        fut: Future[None] = self.pool.submit(run)
+        with self._lock:
+            self.pending.add(fut)
+        fut.add_done_callback(self._done)
+
+    def tell(self, channel: str, user: str, text: str) -> None:
+        """An ephemeral answer, posted off the request path."""
+        self.submit(f"answer to {user}", self.poster.ephemeral, channel, user, text)
+
+    def _done(self, fut: Future[None]) -> None:
+        with self._lock:
+            self.pending.discard(fut)
+
+    def ready(self) -> tuple[bool, str]:
+        """/readyz: the state store answers and the Slack connection is up."""
+        try:
+            self.state.ping()
+        except StateUnavailable as err:
+            return False, f"state store: {err}"
+        if not self.slack_up():
+            return False, "Slack: not connected"
+        return True, "ready"
+
+    def shutdown(self, wait: bool = True) -> None:
+        self.pool.shutdown(wait=wait, cancel_futures=not wait)
+
+
+def _open_walk(sources: Sources, settings: Settings) -> Callable[[Target], WalkContext]:
+    def open_walk(target: Target) -> WalkContext:
+        if target.pod and target.namespace:
+            return open_pod(sources.cluster, sources.telemetry, target.namespace, target.pod, settings)
+        if target.node:
+            return open_node(sources.cluster, sources.telemetry, target.node, settings)
+        raise ValueError(f"a walk needs a pod or a node: {target}")
+
+    return open_walk
+
+
+def build_app(
+    cfg: Config,
+    sources: Sources,
+    state: StateStore,
+    poster: SlackPoster,
+    *,
+    client: WebClient | None = None,
+    node_actions: Any = None,
+    workers: int | None = None,
+    token_verification: bool = True,
+    observer: WalkObserver | None = None,
+) -> GpuBot:
+    """The Bolt app with its listeners; nothing is served until bot/slack/run.py starts a transport."""
+    client = client or WebClient(token=cfg.slack_bot_token, base_url=cfg.slack_api_url)
+    app = App(
+        client=client,
+        signing_secret=cfg.slack_signing_secret,
+        process_before_response=False,
+        token_verification_enabled=token_verification,
+        # Socket Mode has no signatures to check; HTTP mode always has a signing secret (load_config).
+        request_verification_enabled=cfg.slack_signing_secret is not None,
+        # Else Bolt copies the root level: at DEBUG it would log request and response bodies.
+        logger=logging.getLogger("slack_bolt.App"),
+    )
+    settings = Settings(operator_namespace=cfg.operator_namespace)
+    service = WalkService(
+        state,
+        poster,
+        _open_walk(sources, settings),
+        retention_s=cfg.state_retention_days * 86400 if cfg.state_retention_days else RETENTION_S,
+        cluster_name=cfg.cluster_name,
+        observer=observer or MetricsObserver(),
+    )
+    operators = Operators(cfg.operators, cfg.operator_groups, group_members(client))
+    buttons = Buttons(service, operators, node_actions or ClusterNodeActions(sources, cfg, state))
+    pool = ThreadPoolExecutor(max_workers=workers or cfg.workers, thread_name_prefix="gpubot-walk")
+    bot = GpuBot(app, service, buttons, pool, state, poster, cfg)
+    if cfg.alert_token and cfg.alert_channel:
+        alert_settings = AlertSettings(
+            channel=cfg.alert_channel,
+            rewalk_s=cfg.alert_rewalk_minutes * 60,
+            max_threads_per_hour=cfg.alert_max_threads_per_hour,
+            duplicate_s=cfg.alert_duplicate_seconds,
+        )
+        alerts = AlertService(
+            state, service, ClusterDirectory(sources.cluster), alert_settings, observer=MetricsObserver()
+        )
+        bot.alerts = AlertWebhook(alerts, cfg.alert_token, bot.submit)
+
+    @app.command("/gpu")
+    def on_gpu(ack: Ack, command: dict[str, Any]) -> None:
+        try:
+            cmd = parse_command(command.get("text"))
+        except CommandError as err:
+            ack(text=usage_reply(str(err)), response_type="ephemeral")
+            return
+        channel, user = str(command.get("channel_id") or ""), str(command.get("user_id") or "")
+        if isinstance(cmd, Help):
+            ack(text=USAGE, response_type="ephemeral")
+        elif isinstance(cmd, Why):
+            ack(text=f"walking the layers for {escape(cmd.label)}…", response_type="ephemeral")
+            walk_id = new_walk_id()  # chosen here so even a crash of the walk is logged under it
+            bot.submit(
+                f"walk {walk_id} of {cmd.label} for {user}",
+                functools.partial(
+                    service.start,
+                    channel,
+                    user,
+                    Target(namespace=cmd.namespace, pod=cmd.pod),
+                    walk_id=walk_id,
+                ),
+                walk_id=walk_id,
+            )
+        elif isinstance(cmd, Digest):
+            ack(text="posting the GPU fleet digest in this channel…", response_type="ephemeral")
+            bot.submit("digest", post_digest_now, bot, sources, channel, user)
+
+    @app.action(BUTTON_ACTIONS)
+    def on_button(ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        if (why := click_problem(body)) is not None:  # Socket Mode has no transport check before this
+            if (who := clicker(body)) is not None:
+                bot.tell(*who, f":warning: this click could not be read ({why}), so nothing was done.")
+            log.warning("refused a click: %s", why)
+            return
+        click = click_from_payload(body)
+        bot.submit(
+            f"{click.action_id} by {click.user} on walk {click.value}",
+            buttons.handle,
+            click,
+            walk_id=walk_id_of(click),
+        )
+
+    return bot
+
+
+def post_digest_now(bot: GpuBot, sources: Sources, channel: str, user: str | None) -> None:
+    """`/gpu digest`: the digest, now, in this channel (with its chart when it can be drawn).
+
+    What could not be done is told to the user who asked (ephemeral), not only logged."""
+    import time
+
+    from bot.slack.digest_post import DigestFailed, publish_digest
+    from bot.slack.scheduler import digest_day
+    from handlers.ports import PostFailed
+
+    def collect() -> tuple[fleet.Digest, Telemetry]:
+        digest = fleet.collect_digest(
+            sources.cluster, sources.telemetry, operator_namespace=bot.cfg.operator_namespace
+        )
+        return digest, sources.telemetry
+
+    try:
+        published = publish_digest(
+            collect,
+            bot.poster,
+            channel,
+            day=digest_day(time.time(), bot.cfg.tz),
+            store=bot.state,
+            retention_s=bot.service.retention_s,
+            count_run=False,  # on demand: not the daily run gpubot_digest_runs_total counts
+        )
+    except DigestFailed as err:
+        log.error("digest for %s in %s was not posted: %s", user, channel, err.reason)
+        tell = f":x: the GPU fleet digest was not posted: {escape(err.reason)}"
+    else:
+        if not published.posted.problems:
+            return
+        tell = ":warning: the digest posted, but not everything could be attached: " + escape(
+            "; ".join(published.posted.problems)
+        )
+    if user:
+        try:
+            bot.poster.ephemeral(channel, user, tell)
+        except PostFailed as err:
+            log.error("could not tell %s in %s about the digest: %s", user, channel, err.reason)

@@ -1,0 +1,239 @@
+"""Posting to Slack through slack_sdk's WebClient, with bounded retries.
+
+429 answers are retried after their `Retry-After`, however long, as long as
+the wait ends within the call's total deadline (else PostFailed says when to
+retry); 5xx answers and connection errors are retried with exponential
+backoff; anything else (a bad channel, a missing scope) fails at once. The
+same holds for the byte upload of files upload v2, which answers through
+urllib (an HTTPError with its own status and headers), not through the Web
+API. What still fails becomes PostFailed
+with a one-line reason, which callers log with the walk or digest id, and is
+counted in gpubot_slack_api_errors_total by Web API method. The token never
+appears in a reason or a repr.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import urllib.error
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError, SlackRequestError
+from slack_sdk.web import SlackResponse
+
+from bot.ops import metrics
+from handlers.ports import PostFailed, PostRef, SlackPoster
+
+__all__ = ["PostFailed", "Poster"]
+
+T = TypeVar("T")
+log = logging.getLogger("gpubot.slack")
+
+
+@dataclass(frozen=True)
+class _Retry:
+    reason: str
+    wait_s: float
+
+
+class Poster:
+    """SlackPoster over WebClient(token, base_url=SLACK_API_URL)."""
+
+    def __init__(
+        self,
+        token: str,
+        base_url: str = "https://slack.com/api/",
+        *,
+        attempts: int = 4,
+        backoff_s: float = 0.5,
+        max_wait_s: float = 60.0,
+        timeout_s: int = 30,
+        deadline_s: float = 120.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1")
+        if deadline_s < 0:
+            raise ValueError("deadline_s must not be negative")
+        # No built-in retry handlers: this class owns the policy, so it is the same for the
+        # three upload steps (the byte upload bypasses WebClient's handlers anyway).
+        self._client = WebClient(token=token, base_url=base_url, timeout=timeout_s, retry_handlers=[])
+        self.base_url = base_url
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+        self.max_wait_s = max_wait_s  # the cap of the exponential backoff, not of a Retry-After
+        self.timeout_s = timeout_s
+        self.deadline_s = deadline_s  # the total time one call may spend waiting between attempts
+        self._sleep = sleep
+
+    def __repr__(self) -> str:
+        return f"Poster(base_url={self.base_url!r})"
+
+    @property
+    def client(self) -> WebClient:
+        return self._client
+
+    def worst_case_s(self, requests: int = 1) -> float:
+        """The longest one call can take: every attempt timing out (each of its `requests` HTTP
+        requests, 3 for a file upload) plus the waits, which stop at the deadline."""
+        return self.attempts * requests * self.timeout_s + self.deadline_s
+
+    # --- SlackPoster -----------------------------------------------------------------
+
+    def post(
+        self,
+        channel: str,
+        text: str,
+        blocks: list[dict[str, Any]] | None = None,
+        thread_ts: str | None = None,
+    ) -> PostRef:
+        resp = self._call(
+            "chat.postMessage",
+            lambda: self._client.chat_postMessage(
+                channel=channel, text=text, blocks=blocks, thread_ts=thread_ts, unfurl_links=False
+            ),
+        )
+        return PostRef(channel=str(resp.get("channel") or channel), ts=str(resp.get("ts") or ""))
+
+    def update(self, ref: PostRef, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
+        self._call(
+            "chat.update",
+            lambda: self._client.chat_update(channel=ref.channel, ts=ref.ts, text=text, blocks=blocks),
+        )
+
+    def ephemeral(
+        self, channel: str, user: str, text: str, blocks: list[dict[str, Any]] | None = None
+    ) -> None:
+        self._call(
+            "chat.postEphemeral",
+            lambda: self._client.chat_postEphemeral(channel=channel, user=user, text=text, blocks=blocks),
+        )
+
+    def upload(
+        self,
+        channel: str,
+        filename: str,
+        content: bytes | str,
+        *,
+        thread_ts: str | None = None,
+        title: str | None = None,
+        comment: str | None = None,
+    ) -> None:
+        self._call(
+            "files.upload_v2",
+            lambda: self._client.files_upload_v2(
+                channel=channel,
+                filename=filename,
+                content=content,
+                title=title or filename,
+                thread_ts=thread_ts,
+                initial_comment=comment,
+            ),
+            what=f"file upload of {filename}",
+        )
+
+    # --- retries -----------------------------------------------------------------------
+
+    def _call(self, method: str, do: Callable[[], SlackResponse], what: str | None = None) -> SlackResponse:
+        """`do` with the retry policy; `method` names the Web API call in the error counter."""
+        what = what or method
+        last = ""
+        waited = 0.0
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return do()
+            except Exception as err:  # classified below: retry, or fail now
+                retry = self._classify(what, err, attempt)
+                if retry is None:
+                    metrics.record_slack_api_error(method)
+                    raise PostFailed(self._reason(what, err)) from None
+                last, wait = retry.reason, retry.wait_s
+            if attempt == self.attempts:
+                break
+            if waited + wait > self.deadline_s:
+                # Waiting less than Slack asked would only be refused again: give up and say when.
+                metrics.record_slack_api_error(method)
+                at = datetime.fromtimestamp(time.time() + wait, tz=UTC).strftime("%H:%M:%S UTC")
+                raise PostFailed(
+                    f"{what}: {last}; retry after {wait:g}s (at {at}), "
+                    f"beyond this call's {self.deadline_s:g}s deadline"
+                )
+            log.warning("%s: %s; retrying in %.1fs (attempt %d/%d)", what, last, wait, attempt, self.attempts)
+            self._sleep(wait)
+            waited += wait
+        metrics.record_slack_api_error(method)
+        raise PostFailed(f"{what} failed after {self.attempts} attempts: {last}")
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.max_wait_s, self.backoff_s * 2 ** (attempt - 1))
+
+    def _classify(self, what: str, err: Exception, attempt: int) -> _Retry | None:
+        if isinstance(err, SlackApiError):
+            status = err.response.status_code
+            error = err.response.get("error") if isinstance(err.response.data, dict) else None
+            return self._by_status(status, err.response.headers, attempt, f"Slack answered {status}", error)
+        if isinstance(err, urllib.error.HTTPError):
+            # The byte upload of files upload v2 goes through urllib: the URL answered, with a status.
+            return self._by_status(err.code, err.headers, attempt, f"the file upload URL answered {err.code}")
+        if isinstance(err, SlackRequestError) and "status: 5" in str(err):
+            return _Retry("the file upload URL answered a server error", self._backoff(attempt))
+        if isinstance(err, (urllib.error.URLError, OSError, TimeoutError)):
+            return _Retry(f"cannot reach Slack at {self.base_url}: {_short(err)}", self._backoff(attempt))
+        if isinstance(err, ValueError):  # a non-JSON answer from a proxy in front of Slack
+            return _Retry(f"unreadable answer from Slack: {_short(err)}", self._backoff(attempt))
+        return None
+
+    def _by_status(
+        self, status: int, headers: Any, attempt: int, answered: str, error: str | None = None
+    ) -> _Retry | None:
+        """429 waits its Retry-After, 5xx backs off, any other status (a client error) fails now."""
+        if status == 429:
+            wait = _retry_after(headers, self._backoff(attempt))
+            return _Retry(f"rate limited (429, Retry-After {wait:g}s)", wait)
+        if status >= 500:
+            return _Retry(f"{answered} ({error or 'server error'})", self._backoff(attempt))
+        return None
+
+    @staticmethod
+    def _reason(what: str, err: Exception) -> str:
+        if isinstance(err, SlackApiError):
+            error = err.response.get("error") if isinstance(err.response.data, dict) else None
+            return f"{what} refused by Slack ({err.response.status_code}): {error or 'no error code'}"
+        if isinstance(err, urllib.error.HTTPError):
+            return f"{what} refused by the file upload URL ({err.code} {_short_text(err.reason)})"
+        if isinstance(err, SlackClientError):
+            return f"{what} failed: {_short(err)}"
+        return f"{what} failed ({type(err).__name__}): {_short(err)}"
+
+
+def _retry_after(headers: Any, default: float) -> float:
+    for key in ("Retry-After", "retry-after"):
+        raw = headers.get(key) if headers else None
+        if isinstance(raw, list):
+            raw = raw[0] if raw else None
+        if raw is not None:
+            try:
+                return max(0.0, float(raw))
+            except ValueError:
+                break
+    return default
+
+
+def _short(err: BaseException) -> str:
+    return _short_text(str(err)) if str(err).strip() else type(err).__name__
+
+
+def _short_text(raw: object) -> str:
+    text = " ".join(str(raw).split())
+    if "xox" in text:  # never echo a token, whatever a library put in its message
+        text = "(message withheld: it contained a token)"
+    return text[:300]
+
+
+if TYPE_CHECKING:  # the Poster satisfies the port
+    _p: SlackPoster = Poster("xoxb-0")

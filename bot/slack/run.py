@@ -1,0 +1,160 @@
+"""Running the Slack bot: configuration, sources, state, the Bolt app, its transport and the digest's schedule.
+
+HTTP mode serves Slack's Events API at /slack/events and /healthz, /readyz,
+/metrics (bot/slack/transport.py). Socket Mode connects out with
+SLACK_APP_TOKEN and serves only /healthz, /readyz and /metrics (Prometheus
+text, bot/ops/metrics.py) on the port. Logs are JSON lines on stderr
+(bot/ops/logs.py) at GPUBOT_LOG_LEVEL. SIGTERM stops cleanly: no new
+requests, running walks finish (within a grace period), the Slack connection
+closes. The command's options are bot/cli/serve.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+from bot.ops import metrics
+from bot.ops.config import Config
+from bot.slack.app import GpuBot
+from bot.slack.transport import EVENTS_PATH, drain, start_http
+from bot.sources.opener import Sources
+from handlers.ports import StateUnavailable
+from layers.sources import SourceError
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from layers.digest import Digest
+    from layers.sources import Telemetry
+
+log = logging.getLogger("gpubot.serve")
+
+
+def run_bot(args: argparse.Namespace) -> int:
+    """Start the bot from `gpubot serve`'s arguments and serve until SIGTERM or SIGINT; 0 when stopped."""
+    from bot.ops.config import load_config
+    from bot.ops.logs import setup_logging
+    from bot.slack.app import build_app
+    from bot.slack.post import Poster
+    from bot.slack.state import open_state
+    from bot.sources.opener import sources_from_args
+
+    cfg = load_config(need_slack=True, http=args.http)
+    setup_logging(cfg.log_level)
+    if args.redis_url:
+        from dataclasses import replace
+
+        from bot.ops.config import check_url
+
+        cfg = replace(cfg, redis_url=check_url("--redis-url", args.redis_url, ("redis", "rediss", "unix")))
+    sources = sources_from_args(cfg, args)
+    try:
+        state, note = open_state(cfg.redis_url)
+    except StateUnavailable as err:
+        raise SourceError("unavailable", f"state store: {err}") from None
+    assert cfg.slack_bot_token is not None  # load_config(need_slack=True) checked it
+    poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
+    try:
+        bot = build_app(cfg, sources, state, poster, client=poster.client)
+    except (SlackApiError, SlackClientError, OSError) as err:  # Bolt calls auth.test at start
+        raise SourceError(
+            "unavailable",
+            f"Slack Web API at {cfg.slack_api_url} refused the bot token or did not answer: {err}",
+        ) from None
+    log.info("sources: %s", sources.description)
+    log.info("%s", note)
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    socket_handler: Any = None
+    try:
+        server = start_http(bot, args.host, args.port, events=args.http)
+    except OSError as err:
+        bot.shutdown(wait=False)
+        raise SourceError(
+            "bad_input", f"cannot listen on {args.host}:{args.port}: {err.strerror or err}"
+        ) from None
+    host, port = server.server_address[:2]
+    if args.http:
+        log.info(
+            "serving Slack events at http://%s:%s%s (and /healthz, /readyz, /metrics)",
+            host,
+            port,
+            EVENTS_PATH,
+        )
+    else:
+        from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+        socket_handler = SocketModeHandler(bot.app, cfg.slack_app_token)
+        bot.slack_up = socket_handler.client.is_connected
+        try:
+            socket_handler.connect()
+        except (SlackApiError, SlackClientError, OSError) as err:
+            server.shutdown()
+            server.server_close()
+            bot.shutdown(wait=False)
+            raise SourceError(
+                "unavailable",
+                f"Slack refused the app-level token (SLACK_APP_TOKEN) or Socket Mode did not connect: {err}",
+            ) from None
+        log.info("connected to Slack over Socket Mode; health at http://%s:%s/healthz, /metrics", host, port)
+
+    scheduler = _start_digest(bot, sources, cfg)
+    try:
+        stop.wait()
+    finally:
+        server.shutdown()
+        server.server_close()
+        if scheduler is not None:
+            scheduler.shutdown(wait=False)
+            metrics.record_digest_scheduled(False)
+        if socket_handler is not None:
+            socket_handler.close()
+        drain(bot)
+        log.info("stopped")
+    return 0
+
+
+def _start_digest(bot: GpuBot, sources: Sources, cfg: Config) -> BackgroundScheduler | None:
+    """The daily digest, when GPUBOT_DIGEST_CHANNEL is set (exactly once a day across replicas)."""
+    if not cfg.digest_channel:
+        return None
+    from bot.slack.scheduler import DigestJob, start_scheduler
+    from layers.digest import collect_digest
+
+    def collect() -> tuple[Digest, Telemetry]:
+        digest = collect_digest(sources.cluster, sources.telemetry, operator_namespace=cfg.operator_namespace)
+        return digest, sources.telemetry
+
+    job = DigestJob(
+        collect=collect,
+        poster=bot.poster,
+        channel=cfg.digest_channel,
+        store=bot.state,
+        tz=cfg.tz,
+        retention_s=bot.service.retention_s,
+        at=(cfg.digest_hour, cfg.digest_minute),
+    )
+    scheduler = start_scheduler(job, cfg.digest_hour, cfg.digest_minute, cfg.tz, still_due=job.due)
+    log.info(
+        "daily digest to %s at %02d:%02d %s",
+        cfg.digest_channel,
+        cfg.digest_hour,
+        cfg.digest_minute,
+        cfg.timezone,
+    )
+    return scheduler

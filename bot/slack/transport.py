@@ -1,0 +1,67 @@
+"""The bot's HTTP side: Slack's Events API at /slack/events (HTTP mode) and /healthz, /readyz, /metrics.
+
+bot/slack/slackroute.py checks the signature on the raw bytes before anything
+else; every route is served behind bot/slack/httpserver.py's timeouts and caps.
+With GPUBOT_ALERT_TOKEN set, both modes serve Alertmanager's webhook at
+/alertmanager (bot/slack/alert_webhook.py).
+Socket Mode (bot/slack/run.py connects it) serves only the health endpoints
+here. On SIGTERM `drain` lets running walks finish within a grace period.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+
+from bot.ops import metrics
+from bot.slack.alert_webhook import PATH as ALERTS_PATH
+from bot.slack.app import GpuBot
+from bot.slack.httpserver import HttpServer, Limits, Response, Route, start_server
+from bot.slack.slackroute import EVENTS_PATH, SlackEvents
+
+log = logging.getLogger("gpubot.serve")
+
+DRAIN_S = 25.0  # Kubernetes gives 30 s between SIGTERM and SIGKILL by default
+
+
+def start_http(bot: GpuBot, host: str, port: int, *, events: bool) -> HttpServer:
+    """Serve health (and with `events`, Slack's requests) on a background thread.
+
+    Every route is served behind the same limits (bot/slack/httpserver.py): timeouts, a
+    connection cap, body limits, no Transfer-Encoding."""
+    routes: dict[tuple[str, str], Route] = {
+        ("GET", "/healthz"): lambda _req: Response.text(200, "ok\n"),
+        ("GET", "/readyz"): lambda _req: _ready(bot),
+        ("GET", "/metrics"): lambda _req: Response(
+            200, metrics.render(), {"Content-Type": [metrics.CONTENT_TYPE]}
+        ),
+    }
+    if events:
+        assert bot.cfg.slack_signing_secret is not None  # load_config(http=True) checked it
+        routes[("POST", EVENTS_PATH)] = SlackEvents(
+            bot.app, bot.cfg.slack_signing_secret, bot.state, tell=bot.tell
+        )
+    if bot.alerts is not None:  # in Socket Mode too: Alertmanager needs no public Slack endpoint
+        routes[("POST", ALERTS_PATH)] = bot.alerts
+    cfg = bot.cfg
+    limits = Limits(
+        header_s=cfg.http_timeout_s,
+        body_s=cfg.http_timeout_s,
+        write_s=cfg.http_timeout_s,
+        max_connections=cfg.http_max_connections,
+    )
+    return start_server(routes, host, port, limits)
+
+
+def _ready(bot: GpuBot) -> Response:
+    ok, why = bot.ready()
+    return Response.text(200 if ok else 503, why + "\n")
+
+
+def drain(bot: GpuBot, timeout_s: float = DRAIN_S) -> None:
+    """Let running walks finish (bounded), then stop the pool."""
+    pending = list(bot.pending)
+    if pending:
+        log.info("waiting up to %.0fs for %d running job(s)", timeout_s, len(pending))
+        concurrent.futures.wait(pending, timeout=timeout_s)
+    bot.shutdown(wait=False)

@@ -1,0 +1,427 @@
+"""The live cluster: layers.sources.Cluster and ClusterWriter over the official kubernetes client.
+
+The client's ApiClient does configuration, auth (tokens, exec plugins and their
+refresh), TLS and retries; requests go out through its `param_serialize` +
+`call_api` on the REST paths below, and bodies come back as the API's own JSON
+(camelCase dicts, `json.loads`), so a live cluster looks exactly like a
+scenario file to the layers. The generated API classes and their pydantic
+models are never imported: building them cost ~1 s of every command's start. Every failure becomes a SourceError naming what could not be read,
+counted in gpubot_kubernetes_api_errors_total by its kind; nothing from the
+client (tokens included) leaks into messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+import yaml
+from kubernetes import config
+from kubernetes.client.api_client import ApiClient
+from kubernetes.client.configuration import Configuration
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from urllib3.util.retry import Retry
+
+from bot.ops import metrics
+from layers.sources import K8sObject, SourceError
+
+PAGE_SIZE = 500
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+# The NVIDIADriver CRD has only ever shipped as v1alpha1.
+_FALLBACK_VERSIONS = {"nvidiadrivers": "v1alpha1"}
+# 400s of the log endpoint that mean "this container has no log (yet)".
+_NO_LOG = re.compile(
+    r"not found|waiting to start|is not valid for pod|ContainerCreating|PodInitializing", re.I
+)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A REST resource: where it lives and the name RBAC knows it by."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def rbac(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace is not None:
+            root += f"/namespaces/{_segment(namespace, 'namespace', self)}"
+        root += f"/{self.plural}"
+        if name is not None:
+            root += f"/{_segment(name, 'name', self)}"
+        if sub:
+            root += f"/{sub}"
+        return root
+
+
+def _segment(value: str, what: str, res: Resource) -> str:
+    """One path segment; an empty or slashed one would address another object."""
+    if not isinstance(value, str) or not value or "/" in value or value in (".", ".."):
+        raise _counted(
+            SourceError("bad_input", f"cannot read {res.rbac}: {what} {value!r} is not a valid object name")
+        )
+    return quote(value, safe="")
+
+
+NODES = Resource("", "v1", "nodes", namespaced=False)
+PODS = Resource("", "v1", "pods", namespaced=True)
+EVENTS = Resource("", "v1", "events", namespaced=True)
+DAEMONSETS = Resource("apps", "v1", "daemonsets", namespaced=True)
+RUNTIMECLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", namespaced=False)
+
+
+def _is_kubernetes_status(body: str) -> bool:
+    """Whether the error body is the API server's own Status object (not a proxy's page)."""
+    try:
+        status = json.loads(body) if isinstance(body, str) and body else None
+    except ValueError:
+        return False
+    return isinstance(status, dict) and status.get("kind") == "Status"
+
+
+def _status_message(status: int, reason: str | None, body: str) -> str:
+    """The `message` of the API's Status body, else the HTTP reason."""
+    if body:
+        try:
+            status = json.loads(body)
+        except ValueError:
+            return body.strip().splitlines()[0][:300]
+        if isinstance(status, dict) and status.get("message"):
+            return str(status["message"])
+    return str(reason or f"HTTP {status}")
+
+
+def _counted(err: SourceError) -> SourceError:
+    """A failed API call, counted by kind for /metrics."""
+    metrics.record_kubernetes_api_error(err.kind)
+    return err
+
+
+class KubeCluster:
+    """A Kubernetes API server, read through one private ApiClient."""
+
+    def __init__(self, api_client: ApiClient, source: str, timeout_s: float = 10.0) -> None:
+        if not timeout_s > 0:
+            raise SourceError("bad_input", f"Kubernetes request timeout must be positive, got {timeout_s}")
+        self._api = api_client
+        self._source = source
+        self.timeout_s = timeout_s
+        self.page_size = PAGE_SIZE
+        self.server = str(api_client.configuration.host)
+        self.calls = 0  # HTTP requests made, for benchmarks
+        self._calls_lock = threading.Lock()
+
+    @property
+    def api_client(self) -> ApiClient:
+        """The private client, for calls outside the Cluster protocol (pods/exec for a bug report)."""
+        return self._api
+
+    # --- construction ------------------------------------------------------------
+
+    @classmethod
+    def from_config(
+        cls, kubeconfig: str | None = None, context: str | None = None, timeout_s: float = 10.0
+    ) -> KubeCluster:
+        """In-cluster credentials inside a pod, else the kubeconfig (argument, KUBECONFIG, ~/.kube/config)."""
+        cfg = Configuration()
+        explicit = kubeconfig or os.environ.get("KUBECONFIG") or context
+        if os.environ.get("KUBERNETES_SERVICE_HOST") and not explicit:
+            try:
+                config.load_incluster_config(client_configuration=cfg)
+            except (ConfigException, OSError) as err:
+                raise SourceError("bad_input", f"in-cluster Kubernetes credentials unusable: {err}") from None
+            source = "in-cluster"
+        else:
+            path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+            source = f"context {cls._load_kubeconfig(cfg, path, context)}"
+        # A dead server must fail fast: one connect retry, none on reads or statuses.
+        cfg.retries = Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0, raise_on_status=False)
+        if not cfg.verify_ssl:
+            # The kubeconfig asked for insecure-skip-tls-verify: the user chose it, and a
+            # warning per request would break "one line on stderr".
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        api_client = ApiClient(configuration=cfg)
+        api_client.user_agent = "gpubot"
+        return cls(api_client, f"{source} ({cfg.host})", timeout_s)
+
+    @staticmethod
+    def _load_kubeconfig(cfg: Configuration, path: str, context: str | None) -> str:
+        """Load `path` (a KUBECONFIG list is allowed) into cfg; returns the context used."""
+        files = [os.path.expanduser(p) for p in path.split(os.pathsep) if p]
+        readable = [f for f in files if os.path.isfile(f) and os.access(f, os.R_OK)]
+        if not readable:
+            raise SourceError(
+                "bad_input", f"no readable kubeconfig at {path} (set KUBECONFIG or pass --kubeconfig)"
+            )
+        try:
+            contexts, current = config.list_kube_config_contexts(config_file=path)
+        except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise SourceError("bad_input", f"kubeconfig {path} is not usable: {first}") from None
+        names = [str(c.get("name")) for c in contexts or []]
+        chosen = context or (current or {}).get("name")
+        if not chosen or chosen not in names:
+            what = f"context {chosen!r} not found" if chosen else "no current context"
+            raise SourceError(
+                "bad_input", f"{what} in kubeconfig {path} (available: {', '.join(names) or 'none'})"
+            )
+        try:
+            config.load_kube_config(
+                config_file=path, context=chosen, client_configuration=cfg, persist_config=False
+            )
+        except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise SourceError("bad_input", f"kubeconfig {path}, context {chosen}: {first}") from None
+        return str(chosen)
+
+    def close(self) -> None:
+        self._api.close()
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    # --- the one place HTTP happens -------------------------------------------------
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str | int | bool]] = (),
+        *,
+        verb: str,
+        resource: str,
+        namespace: str | None = None,
+        body: Mapping[str, Any] | None = None,
+        content_type: str | None = None,
+    ) -> bytes:
+        """One HTTP request through the client's auth, TLS and retries; the raw body or a SourceError."""
+        with self._calls_lock:
+            self.calls += 1
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        try:
+            request = self._api.param_serialize(
+                method=method,
+                resource_path=path,
+                query_params=list(query),
+                header_params=headers,
+                body=dict(body) if body is not None else None,
+                auth_settings=["BearerToken"],
+            )
+            resp = self._api.call_api(*request, _request_timeout=self.timeout_s)
+        except ApiException as exc:  # TLS failures and the like, raised with status 0
+            raise _counted(
+                self._api_error(exc.status, exc.reason, exc.body, verb, resource, namespace)
+            ) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _counted(self._unreachable(exc, verb, resource)) from None
+        try:
+            data = bytes(resp.read())
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _counted(self._unreachable(exc, verb, resource)) from None
+        finally:
+            resp.response.release_conn()
+        if not 200 <= resp.status <= 299:
+            raise _counted(self._api_error(resp.status, resp.reason, data, verb, resource, namespace))
+        return data
+
+    def _unreachable(self, exc: Exception, verb: str, resource: str) -> SourceError:
+        reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason else exc
+        # NewConnectionError subclasses ConnectTimeoutError, so it is tested first.
+        if isinstance(reason, urllib3.exceptions.NameResolutionError):
+            why = "host name does not resolve"
+        elif isinstance(reason, urllib3.exceptions.NewConnectionError):
+            why = "cannot connect: " + str(reason).rsplit("connection: ", 1)[-1]
+        elif isinstance(reason, urllib3.exceptions.TimeoutError):
+            why = f"no answer within {self.timeout_s:g}s"
+        elif isinstance(reason, urllib3.exceptions.ProtocolError):
+            why = "connection dropped"
+        else:
+            why = type(reason).__name__
+        return SourceError(
+            "unavailable",
+            f"Kubernetes API at {self.server} unreachable ({why}) while trying to {verb} {resource}",
+        )
+
+    def _api_error(
+        self,
+        code: int | None,
+        reason: str | None,
+        raw: bytes | str | None,
+        verb: str,
+        resource: str,
+        namespace: str | None,
+    ) -> SourceError:
+        status = int(code or 0)
+        where = f" in namespace {namespace}" if namespace else ""
+        if status == 0:  # TLS failure and the like, raised by the client with no HTTP status
+            first = str(reason or "").splitlines()[0] if reason else "no response"
+            return SourceError(
+                "unavailable",
+                f"Kubernetes API at {self.server} unreachable ({first}) while trying to {verb} {resource}",
+            )
+        body = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else (raw or "")
+        message = _status_message(status, reason, body)
+        if status in (403, 404) and not _is_kubernetes_status(body):
+            # A proxy or a web server answered, not an API server: the address is wrong.
+            return SourceError(
+                "unavailable",
+                f"{self.server} is not a Kubernetes API server (HTTP {status} to {verb} {resource}, "
+                "no Kubernetes Status in the answer): check the kubeconfig's server address",
+            )
+        if status == 401:
+            return SourceError(
+                "unavailable",
+                f"Kubernetes API at {self.server}: credentials rejected (401) for {verb} {resource}",
+            )
+        if status == 403:
+            return SourceError("forbidden", message, verb=verb, resource=resource, namespace=namespace)
+        if status == 404 or (status == 400 and resource == "pods/log" and _NO_LOG.search(message)):
+            return SourceError("not_found", message, resource=resource, namespace=namespace)
+        if status >= 500 or status in (410, 429):  # 410: a paginated list outlived its snapshot
+            return SourceError(
+                "unavailable",
+                f"Kubernetes API at {self.server} answered {status} to {verb} {resource}{where}: {message}",
+            )
+        return SourceError("bad_input", f"{verb} {resource}{where} rejected ({status}): {message}")
+
+    def _get(self, res: Resource, name: str, namespace: str | None = None) -> K8sObject:
+        path = res.path(namespace, name)
+        body = self._send("GET", path, verb="get", resource=res.rbac, namespace=namespace)
+        obj: K8sObject = json.loads(body)
+        return obj
+
+    def _list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[K8sObject]:
+        """Every page of a list; items get the kind/apiVersion the server leaves off."""
+        path = res.path(namespace)
+        query: list[tuple[str, str | int | bool]] = []
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        query.append(("limit", self.page_size))
+        items: list[K8sObject] = []
+        token: str | None = None
+        while True:
+            page_query = [*query, ("continue", token)] if token else query
+            body = self._send("GET", path, page_query, verb="list", resource=res.rbac, namespace=namespace)
+            page = json.loads(body)
+            kind = str(page.get("kind") or "")
+            item_kind = kind[: -len("List")] if kind.endswith("List") else ""
+            api_version = page.get("apiVersion")
+            for item in page.get("items") or ():
+                if item_kind:
+                    item.setdefault("kind", item_kind)
+                if api_version:
+                    item.setdefault("apiVersion", api_version)
+                items.append(item)
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    # --- Cluster ---------------------------------------------------------------------
+
+    def get_pod(self, namespace: str, name: str) -> K8sObject:
+        return self._get(PODS, name, namespace)
+
+    def list_pods(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[K8sObject]:
+        return self._list(PODS, namespace, label_selector=label_selector, field_selector=field_selector)
+
+    def get_node(self, name: str) -> K8sObject:
+        return self._get(NODES, name)
+
+    def list_nodes(self, label_selector: str | None = None) -> list[K8sObject]:
+        return self._list(NODES, label_selector=label_selector)
+
+    def list_events(
+        self, namespace: str | None, kind: str | None = None, name: str | None = None
+    ) -> list[K8sObject]:
+        terms = []
+        if kind:
+            terms.append(f"involvedObject.kind={kind}")
+        if name:
+            terms.append(f"involvedObject.name={name}")
+        # A node's events carry no namespace and usually land in "default": search everywhere.
+        where = namespace if namespace and kind != "Node" else None
+        return self._list(EVENTS, where, field_selector=",".join(terms) or None)
+
+    def list_daemonsets(
+        self, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[K8sObject]:
+        return self._list(DAEMONSETS, namespace, label_selector=label_selector)
+
+    def list_custom(self, group: str, version: str, plural: str) -> list[K8sObject]:
+        versions = [version]
+        fallback = _FALLBACK_VERSIONS.get(plural)
+        if fallback and fallback != version:
+            versions.append(fallback)
+        for v in versions:
+            try:
+                return self._list(Resource(group, v, plural, namespaced=False))
+            except SourceError as err:
+                if err.kind != "not_found":
+                    raise
+        return []  # the CRD is not installed
+
+    def list_runtimeclasses(self) -> list[K8sObject]:
+        return self._list(RUNTIMECLASSES)
+
+    def pod_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        *,
+        previous: bool = False,
+        tail_lines: int | None = 500,
+    ) -> str:
+        query: list[tuple[str, str | int | bool]] = [("container", container)]
+        if previous:
+            query.append(("previous", True))
+        if tail_lines is not None:
+            query.append(("tailLines", tail_lines))
+        path = PODS.path(namespace, pod, "log")
+        body = self._send("GET", path, query, verb="get", resource="pods/log", namespace=namespace)
+        return body.decode("utf-8", "replace")
+
+    # --- ClusterWriter -----------------------------------------------------------------
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> K8sObject:
+        body = self._send(
+            "PATCH",
+            NODES.path(None, name),
+            verb="patch",
+            resource=NODES.rbac,
+            body=patch,
+            content_type=STRATEGIC_MERGE,
+        )
+        node: K8sObject = json.loads(body)
+        return node

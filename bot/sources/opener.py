@@ -1,0 +1,114 @@
+"""Choosing the sources: each of cluster, metrics and state on its own (spec/interfaces.md)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from bot.ops.config import Config
+from bot.sources.snapshot import SnapshotCluster
+from layers.sources import Cluster, ClusterWriter, NoTelemetry, SourceError, Telemetry
+
+
+@dataclass
+class Sources:
+    cluster: Cluster
+    writer: ClusterWriter
+    telemetry: Telemetry
+    description: str
+    offline: bool = False  # a scenario or a bundle: writes change only this process's copy
+
+
+def bundled_scenarios() -> list[Path]:
+    """The scenario files shipped with the package, sorted by name."""
+    folder = resources.files("bot") / "scenarios"
+    return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def resolve_scenario(ref: str) -> Path:
+    """A path, or the name of a bundled scenario (file stem or its `name:`)."""
+    path = Path(ref)
+    if path.exists():
+        return path
+    for p in bundled_scenarios():
+        if p.stem == ref or p.stem == ref.removesuffix(".yaml"):
+            return p
+    if "/" in ref or ref.endswith((".yaml", ".yml", ".json")):
+        return path  # let the loader say the file is missing, naming it
+    raise SourceError(
+        "bad_input", f"no scenario file or bundled scenario named {ref!r} (see `gpubot scenarios`)"
+    )
+
+
+def open_sources(
+    cfg: Config,
+    *,
+    scenario: str | None = None,
+    bundle: str | None = None,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    prometheus_url: str | None = None,
+) -> Sources:
+    from bot.ops.config import ConfigError, check_url
+    from bot.sources.scenario import build_sources, load_scenario
+
+    if scenario and bundle:
+        raise SourceError("bad_input", "give --scenario or --bundle, not both: each is a whole cluster")
+    scenario = scenario or (cfg.scenario if not bundle else None)
+    if prometheus_url:
+        check_url("--prometheus-url", prometheus_url, ("http", "https"))
+    prometheus_url = prometheus_url or cfg.prometheus_url
+    series_telemetry: Telemetry | None = None
+    cluster: SnapshotCluster | Cluster
+    writer: ClusterWriter
+    if bundle:
+        from bot.sources.bundle_reader import read_bundle
+
+        sc = read_bundle(bundle)
+        snap, series_telemetry = build_sources(sc)
+        cluster, writer, desc = snap, snap, f"bundle {bundle}"
+    elif scenario:
+        sc = load_scenario(resolve_scenario(scenario))
+        snap, series_telemetry = build_sources(sc)
+        cluster, writer, desc = snap, snap, f"scenario {sc.name}"
+    else:
+        from bot.sources.kube import KubeCluster
+
+        kube = KubeCluster.from_config(kubeconfig or cfg.kubeconfig, context)
+        cluster, writer, desc = kube, kube, kube.source
+    telemetry: Telemetry
+    if prometheus_url:
+        from bot.sources.prom import PrometheusTelemetry
+
+        if cfg.prometheus_ca and not os.path.isfile(cfg.prometheus_ca):
+            raise ConfigError(f"PROMETHEUS_CA_BUNDLE names no readable file: {cfg.prometheus_ca}")
+        telemetry = PrometheusTelemetry(
+            prometheus_url, token=cfg.prometheus_token, ca_bundle=cfg.prometheus_ca
+        )
+    elif series_telemetry is not None:
+        telemetry = series_telemetry
+    else:
+        telemetry = NoTelemetry(now=time.time)
+    return Sources(
+        offline=bool(scenario or bundle),
+        cluster=cluster,
+        writer=writer,
+        telemetry=telemetry,
+        description=f"{desc}; metrics: {telemetry.source}",
+    )
+
+
+def sources_from_args(cfg: Config, args: Any) -> Sources:
+    """The sources named by a command's standard flags (see bot/cli/args.py `add_sources`)."""
+    return open_sources(
+        cfg,
+        scenario=args.scenario,
+        bundle=args.bundle,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        prometheus_url=args.prometheus_url,
+    )

@@ -1,0 +1,233 @@
+"""What a walk knows while it runs: the target, the sources, and per-walk caches.
+
+Every read goes through here so one walk lists the nodes once and the
+operator pods once, however many layers look at them. A failed read is cached
+too: a 403 is reported by each layer that needed it, not retried by each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from layers.facts import objects as o
+from layers.facts.candidates import Candidates, candidate_nodes, carries_requested, pointed_at
+from layers.findings import Target
+from layers.sources import Cluster, K8sObject, SourceError, Telemetry
+
+T = TypeVar("T")
+
+# `app` label values of the GPU Operator and its operands
+# (gpu-operator assets/*/0500_daemonset.yaml), plus the validator's workload pods.
+OPERATOR_APPS: dict[str, str] = {
+    "gpu-operator": "operator",
+    "nvidia-driver-daemonset": "driver",
+    "nvidia-container-toolkit-daemonset": "toolkit",
+    "nvidia-device-plugin-daemonset": "device-plugin",
+    "gpu-feature-discovery": "gfd",
+    "nvidia-dcgm-exporter": "dcgm-exporter",
+    "nvidia-dcgm": "dcgm",
+    "nvidia-operator-validator": "validator",
+    "nvidia-cuda-validator": "cuda-validator",
+    "nvidia-device-plugin-validator": "plugin-validator",
+    "nvidia-mig-manager": "mig-manager",
+    "nvidia-device-plugin-mps-control-daemon": "mps-control-daemon",
+    "nvidia-node-status-exporter": "node-status-exporter",
+    "nvidia-vgpu-manager-daemonset": "vgpu-manager",
+    "nvidia-vgpu-device-manager": "vgpu-device-manager",
+    "nvidia-sandbox-validator": "sandbox-validator",
+    "nvidia-vfio-manager": "vfio-manager",
+    "nvidia-cc-manager": "cc-manager",
+    "nvidia-kata-manager": "kata-manager",
+    "nvidia-sandbox-device-plugin-daemonset": "sandbox-device-plugin",
+}
+# Standalone Helm charts (device plugin, GFD, dcgm-exporter) label by app.kubernetes.io/name.
+STANDALONE_NAMES: dict[str, str] = {
+    "nvidia-device-plugin": "device-plugin",
+    "gpu-feature-discovery": "gfd",
+    "dcgm-exporter": "dcgm-exporter",
+    "gpu-operator": "operator",
+}
+OPERATOR_SELECTORS = (
+    "app in (" + ",".join(OPERATOR_APPS) + ")",
+    # NVIDIADriver-managed driver pods are named after the CR, not the daemonset;
+    # OpenShift's per-RHCOS driver daemonsets (Driver Toolkit) carry their own
+    # app name, so they are found by the labels must-gather.sh uses.
+    "app.kubernetes.io/component=nvidia-driver",
+    "openshift.driver-toolkit",
+    "app.kubernetes.io/name in (" + ",".join(STANDALONE_NAMES) + ")",
+)
+
+
+def component(pod: K8sObject) -> str | None:
+    """Which operand a pod is ("driver", "device-plugin", "validator", …), or None."""
+    lab = o.labels(pod)
+    if lab.get("app.kubernetes.io/component") == "nvidia-driver" or "openshift.driver-toolkit" in lab:
+        return "driver"
+    app = lab.get("app")
+    if app in OPERATOR_APPS:
+        return OPERATOR_APPS[app]
+    std = lab.get("app.kubernetes.io/name")
+    if std in STANDALONE_NAMES:
+        # The device plugin's own chart (v0.15+) names its GFD pods after itself too:
+        # tell them apart by their container.
+        if any(c.get("name", "").startswith("gpu-feature-discovery") for c in o.containers(pod)):
+            return "gfd"
+        return STANDALONE_NAMES[std]
+    return None
+
+
+@dataclass(frozen=True)
+class Settings:
+    operator_namespace: str | None = None
+    log_tail_lines: int = 500
+
+
+class _Failed:
+    def __init__(self, error: SourceError) -> None:
+        self.error = error
+
+
+class WalkContext:
+    """The target and cached reads of one walk."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        telemetry: Telemetry,
+        target: Target,
+        pod: K8sObject | None,
+        settings: Settings | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.telemetry = telemetry
+        self.target = target
+        self.pod = pod  # None for a node-only walk (from the digest)
+        self.settings = settings or Settings()
+        self._cache: dict[object, object] = {}
+
+    def cached(self, key: object, read: Callable[[], T]) -> T:
+        """Run a read once per walk; a SourceError is cached and re-raised."""
+        if key in self._cache:
+            hit = self._cache[key]
+            if isinstance(hit, _Failed):
+                raise hit.error
+            return hit  # type: ignore[return-value]
+        try:
+            value = read()
+        except SourceError as err:
+            self._cache[key] = _Failed(err)
+            raise
+        self._cache[key] = value
+        return value
+
+    # --- nodes -------------------------------------------------------------------
+
+    def nodes(self) -> list[K8sObject]:
+        return self.cached("nodes", self.cluster.list_nodes)
+
+    def node(self, name: str) -> K8sObject | None:
+        by_name = self.cached("nodes_by_name", lambda: {o.name(n): n for n in self.nodes()})
+        return by_name.get(name)
+
+    def gpu_nodes(self) -> list[K8sObject]:
+        return self.cached("gpu_nodes", lambda: [n for n in self.nodes() if o.is_gpu_node(n)])
+
+    @property
+    def bound_node(self) -> str | None:
+        """The pod's node, or the node of a node walk."""
+        if self.pod is not None:
+            return o.pod_node(self.pod)
+        return self.target.node
+
+    def candidates(self) -> Candidates:
+        """The candidate nodes of the unbound target pod, once per walk (spec: Terms). Every layer
+        that picks nodes for an unbound pod picks among these. A node walk or a bound pod has
+        none: its node is the one examined. DRA pods get their predicate here (layers/facts/candidates.py)."""
+
+        def pick() -> Candidates:
+            if self.pod is None or self.bound_node:
+                return Candidates(nodes=(), carrying=())
+            return candidate_nodes(self.pod, self.nodes(), carries_requested(self.pod))
+
+        return self.cached("candidates", pick)
+
+    def examined_nodes(self) -> list[str]:
+        """Nodes later layers look at (spec/findings.md, Terms: examined nodes): the pod's node, else
+        the candidate nodes layer 1 points at (capacity above allocatable, not advertising), else
+        every candidate node."""
+        if self.bound_node:
+            return [self.bound_node]
+        return self.cached(
+            "examined",
+            lambda: pointed_at(
+                self.candidates().nodes, lambda n: bool(o.allocatable_gaps(n)) or not o.advertised(n)
+            ),
+        )
+
+    # --- operator ------------------------------------------------------------------
+
+    def operator_pods(self) -> list[K8sObject]:
+        """The GPU Operator's pod and its operands, found by label in any namespace."""
+
+        def read() -> list[K8sObject]:
+            seen: dict[tuple[str | None, str], K8sObject] = {}
+            ns = self.settings.operator_namespace
+            for selector in OPERATOR_SELECTORS:
+                for pod in self.cluster.list_pods(namespace=ns, label_selector=selector):
+                    seen[(o.namespace(pod), o.name(pod))] = pod
+            return list(seen.values())
+
+        return self.cached("operator_pods", read)
+
+    def operator_pods_on(self, node: str, comp: str | None = None) -> list[K8sObject]:
+        def index() -> dict[str | None, list[K8sObject]]:
+            # One pass over the operator pods, then a lookup per node: a pending pod
+            # examines every GPU node of a 5,000-node fleet.
+            by_node: dict[str | None, list[K8sObject]] = {}
+            for p in self.operator_pods():
+                by_node.setdefault(o.pod_node(p), []).append(p)
+            return by_node
+
+        pods = self.cached("operator_pods_by_node", index).get(node, [])
+        return pods if comp is None else [p for p in pods if component(p) == comp]
+
+    def operator_namespace(self) -> str | None:
+        """Where the operator runs: the setting, else the operator pod's namespace."""
+        if self.settings.operator_namespace:
+            return self.settings.operator_namespace
+        for p in self.operator_pods():
+            if component(p) == "operator":
+                return o.namespace(p)
+        for p in self.operator_pods():
+            return o.namespace(p)
+        return None
+
+    # --- events and logs -------------------------------------------------------------
+
+    def events(self, kind: str, namespace: str | None, name: str) -> list[K8sObject]:
+        return self.cached(
+            ("events", kind, namespace, name),
+            lambda: self.cluster.list_events(namespace, kind, name),
+        )
+
+    def log(self, namespace: str, pod: str, container: str, previous: bool = False) -> str | None:
+        """A container log, or None when the container has none (not an error)."""
+
+        def read() -> str | None:
+            try:
+                return self.cluster.pod_log(
+                    namespace, pod, container, previous=previous, tail_lines=self.settings.log_tail_lines
+                )
+            except SourceError as err:
+                if err.kind == "not_found":
+                    return None
+                raise
+
+        return self.cached(("log", namespace, pod, container, previous), read)
+
+    def custom(self, group: str, version: str, plural: str) -> list[K8sObject]:
+        return self.cached(
+            ("custom", group, plural), lambda: self.cluster.list_custom(group, version, plural)
+        )

@@ -1,0 +1,280 @@
+"""Where a pod may be placed: tolerations against taints, nodeSelector, required node affinity.
+
+Pure readers over the Kubernetes dicts following the scheduler's own rules
+(TaintToleration and NodeAffinity plugins), and the layer-1 findings that check
+what a FailedScheduling message said (taint, selector, cordon) against the nodes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from layers.facts import objects as o
+from layers.facts.schedmsg import SchedulingFailure
+from layers.findings import Finding, finding
+from layers.sources import K8sObject
+
+MAX_LISTED = 10  # nodes named in one finding's evidence; the rest are counted
+# The cordon taint is the scheduler's "were unschedulable", not an untolerated taint.
+CORDON_TAINT = "node.kubernetes.io/unschedulable"
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+    """The Kubernetes rule (ToleratesTaint): effect, key and operator Exists/Equal."""
+    for tol in tolerations:
+        effect = tol.get("effect") or ""
+        if effect and effect != taint.get("effect"):
+            continue
+        op = tol.get("operator") or "Equal"
+        key = tol.get("key") or ""
+        if not key:
+            if op == "Exists":
+                return True
+            continue
+        if key != taint.get("key"):
+            continue
+        if op == "Exists" or (op == "Equal" and (tol.get("value") or "") == (taint.get("value") or "")):
+            return True
+    return False
+
+
+def taint_text(t: Mapping[str, Any]) -> str:
+    """A taint as kubectl writes it: `key=value:Effect`."""
+    value = f"={t['value']}" if t.get("value") else ""
+    return f"{t.get('key')}{value}:{t.get('effect')}"
+
+
+def label_value(value: Any) -> str | None:
+    """A label or selector value as the API stores it: a string (YAML may give `true` or `8` unquoted)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _labels(node: K8sObject) -> dict[str, str | None]:
+    return {str(k): label_value(v) for k, v in o.labels(node).items()}
+
+
+def _term_matches(term: Mapping[str, Any], node: K8sObject) -> bool:
+    """One nodeSelectorTerm (matchExpressions on labels, matchFields on metadata.name)."""
+    lab = _labels(node)
+    for expr in term.get("matchExpressions") or []:
+        if not _expr_matches(expr, lab.get(str(expr.get("key")))):
+            return False
+    for expr in term.get("matchFields") or []:
+        if expr.get("key") == "metadata.name" and not _expr_matches(expr, o.name(node)):
+            return False
+    return True
+
+
+def _expr_matches(expr: Mapping[str, Any], value: str | None) -> bool:
+    op, values = expr.get("operator"), [label_value(v) for v in expr.get("values") or []]
+    if op == "In":
+        return value in values
+    if op == "NotIn":
+        return value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and values:
+        try:
+            limit = int(str(values[0]))
+            return int(value) > limit if op == "Gt" else int(value) < limit
+        except ValueError:
+            return False
+    return False
+
+
+def selector_misses(pod: K8sObject, node: K8sObject) -> list[str]:
+    """Why the pod's nodeSelector / required node affinity rejects the node (empty: it matches)."""
+    spec = pod.get("spec") or {}
+    lab = _labels(node)
+    wanted = {str(k): label_value(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+    why = [
+        f"nodeSelector {k}={v}, node has {k}={lab[k]}"
+        if k in lab
+        else f"nodeSelector {k}={v}, node lacks {k}"
+        for k, v in wanted.items()
+        if lab.get(k) != v
+    ]
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if terms and not any(_term_matches(t, node) for t in terms):
+        # Terms are ORed: say what fails in each, with the node's own value, so a person sees
+        # "nvidia.com/gpu.memory Gt 90000, node has 81920" rather than re-evaluating by hand.
+        why.append("required node affinity: " + " or ".join(_term_miss(t, node) for t in terms))
+    return why
+
+
+def _term_miss(term: Mapping[str, Any], node: K8sObject) -> str:
+    """The first expression of a nodeSelectorTerm that the node fails, with the node's value."""
+    lab = _labels(node)
+    for expr in term.get("matchExpressions") or []:
+        key = str(expr.get("key"))
+        if not _expr_matches(expr, lab.get(key)):
+            return _expr_text(expr) + (
+                f", node has {key}={lab[key]}" if key in lab else f", node lacks {key}"
+            )
+    for expr in term.get("matchFields") or []:
+        if expr.get("key") == "metadata.name" and not _expr_matches(expr, o.name(node)):
+            return _expr_text(expr) + f", node is {o.name(node)}"
+    return "an empty term"
+
+
+def _expr_text(expr: Mapping[str, Any]) -> str:
+    values = [label_value(v) or "" for v in expr.get("values") or []]
+    shown = f" {','.join(values)}" if values else ""
+    return f"{expr.get('key')} {expr.get('operator')}{shown}"
+
+
+# Added to every pod by the DefaultTolerationSeconds admission plugin: noise in evidence.
+_DEFAULT_TOLERATIONS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def toleration_text(tol: Mapping[str, Any]) -> str:
+    """A toleration as a person writes it: `key=value:Effect`, `key:Effect (Exists)`, `* (Exists)`."""
+    key = tol.get("key") or "*"
+    op = tol.get("operator") or "Equal"
+    value = f"={tol.get('value')}" if op == "Equal" and tol.get("value") else ""
+    effect = f":{tol['effect']}" if tol.get("effect") else ""
+    return f"{key}{value}{effect}" + (" (Exists)" if op == "Exists" else "")
+
+
+def tolerations_shown(tolerations: Sequence[Mapping[str, Any]]) -> str:
+    own = [
+        t
+        for t in tolerations
+        if not (t.get("key") in _DEFAULT_TOLERATIONS and t.get("tolerationSeconds") is not None)
+    ]
+    return ", ".join(toleration_text(t) for t in own) or "none (only the default not-ready/unreachable ones)"
+
+
+def near_miss(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> str:
+    """Why a toleration for the taint's key does not apply (wrong effect or value), or ''."""
+    for tol in tolerations:
+        if tol.get("key") != taint.get("key"):
+            continue
+        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
+            return f" (it tolerates {taint.get('key')} only with effect {tol.get('effect')})"
+        if (tol.get("operator") or "Equal") == "Equal" and (tol.get("value") or "") != (
+            taint.get("value") or ""
+        ):
+            return f" (it tolerates {taint.get('key')} only with value {tol.get('value') or '(empty)'!s})"
+    return ""
+
+
+def listed(lines: Sequence[str]) -> list[str]:
+    """At most MAX_LISTED lines of evidence; the rest are counted."""
+    extra = len(lines) - MAX_LISTED
+    return [*lines[:MAX_LISTED], *([f"… and {extra} more"] if extra > 0 else [])]
+
+
+def one_node(names: Sequence[str]) -> str | None:
+    """The node a finding is about, when it is about exactly one."""
+    return names[0] if len(names) == 1 else None
+
+
+# --- what the scheduler said, checked against the nodes ----------------------------------
+
+
+def scheduler_reasons(
+    pod: K8sObject,
+    failures: list[SchedulingFailure],
+    *,
+    taint_nodes: Sequence[K8sObject],
+    selector_nodes: Sequence[K8sObject],
+    candidates: Sequence[K8sObject],
+) -> list[Finding]:
+    """What the scheduler said, checked against the nodes it can be about: taints against
+    `taint_nodes`, the selector against `selector_nodes`, cordons against the candidate nodes."""
+    ns, name = o.namespace(pod), o.name(pod)
+    spec = pod.get("spec") or {}
+    out: list[Finding] = []
+
+    def said(flag: str) -> str:
+        """The latest message that reported this reason."""
+        return next(f.message for f in reversed(failures) if getattr(f, flag))
+
+    if any(f.untolerated_taint for f in failures):
+        tolerations = spec.get("tolerations") or []
+        by_taint: dict[str, list[str]] = defaultdict(list)
+        near: dict[str, str] = {}
+        for node in taint_nodes:
+            for taint in (node.get("spec") or {}).get("taints") or []:
+                if taint.get("effect") not in BLOCKING_EFFECTS or taint.get("key") == CORDON_TAINT:
+                    continue
+                if not tolerates(tolerations, taint):
+                    by_taint[taint_text(taint)].append(o.name(node))
+                    near[taint_text(taint)] = near_miss(tolerations, taint)
+        for shown, names in sorted(by_taint.items()):
+            out.append(
+                finding(
+                    "L1_UNTOLERATED_TAINT",
+                    f"{len(names)} GPU node(s) ({', '.join(names[:3])}) have taint {shown} that "
+                    f"{ns}/{name} does not tolerate{near[shown]}: add a toleration or remove the taint",
+                    evidence=[
+                        f"scheduler: {said('untolerated_taint')}",
+                        *listed([f"{n}: taint {shown}" for n in names]),
+                        f"pod tolerations: {tolerations_shown(tolerations)}",
+                    ],
+                    commands=[
+                        "kubectl get nodes -o custom-columns='NODE:.metadata.name,TAINTS:.spec.taints'",
+                        f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.tolerations}}'",
+                    ],
+                    node=one_node(names),
+                )
+            )
+
+    if any(f.selector_mismatch for f in failures):
+        misses = {o.name(n): why for n in selector_nodes if (why := selector_misses(pod, n))}
+        if misses:
+            names = sorted(misses)
+            out.append(
+                finding(
+                    "L1_SELECTOR_MISMATCH",
+                    f"{len(names)} of {len(selector_nodes)} GPU node(s) do not match the node selector/affinity of "
+                    f"{ns}/{name}: fix the selector or the node labels",
+                    evidence=[
+                        f"scheduler: {said('selector_mismatch')}",
+                        f"pod nodeSelector: {spec.get('nodeSelector') or 'none'}",
+                        *listed([f"{n}: {'; '.join(misses[n])}" for n in names]),
+                    ],
+                    commands=[
+                        f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.nodeSelector}} {{.spec.affinity}}'",
+                        f"kubectl get nodes --show-labels | grep -E '{'|'.join(names[:5])}'",
+                    ],
+                    node=one_node(names),
+                )
+            )
+
+    if any(f.unschedulable for f in failures):
+        cordoned = [o.name(n) for n in candidates if o.is_unschedulable(n)]
+        if cordoned:
+            out.append(
+                finding(
+                    "L1_NODES_UNSCHEDULABLE",
+                    f"{len(cordoned)} GPU node(s) that advertise the requested resource are cordoned "
+                    f"({', '.join(cordoned[:3])}): uncordon them once they are healthy",
+                    evidence=[
+                        f"scheduler: {said('unschedulable')}",
+                        *listed([f"{n}: spec.unschedulable=true" for n in cordoned]),
+                    ],
+                    commands=[
+                        "kubectl get nodes --field-selector spec.unschedulable=true",
+                        *(
+                            f"kubectl describe node {n} | grep -iE 'Taints|Unschedulable'"
+                            for n in cordoned[:3]
+                        ),
+                    ],
+                    node=one_node(cordoned),
+                )
+            )
+    return out
