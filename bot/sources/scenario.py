@@ -9,24 +9,22 @@ from __future__ import annotations
 
 import gc
 import json
-import math
 import pickle
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
 import yaml
 
-from bot.sources.exposition import ExpositionError, parse_exposition
-from bot.sources.series import SeriesData, SeriesTelemetry, prom_labels  # SeriesData is part of this API
+from bot.sources.scenario_model import Scenario, ScenarioError, parse_now, rfc3339, show
+from bot.sources.scenario_series import add_exposition, read_metrics
+from bot.sources.series import SeriesData, SeriesTelemetry  # SeriesData is part of this API
 from bot.sources.snapshot import SnapshotCluster
 
-# Writing a scenario back out is bot/sources/scenario_write.py (it imports this module, never the reverse).
+# Scenario, ScenarioError and rfc3339 live in bot/sources/scenario_model.py (writing shares them); re-exported.
 __all__ = [
     "Scenario",
     "ScenarioError",
@@ -38,11 +36,7 @@ __all__ = [
 ]
 
 TOP_LEVEL_KEYS = ("kind", "name", "description", "now", "objects", "logs", "metrics", "exposition")
-_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 _LOG_KEY = re.compile(r"[^/#\s]+/[^/#\s]+/[^/#\s]+(#previous)?\Z")
-_ABSOLUTE_SECONDS = 1e9  # numbers above this are Unix seconds, at or below 0 are relative to `now`
-_TIME_EXPECTED = "expected seconds relative to now (<= 0), Unix seconds (> 1e9) or an RFC 3339 time"
 
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -54,34 +48,6 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
         first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
         for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
     }
-
-
-class ScenarioError(Exception):
-    """One line: `<file>: <key path>: <what was expected>`."""
-
-    def __init__(self, source: str, key_path: str, message: str) -> None:
-        super().__init__(": ".join(p for p in (source, key_path, message) if p))
-        self.source = source
-        self.key_path = key_path
-        self.message = message
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    description: str
-    now: float  # unix seconds
-    objects: list[dict[str, Any]]
-    logs: dict[str, str]
-    series: list[SeriesData]
-    path: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # the `x-` keys, kept as written
-
-
-def rfc3339(t: float) -> str:
-    dt = datetime.fromtimestamp(t, tz=UTC)
-    text = dt.isoformat(timespec="milliseconds" if t % 1 else "seconds")
-    return text.replace("+00:00", "Z")
 
 
 # --- reading ---------------------------------------------------------------------
@@ -110,11 +76,6 @@ def _fleet_sized_data() -> Iterator[list[int]]:
             gc.freeze()
         if was_enabled:
             gc.enable()
-
-
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class _SharedStrings:
@@ -171,60 +132,13 @@ def load_scenario(path: str | Path) -> Scenario:
     return scenario
 
 
-def _parse_datetime(value: object) -> float | None:
-    if isinstance(value, datetime):
-        dt = value
-    elif isinstance(value, str) and len(value.strip()) > 10:
-        try:
-            dt = datetime.fromisoformat(value.strip())
-        except ValueError:
-            return None
-    else:
-        return None
-    # Kubernetes times are UTC; a time written without an offset is read as UTC.
-    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
-
-
-def _parse_now(value: object, source: str) -> float:
-    t = _parse_datetime(value)
-    if t is None:
-        n = _number(value)
-        t = n if n is not None and math.isfinite(n) and n > _ABSOLUTE_SECONDS else None
-    if t is None:
-        raise ScenarioError(
-            source, "now", f"expected an RFC 3339 time or Unix seconds (> 1e9), got {_show(value)}"
-        )
-    return t
-
-
-def _parse_time(value: object, now: float, source: str, path: str) -> float:
-    n = _number(value)
-    if n is not None and math.isfinite(n):
-        if n <= 0:
-            return now + n
-        if n > _ABSOLUTE_SECONDS:
-            return n
-    elif (t := _parse_datetime(value)) is not None:
-        return t
-    raise ScenarioError(source, path, f"{_TIME_EXPECTED}, got {_show(value)}")
-
-
 def _objects(raw: object, source: str, path: str, out: list[dict[str, Any]]) -> None:
     if not isinstance(raw, list):
-        raise ScenarioError(source, path, f"expected a list of Kubernetes objects, got {_show(raw)}")
+        raise ScenarioError(source, path, f"expected a list of Kubernetes objects, got {show(raw)}")
     for i, obj in enumerate(raw):
         where = f"{path}[{i}]"
         if not isinstance(obj, dict):
-            raise ScenarioError(source, where, f"expected a Kubernetes object (a mapping), got {_show(obj)}")
+            raise ScenarioError(source, where, f"expected a Kubernetes object (a mapping), got {show(obj)}")
         kind = obj.get("kind")
         if not isinstance(kind, str) or not kind:
             raise ScenarioError(source, where, "expected a `kind` (e.g. Node, Pod, Event)")
@@ -295,18 +209,18 @@ _SHAPES: dict[str, dict[str, Any]] = {
 def _check_shape(value: Any, shape: Any, source: str, path: str) -> None:
     if isinstance(shape, dict):
         if not isinstance(value, dict):
-            raise ScenarioError(source, path, f"expected a mapping, got {_show(value)}")
+            raise ScenarioError(source, path, f"expected a mapping, got {show(value)}")
         for key, inner in shape.items():
             if value.get(key) is not None:
                 _check_shape(value[key], inner, source, f"{path}.{key}")
     elif isinstance(shape, list):
         if not isinstance(value, list):
-            raise ScenarioError(source, path, f"expected a list, got {_show(value)}")
+            raise ScenarioError(source, path, f"expected a list, got {show(value)}")
         for i, item in enumerate(value):
             _check_shape(item, shape[0], source, f"{path}[{i}]")
     elif not isinstance(value, shape):
         what = "a mapping" if shape is dict else "a list"
-        raise ScenarioError(source, path, f"expected {what}, got {_show(value)}")
+        raise ScenarioError(source, path, f"expected {what}, got {show(value)}")
 
 
 def _as_api_strings(meta: dict[str, Any], field_name: str, source: str, path: str) -> None:
@@ -315,7 +229,7 @@ def _as_api_strings(meta: dict[str, Any], field_name: str, source: str, path: st
     if values is None:
         return
     if not isinstance(values, dict):
-        raise ScenarioError(source, path, f"expected a mapping of strings, got {_show(values)}")
+        raise ScenarioError(source, path, f"expected a mapping of strings, got {show(values)}")
     for key, value in values.items():
         if isinstance(value, str):
             continue
@@ -324,13 +238,13 @@ def _as_api_strings(meta: dict[str, Any], field_name: str, source: str, path: st
         elif isinstance(value, int | float) or value is None:
             values[key] = "" if value is None else str(value)
         else:
-            raise ScenarioError(source, f"{path}[{key!r}]", f"expected a string, got {_show(value)}")
+            raise ScenarioError(source, f"{path}[{key!r}]", f"expected a string, got {show(value)}")
 
 
 def _logs(raw: object, source: str) -> dict[str, str]:
     if not isinstance(raw, dict):
         raise ScenarioError(
-            source, "logs", f'expected a mapping "namespace/pod/container" -> text, got {_show(raw)}'
+            source, "logs", f'expected a mapping "namespace/pod/container" -> text, got {show(raw)}'
         )
     for key, text in raw.items():
         if not isinstance(key, str) or not _LOG_KEY.match(key):
@@ -338,146 +252,8 @@ def _logs(raw: object, source: str) -> dict[str, str]:
                 source, f"logs[{key!r}]", 'expected a key "namespace/pod/container" (or "...#previous")'
             )
         if not isinstance(text, str):
-            raise ScenarioError(source, f"logs[{key!r}]", f"expected the log text, got {_show(text)}")
+            raise ScenarioError(source, f"logs[{key!r}]", f"expected the log text, got {show(text)}")
     return raw
-
-
-def _labels(
-    raw: object, source: str, path: str, checked: set[str], strings: dict[str, str]
-) -> dict[str, str]:
-    """`checked`: label names already found valid; they repeat across a fleet's series.
-    `strings`: one copy of each label value (a node's name is in 48 series of a fleet)."""
-    if not isinstance(raw, dict):
-        raise ScenarioError(source, path, f"expected a label mapping with __name__, got {_show(raw)}")
-    labels: dict[str, str] = {}
-    for name, value in raw.items():
-        if name not in checked:
-            if not isinstance(name, str) or not _LABEL_NAME.match(name):
-                raise ScenarioError(source, path, f"invalid label name {_show(name)}")
-            checked.add(name)
-        if type(value) is not str:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ScenarioError(
-                    source, f"{path}.{name}", f"expected a string label value, got {_show(value)}"
-                )
-            value = str(value)  # `gpu: 3` written unquoted
-        if value != "":  # Prometheus: an empty label value is no label
-            labels[name] = strings.setdefault(value, value)
-    metric = labels.get("__name__")
-    if not metric:
-        raise ScenarioError(source, path, "expected `__name__` (the metric name)")
-    if not _METRIC_NAME.match(metric):
-        raise ScenarioError(source, f"{path}.__name__", f"invalid metric name {metric!r}")
-    return labels
-
-
-def _point(pair: object, now: float, source: str, where: str) -> tuple[float, float]:
-    if not isinstance(pair, list) or len(pair) != 2:
-        raise ScenarioError(source, where, f"expected [time, value], got {_show(pair)}")
-    t = _parse_time(pair[0], now, source, f"{where}[0]")
-    v = _number(pair[1])
-    if v is None:
-        raise ScenarioError(source, f"{where}[1]", f"expected a number, got {_show(pair[1])}")
-    return t, v
-
-
-def _points(raw: object, now: float, source: str, path: str) -> list[tuple[float, float]]:
-    if not isinstance(raw, list) or not raw:
-        raise ScenarioError(source, path, f"expected a list of [time, value], got {_show(raw)}")
-    points: list[tuple[float, float]] = []
-    last = -math.inf
-    latest = now + 0.0005  # sub-millisecond slack: Prometheus keeps milliseconds
-    for j, pair in enumerate(raw):
-        # Fast path for the common [relative seconds, number]: a 40,000-series scenario loads in a blink.
-        if (
-            type(pair) is list
-            and len(pair) == 2
-            and type(pair[1]) in (int, float)
-            and type(pair[0]) in (int, float)
-        ):
-            t0 = pair[0]
-            t = now + t0 if t0 <= 0 else (t0 if t0 > _ABSOLUTE_SECONDS else math.nan)
-            v = float(pair[1])
-            if not math.isfinite(t):  # between 0 and 1e9, or not finite: the slow path explains it
-                t, v = _point(pair, now, source, f"{path}[{j}]")
-        else:
-            t, v = _point(pair, now, source, f"{path}[{j}]")
-        if not t <= latest or t <= last:
-            where = f"{path}[{j}]"
-            if t > latest:
-                raise ScenarioError(source, where, f"time {rfc3339(t)} is after now ({rfc3339(now)})")
-            raise ScenarioError(
-                source, where, f"times must increase: {rfc3339(t)} is not after {rfc3339(last)}"
-            )
-        points.append((t, v))
-        last = t
-    return points
-
-
-def _metrics(raw: object, now: float, source: str, consume: bool = False) -> list[SeriesData]:
-    """`consume`: the list is the caller's to spend; each entry is dropped once read (peak memory)."""
-    if not isinstance(raw, list):
-        raise ScenarioError(
-            source, "metrics", f"expected a list of {{metric: ..., values: ...}}, got {_show(raw)}"
-        )
-    series: list[SeriesData] = []
-    seen: dict[int, int] = {}  # hash of a label set -> the first entry with it
-    collided: dict[frozenset[tuple[str, str]], int] = {}
-    checked: set[str] = set()
-    strings: dict[str, str] = {}
-    for i, entry in enumerate(raw):
-        where = f"metrics[{i}]"
-        if not isinstance(entry, dict):
-            raise ScenarioError(source, where, f"expected {{metric: ..., values: ...}}, got {_show(entry)}")
-        unknown = sorted(set(map(str, entry)) - {"metric", "values", "value"})
-        if unknown:
-            raise ScenarioError(source, f"{where}.{unknown[0]}", "unknown key (expected metric and values)")
-        labels = _labels(entry.get("metric"), source, f"{where}.metric", checked, strings)
-        if "value" in entry:  # a pasted Prometheus instant-query result
-            points = _points([entry["value"]], now, source, f"{where}.value")
-        else:
-            points = _points(entry.get("values"), now, source, f"{where}.values")
-        # Keyed by the label set's hash (an int) rather than the set itself: a fleet has
-        # 240,000 series, and their frozensets alone would take ~250 MB at the peak.
-        key = frozenset(labels.items())
-        first = seen.setdefault(hash(key), i)
-        if first != i:
-            if series[first].labels == labels:
-                first_seen: int | None = first
-            else:  # two label sets with one hash: rare enough to keep the sets themselves
-                first_seen = collided.setdefault(key, i)
-                first_seen = None if first_seen == i else first_seen
-            if first_seen is not None:
-                raise ScenarioError(
-                    source, where, f"same labels as metrics[{first_seen}]: expected one entry per series"
-                )
-        series.append(SeriesData(labels, points))  # series[i] is metrics[i]
-        if consume:
-            raw[i] = None
-    return series
-
-
-def _add_exposition(raw: object, now: float, source: str, series: list[SeriesData]) -> None:
-    if not isinstance(raw, str):
-        raise ScenarioError(source, "exposition", f"expected /metrics text, got {_show(raw)}")
-    try:
-        samples = parse_exposition(raw)
-    except ExpositionError as e:
-        raise ScenarioError(source, "exposition", str(e)) from None
-    by_labels = {frozenset(s.labels.items()): s for s in series}
-    for labels, value in samples:
-        labels = prom_labels(labels)
-        key = frozenset(labels.items())
-        existing = by_labels.get(key)
-        if existing is None:
-            by_labels[key] = new = SeriesData(labels, [(now, value)])
-            series.append(new)
-        elif existing.points[-1][0] < now:
-            existing.points.append((now, value))
-        else:
-            raise ScenarioError(
-                source, "exposition", f"{labels['__name__']}{_show(labels)}: a second sample at now"
-            )
 
 
 def parse_scenario(
@@ -486,10 +262,10 @@ def parse_scenario(
     """`consume`: `data` was decoded for this call only; its metric entries are freed as they are read."""
     if not isinstance(data, dict):
         raise ScenarioError(
-            source, "", f"expected a mapping with `kind: Scenario` at the top, got {_show(data)}"
+            source, "", f"expected a mapping with `kind: Scenario` at the top, got {show(data)}"
         )
     if data.get("kind") != "Scenario":
-        got = f", got {_show(data['kind'])}" if "kind" in data else ""
+        got = f", got {show(data['kind'])}" if "kind" in data else ""
         raise ScenarioError(source, "kind", f"expected `kind: Scenario`{got}")
     extra: dict[str, Any] = {}
     for key in data:
@@ -501,18 +277,18 @@ def parse_scenario(
             )
     for key in ("name", "description"):
         if data.get(key) is not None and not isinstance(data[key], str):
-            raise ScenarioError(source, key, f"expected text, got {_show(data[key])}")
+            raise ScenarioError(source, key, f"expected text, got {show(data[key])}")
     if data.get("now") is not None:
-        now = _parse_now(data["now"], source)
+        now = parse_now(data["now"], source)
     else:
         now = now_default if now_default is not None else float(int(time.time()))
     objects: list[dict[str, Any]] = []
     if data.get("objects") is not None:
         _objects(data["objects"], source, "objects", objects)
     logs = _logs(data["logs"], source) if data.get("logs") is not None else {}
-    series = _metrics(data["metrics"], now, source, consume) if data.get("metrics") is not None else []
+    series = read_metrics(data["metrics"], now, source, consume) if data.get("metrics") is not None else []
     if data.get("exposition") is not None:
-        _add_exposition(data["exposition"], now, source, series)
+        add_exposition(data["exposition"], now, source, series)
     path = None if source.startswith("<") else source
     return Scenario(
         name=data.get("name") or Path(source).stem,

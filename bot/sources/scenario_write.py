@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from bot.sources.scenario import Scenario, rfc3339
+from bot.sources.scenario_model import Scenario, rfc3339
 
 _BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 

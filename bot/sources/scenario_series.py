@@ -1,0 +1,155 @@
+"""A scenario's metrics: `metrics:` entries (range or instant-query results) and pasted /metrics text.
+
+Samples are [time, value] pairs (times relative to `now`, Unix seconds or RFC 3339),
+increasing and not after `now`; labels are checked as Prometheus' are, each series once.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from bot.sources.exposition import ExpositionError, parse_exposition
+from bot.sources.scenario_model import ABSOLUTE_SECONDS, ScenarioError, number, parse_time, rfc3339, show
+from bot.sources.series import SeriesData, prom_labels
+
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+
+
+def _labels(
+    raw: object, source: str, path: str, checked: set[str], strings: dict[str, str]
+) -> dict[str, str]:
+    """`checked`: label names already found valid; they repeat across a fleet's series.
+    `strings`: one copy of each label value (a node's name is in 48 series of a fleet)."""
+    if not isinstance(raw, dict):
+        raise ScenarioError(source, path, f"expected a label mapping with __name__, got {show(raw)}")
+    labels: dict[str, str] = {}
+    for name, value in raw.items():
+        if name not in checked:
+            if not isinstance(name, str) or not _LABEL_NAME.match(name):
+                raise ScenarioError(source, path, f"invalid label name {show(name)}")
+            checked.add(name)
+        if type(value) is not str:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ScenarioError(
+                    source, f"{path}.{name}", f"expected a string label value, got {show(value)}"
+                )
+            value = str(value)  # `gpu: 3` written unquoted
+        if value != "":  # Prometheus: an empty label value is no label
+            labels[name] = strings.setdefault(value, value)
+    metric = labels.get("__name__")
+    if not metric:
+        raise ScenarioError(source, path, "expected `__name__` (the metric name)")
+    if not _METRIC_NAME.match(metric):
+        raise ScenarioError(source, f"{path}.__name__", f"invalid metric name {metric!r}")
+    return labels
+
+
+def _point(pair: object, now: float, source: str, where: str) -> tuple[float, float]:
+    if not isinstance(pair, list) or len(pair) != 2:
+        raise ScenarioError(source, where, f"expected [time, value], got {show(pair)}")
+    t = parse_time(pair[0], now, source, f"{where}[0]")
+    v = number(pair[1])
+    if v is None:
+        raise ScenarioError(source, f"{where}[1]", f"expected a number, got {show(pair[1])}")
+    return t, v
+
+
+def _points(raw: object, now: float, source: str, path: str) -> list[tuple[float, float]]:
+    if not isinstance(raw, list) or not raw:
+        raise ScenarioError(source, path, f"expected a list of [time, value], got {show(raw)}")
+    points: list[tuple[float, float]] = []
+    last = -math.inf
+    latest = now + 0.0005  # sub-millisecond slack: Prometheus keeps milliseconds
+    for j, pair in enumerate(raw):
+        # Fast path for the common [relative seconds, number]: a 40,000-series scenario loads in a blink.
+        if (
+            type(pair) is list
+            and len(pair) == 2
+            and type(pair[1]) in (int, float)
+            and type(pair[0]) in (int, float)
+        ):
+            t0 = pair[0]
+            t = now + t0 if t0 <= 0 else (t0 if t0 > ABSOLUTE_SECONDS else math.nan)
+            v = float(pair[1])
+            if not math.isfinite(t):  # between 0 and 1e9, or not finite: the slow path explains it
+                t, v = _point(pair, now, source, f"{path}[{j}]")
+        else:
+            t, v = _point(pair, now, source, f"{path}[{j}]")
+        if not t <= latest or t <= last:
+            where = f"{path}[{j}]"
+            if t > latest:
+                raise ScenarioError(source, where, f"time {rfc3339(t)} is after now ({rfc3339(now)})")
+            raise ScenarioError(
+                source, where, f"times must increase: {rfc3339(t)} is not after {rfc3339(last)}"
+            )
+        points.append((t, v))
+        last = t
+    return points
+
+
+def read_metrics(raw: object, now: float, source: str, consume: bool = False) -> list[SeriesData]:
+    """`consume`: the list is the caller's to spend; each entry is dropped once read (peak memory)."""
+    if not isinstance(raw, list):
+        raise ScenarioError(
+            source, "metrics", f"expected a list of {{metric: ..., values: ...}}, got {show(raw)}"
+        )
+    series: list[SeriesData] = []
+    seen: dict[int, int] = {}  # hash of a label set -> the first entry with it
+    collided: dict[frozenset[tuple[str, str]], int] = {}
+    checked: set[str] = set()
+    strings: dict[str, str] = {}
+    for i, entry in enumerate(raw):
+        where = f"metrics[{i}]"
+        if not isinstance(entry, dict):
+            raise ScenarioError(source, where, f"expected {{metric: ..., values: ...}}, got {show(entry)}")
+        unknown = sorted(set(map(str, entry)) - {"metric", "values", "value"})
+        if unknown:
+            raise ScenarioError(source, f"{where}.{unknown[0]}", "unknown key (expected metric and values)")
+        labels = _labels(entry.get("metric"), source, f"{where}.metric", checked, strings)
+        if "value" in entry:  # a pasted Prometheus instant-query result
+            points = _points([entry["value"]], now, source, f"{where}.value")
+        else:
+            points = _points(entry.get("values"), now, source, f"{where}.values")
+        # Keyed by the label set's hash (an int) rather than the set itself: a fleet has
+        # 240,000 series, and their frozensets alone would take ~250 MB at the peak.
+        key = frozenset(labels.items())
+        first = seen.setdefault(hash(key), i)
+        if first != i:
+            if series[first].labels == labels:
+                first_seen: int | None = first
+            else:  # two label sets with one hash: rare enough to keep the sets themselves
+                first_seen = collided.setdefault(key, i)
+                first_seen = None if first_seen == i else first_seen
+            if first_seen is not None:
+                raise ScenarioError(
+                    source, where, f"same labels as metrics[{first_seen}]: expected one entry per series"
+                )
+        series.append(SeriesData(labels, points))  # series[i] is metrics[i]
+        if consume:
+            raw[i] = None
+    return series
+
+
+def add_exposition(raw: object, now: float, source: str, series: list[SeriesData]) -> None:
+    if not isinstance(raw, str):
+        raise ScenarioError(source, "exposition", f"expected /metrics text, got {show(raw)}")
+    try:
+        samples = parse_exposition(raw)
+    except ExpositionError as e:
+        raise ScenarioError(source, "exposition", str(e)) from None
+    by_labels = {frozenset(s.labels.items()): s for s in series}
+    for labels, value in samples:
+        labels = prom_labels(labels)
+        key = frozenset(labels.items())
+        existing = by_labels.get(key)
+        if existing is None:
+            by_labels[key] = new = SeriesData(labels, [(now, value)])
+            series.append(new)
+        elif existing.points[-1][0] < now:
+            existing.points.append((now, value))
+        else:
+            raise ScenarioError(
+                source, "exposition", f"{labels['__name__']}{show(labels)}: a second sample at now"
+            )
