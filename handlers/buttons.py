@@ -36,7 +36,7 @@ from handlers.blocks import (
 from handlers.digest import DIAGNOSE, parse_button_value
 from handlers.escape import escape
 from handlers.ports import StateUnavailable
-from handlers.walks import CLAIM_S, WalkService
+from handlers.walks import WalkService
 from handlers.walkstate import Walk, WalkGone
 from layers.facts.target import check_object_name
 from layers.findings import Target, WalkResult
@@ -299,7 +299,7 @@ class Buttons:
             "try again in a moment. If it persists, check REDIS_URL and the Redis service.",
         )
 
-    def _claim(self, walk: Walk, name: str, user: str, ttl_s: int | None = None) -> bool:
+    def _claim(self, walk: Walk, name: str, user: str, ttl_s: int | float | None = None) -> bool:
         return self.service.claim(walk.walk_id, name, user, ttl_s)
 
     def _release(self, walk: Walk, name: str) -> None:
@@ -318,8 +318,8 @@ class Buttons:
     def _diagnose(self, click: Click, walk: Walk) -> str:
         node = walk.target.node or ""
         # A started walk has its root posted; the claim only covers the run itself (a dead replica's
-        # claim expires after CLAIM_S instead of blocking the button for the whole retention).
-        if walk.root_ts is not None or not self._claim(walk, "diagnose", click.user, CLAIM_S):
+        # claim expires after the service's claim_s instead of blocking the button for the whole retention).
+        if walk.root_ts is not None or not self._claim(walk, "diagnose", click.user, self.service.claim_s):
             self._tell(click, f"{escape(node)} is already being diagnosed in this digest's thread.")
             return REPEATED
         self._audit(walk, click, f"asked to diagnose `{escape(node)}`")
@@ -339,7 +339,7 @@ class Buttons:
             return NOTHING
         # The stored result says done even when its claim could not be kept (see WalkService).
         if layer in self.service.results(walk.walk_id) or not self._claim(
-            walk, f"layer:{layer}", click.user, CLAIM_S
+            walk, f"layer:{layer}", click.user, self.service.claim_s
         ):
             self._tell(click, f"layer {layer} has already been run for this walk: see the thread.")
             return REPEATED
@@ -363,7 +363,7 @@ class Buttons:
             self._tell(click, "every layer has already been run for this walk: see the thread.")
             return NOTHING
         # Held only while this click runs: each layer's own claim keeps it from running twice.
-        if not self._claim(walk, "walk_all", click.user, CLAIM_S):
+        if not self._claim(walk, "walk_all", click.user, self.service.claim_s):
             self._tell(click, "the remaining layers are already being walked for this thread.")
             return REPEATED
         try:

@@ -6,6 +6,7 @@ Names are validated as Kubernetes names here, before any API call
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from handlers.escape import escape
@@ -15,9 +16,15 @@ USAGE = (
     "*Usage*\n"
     "• `/gpu why <pod>` · `/gpu why <namespace>/<pod>` · `/gpu why <pod> -n <namespace>`: "
     "walk the five layers for a pod, in a thread\n"
+    "• `/gpu why <cluster>/<namespace>/<pod>` · `/gpu why <pod> -n <namespace> --cluster <cluster>`: "
+    "the same, on one of several clusters\n"
+    "• `/gpu clusters`: the clusters this bot serves, with their agents' last heartbeat\n"
     "• `/gpu digest`: post the GPU fleet digest now, in this channel\n"
     "• `/gpu help`: this message"
 )
+
+# A cluster name is part of Redis keys and of `CLUSTER/NS/POD`: a DNS label, no slash.
+CLUSTER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class CommandError(ValueError):
@@ -28,10 +35,16 @@ class CommandError(ValueError):
 class Why:
     namespace: str
     pod: str
+    cluster: str | None = None  # None: the only cluster (or, with one process, this one)
 
     @property
     def label(self) -> str:
         return f"{self.namespace}/{self.pod}"
+
+    @property
+    def where(self) -> str:
+        """The target as typed with its cluster: `eu-1/ml/trainer-0`."""
+        return f"{self.cluster}/{self.label}" if self.cluster else self.label
 
 
 @dataclass(frozen=True)
@@ -44,24 +57,47 @@ class Help:
     pass
 
 
-Command = Why | Digest | Help
+@dataclass(frozen=True)
+class Clusters:
+    pass
+
+
+Command = Why | Digest | Help | Clusters
+
+
+def check_cluster(name: str) -> str:
+    if not CLUSTER_NAME.match(name):
+        raise CommandError(
+            f"invalid cluster name {name[:80]!r}: a cluster name is at most 63 lowercase letters, digits "
+            "or '-', starting and ending with a letter or digit"
+        )
+    return name
 
 
 def _why(args: list[str]) -> Why:
     namespace: str | None = None
+    cluster: str | None = None
     refs: list[str] = []
     i = 0
     while i < len(args):
         arg = args[i]
-        if arg in ("-n", "--namespace"):
+        if arg in ("-n", "--namespace", "--cluster"):
+            what = "cluster" if arg == "--cluster" else "namespace"
             if i + 1 >= len(args):
-                raise CommandError(f"{arg} needs a namespace after it")
-            if namespace is not None:
-                raise CommandError("the namespace is given twice")
-            namespace = args[i + 1]
+                raise CommandError(f"{arg} needs a {what} after it")
+            if (cluster if what == "cluster" else namespace) is not None:
+                raise CommandError(f"the {what} is given twice")
+            if what == "cluster":
+                cluster = args[i + 1]
+            else:
+                namespace = args[i + 1]
             i += 2
             continue
-        if arg.startswith("--namespace="):
+        if arg.startswith("--cluster="):
+            if cluster is not None:
+                raise CommandError("the cluster is given twice")
+            cluster = arg.split("=", 1)[1]
+        elif arg.startswith("--namespace="):
             namespace = arg.split("=", 1)[1]
         elif arg.startswith("-"):
             raise CommandError(f"unknown option {arg!r}")
@@ -74,11 +110,19 @@ def _why(args: list[str]) -> Why:
         raise CommandError(f"one pod at a time, got {len(refs)}: {' '.join(refs)}")
     if namespace is not None and not namespace:
         raise CommandError("the namespace is empty")
+    ref = refs[0]
+    if ref.count("/") == 2:  # CLUSTER/NAMESPACE/POD
+        named, ref = ref.split("/", 1)
+        if cluster is not None and cluster != named:
+            raise CommandError(f"cluster given twice and different: {named!r} and --cluster {cluster!r}")
+        cluster = named
+    if cluster is not None:
+        check_cluster(cluster)
     try:
-        ns, pod = parse_pod_ref(refs[0], namespace)
+        ns, pod = parse_pod_ref(ref, namespace)
     except BadTarget as err:
         raise CommandError(str(err)) from None
-    return Why(ns, pod)
+    return Why(ns, pod, cluster)
 
 
 def parse_command(text: str | None) -> Command:
@@ -94,9 +138,21 @@ def parse_command(text: str | None) -> Command:
         if args:
             raise CommandError(f"`digest` takes no arguments, got {' '.join(args)}")
         return Digest()
+    if verb == "clusters":
+        if args:
+            raise CommandError(f"`clusters` takes no arguments, got {' '.join(args)}")
+        return Clusters()
     if verb in ("help", "-h", "--help"):
         return Help()
     raise CommandError(f"unknown command {words[0]!r}")
+
+
+def one_cluster_reply(name: str | None, asked: str | None = None) -> str:
+    """`/gpu clusters` (or a cluster named) when one process serves one cluster (`serve --role all`)."""
+    this = f"one cluster, `{escape(name)}`" if name else "one cluster (GPUBOT_CLUSTER_NAME is not set)"
+    if asked is None:
+        return f"This bot serves {this}: leave the cluster out of `/gpu why`."
+    return f":warning: this bot serves {this}, not `{escape(asked)}`: nothing was run."
 
 
 def usage_reply(problem: str | None = None) -> str:

@@ -54,6 +54,17 @@ def digest_id(digest: Digest) -> str:
     return "digest-" + digest.generated_iso.replace("-", "").replace(":", "")
 
 
+def part_id(digest: Digest, cluster: str | None) -> str:
+    """A cluster's part of a many-cluster digest: `digest-20261129T090000Z-eu-1` (the stamp has no '-')."""
+    return digest_id(digest) + (f"-{cluster}" if cluster else "")
+
+
+def cluster_of(did: str) -> str | None:
+    """The cluster whose part a digest id names (None for a single cluster's digest)."""
+    parts = did.split("-", 2)
+    return parts[2] if len(parts) == 3 and parts[0] == "digest" and parts[2] else None
+
+
 def button_value(did: str, node: str) -> str:
     return f"{did}|{node}"
 
@@ -150,10 +161,12 @@ def node_buttons(f: FlaggedNode, did: str, index: int) -> dict[str, Any]:
     return {"type": "actions", "block_id": f"digest_node_{index}", "elements": elements}
 
 
-def digest_message(digest: Digest, did: str, day: str | None = None) -> Message:
-    """The digest as one message; nodes that do not fit are counted and attached as a file."""
+def digest_message(digest: Digest, did: str, day: str | None = None, cluster: str | None = None) -> Message:
+    """The digest as one message; nodes that do not fit are counted and attached as a file.
+
+    With `cluster` it is that cluster's part of a many-cluster digest (bot/cluster/), titled so."""
     day = day or digest.generated_iso[:10]
-    title = f"GPU digest · {day}"
+    title = f"GPU digest · {day}" + (f" · cluster {cluster}" if cluster else "")
     blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": title[:150]}}]
     head = f"{len(digest.flagged)} of {digest.gpu_nodes} GPU node(s) flagged"
     blocks.append(_context(f"{head} · metrics: {escape(digest.metrics_source or 'none')}"))
@@ -225,17 +238,23 @@ def post_digest(
     chart_png: bytes | None = None,
     store: StateStore | None = None,
     retention_s: float = 14 * 86400,
+    thread_ts: str | None = None,
+    cluster: str | None = None,
 ) -> Posted:
     """Post the digest, then its chart and full list in the thread.
+
+    With `thread_ts` (one cluster's part under a many-cluster root) the digest and its files go
+    into that thread.
 
     The message itself failing raises PostFailed; a failed attachment is logged,
     reported in the thread when possible, and returned, since the digest did post.
     """
-    did = did or digest_id(digest)
+    did = did or part_id(digest, cluster)
     if store is not None:
         store.set(DIGEST_KEY.format(did), digest.to_dict(), retention_s)
-    msg = digest_message(digest, did, day)
-    ref = poster.post(channel, msg.text, msg.blocks)
+    msg = digest_message(digest, did, day, cluster)
+    ref = poster.post(channel, msg.text, msg.blocks, thread_ts=thread_ts)
+    files_ts = thread_ts or ref.ts
     posted = Posted(ref)
     files: list[tuple[str, bytes | str, str]] = []
     if chart_png:
@@ -245,13 +264,13 @@ def post_digest(
     files += [(name, content, "Every flagged node") for name, content in msg.attachments]
     for name, content, title in files:
         try:
-            poster.upload(channel, name, content, thread_ts=ref.ts, title=title)
+            poster.upload(channel, name, content, thread_ts=files_ts, title=title)
         except PostFailed as err:
             log.error("digest %s: %s could not be attached: %s", did, name, err.reason)
             posted.problems.append(f"{name}: {err.reason}")
     if posted.problems:
         try:
-            poster.post(channel, "Could not attach: " + "; ".join(posted.problems), thread_ts=ref.ts)
+            poster.post(channel, "Could not attach: " + "; ".join(posted.problems), thread_ts=files_ts)
         except PostFailed as err:
             log.error("digest %s: the note about missing attachments failed too: %s", did, err.reason)
     return posted

@@ -44,6 +44,10 @@ class StateStore(Protocol):
         """Store only when the key does not exist; True when this call stored it."""
         ...
 
+    def extend(self, key: str, value: JSONValue, ttl_s: float) -> bool:
+        """Renew the key's expiry only while it still holds `value` (a lease still ours); True if renewed."""
+        ...
+
     def delete(self, key: str) -> None: ...
 
     def lock(self, name: str, timeout_s: float, wait_s: float = 10.0) -> AbstractContextManager[None]:

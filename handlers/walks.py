@@ -57,8 +57,12 @@ class WalkService:
         cluster_name: str | None = None,
         clock: Callable[[], float] = time.time,
         observer: WalkObserver | None = None,
+        claim_s: int | float = CLAIM_S,
     ) -> None:
         self.state = state
+        # How long a claim on running work lasts. An agent (bot/cluster/agent.py) makes it short and
+        # renews it while the work runs, so a dead agent's claims expire before its work is taken over.
+        self.claim_s = claim_s
         self.observer: WalkObserver = observer or NoObserver()
         self.poster = poster
         self.open_walk = open_walk
@@ -141,6 +145,7 @@ class WalkService:
             root_ts=None,
             thread_ts=thread_ts,
             created_at=self.clock(),
+            cluster=self.cluster_name,
         )
         root = root_message(WalkResult(ctx.target, ()), user, self.cluster_name, running=True)
         try:
@@ -224,13 +229,14 @@ class WalkService:
             root_ts=None,
             thread_ts=thread_ts,
             created_at=self.clock(),
+            cluster=self.cluster_name,
         )
         self.state.set_if_absent(self._key(walk_id), walk.to_dict(), self.retention_s)
         return self.load(walk_id)
 
     # --- running layers -------------------------------------------------------------------
 
-    def claim(self, walk_id: str, name: str, who: str | None, ttl_s: int | None = None) -> bool:
+    def claim(self, walk_id: str, name: str, who: str | None, ttl_s: int | float | None = None) -> bool:
         """Take `name` for this walk exactly once (across replicas)."""
         value = {"by": who, "at": self.clock()}
         return self.state.set_if_absent(self._key(walk_id, "claim", name), value, ttl_s or self.retention_s)
@@ -250,7 +256,7 @@ class WalkService:
     ) -> tuple[LayerResult | None, WalkContext | None]:
         """Run and post one layer unless someone else has it; (None, ctx) when it was taken."""
         name = f"layer:{layer}"
-        if not claimed and not self.claim(walk.walk_id, name, walk.requester, CLAIM_S):
+        if not claimed and not self.claim(walk.walk_id, name, walk.requester, self.claim_s):
             return None, ctx
         try:
             if ctx is None:
@@ -315,6 +321,29 @@ class WalkService:
         finally:
             self.update_root(walk, running=False)
         return ran
+
+    def resume(self, walk: Walk) -> list[LayerResult]:
+        """Carry on a walk whose run broke off (its agent died): from the first layer of the default
+        path not yet done. Layers done stay as posted; nothing is posted twice."""
+        with self.observer.scope(walk.walk_id):
+            done = self.results(walk.walk_id)
+            for n, result in done.items():
+                # Stored but never marked posted ("done"): its agent died between the two. Its claim
+                # (a lease) has expired, so it can be taken: post it now rather than lose it.
+                claim = self._key(walk.walk_id, "claim", f"layer:{n}")
+                if self.state.get(claim) != "done" and self.claim(
+                    walk.walk_id, f"layer:{n}", walk.requester, self.claim_s
+                ):
+                    log.info("walk %s: layer %s was stored but not posted: posting it", walk.walk_id, n)
+                    self._keep_and_post(walk, result)
+            layer: int | None = 1
+            while layer is not None and layer in done:
+                layer = done[layer].next_layer
+            if layer is None or layer not in LAYERS:
+                self.update_root(walk, running=False)
+                return []
+            log.info("walk %s resumed at layer %s", walk.walk_id, layer)
+            return self.follow(walk, layer)
 
     def follow(self, walk: Walk, start: int = 1, ctx: WalkContext | None = None) -> list[LayerResult]:
         """The default walk: from `start` follow each layer's next until it stops (as the CLI does)."""

@@ -13,6 +13,11 @@ from typing import Any
 from layers.findings import Finding, LayerResult, Severity, Target
 
 
+def walk_key(walk_id: str) -> str:
+    """Where the state store keeps a walk (its layers and claims live under the same prefix)."""
+    return f"walk:{walk_id}"
+
+
 class WalkGone(LookupError):
     """The walk id is unknown: expired past the retention, or never existed."""
 
@@ -26,6 +31,7 @@ class Walk:
     root_ts: str | None
     thread_ts: str | None  # the digest's node walks live in the digest message's thread
     created_at: float
+    cluster: str | None = None  # the cluster it walks: buttons are routed back to that cluster's agents
 
     @property
     def thread(self) -> str | None:
@@ -41,6 +47,7 @@ class Walk:
             "root_ts": self.root_ts,
             "thread_ts": self.thread_ts,
             "created_at": self.created_at,
+            "cluster": self.cluster,
         }
 
     @classmethod
@@ -54,6 +61,7 @@ class Walk:
             root_ts=d.get("root_ts"),
             thread_ts=d.get("thread_ts"),
             created_at=float(d.get("created_at") or 0.0),
+            cluster=d.get("cluster"),
         )
 
 

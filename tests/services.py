@@ -81,29 +81,45 @@ def _tail(path: Path, n: int = 15) -> str:
 
 
 class RedisServer:
-    """A `redis-server` with no persistence; `url` is redis://127.0.0.1:PORT/0."""
+    """A `redis-server`; `url` is redis://127.0.0.1:PORT/0. No persistence, unless `aof_dir` is given:
+    then an append-only file there, fsynced on every write, so `restart()` (same port) keeps the data."""
 
-    def __init__(self) -> None:
+    def __init__(self, aof_dir: Path | None = None) -> None:
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
+        self.aof_dir = aof_dir
 
     @property
     def url(self) -> str:
         return f"redis://{HOST}:{self.port}/0"
+
+    def _args(self) -> list[str]:
+        args = ["--port", str(self.port), "--bind", HOST, "--save", ""]
+        if self.aof_dir is None:
+            return [*args, "--appendonly", "no"]
+        return [*args, "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.aof_dir)]
 
     def start(self, timeout_s: float = 10.0) -> RedisServer:
         binary = _binary("redis-server")
         for _ in range(3):  # a free port can be taken between the probe and the bind
             self.port = free_port()
             self.proc = subprocess.Popen(
-                [binary, "--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "no"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+                [binary, *self._args()], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
             if self._wait_ping(timeout_s):
                 return self
             _stop(self.proc)
         raise RuntimeError(f"redis-server did not answer PING on {HOST}:{self.port}")
+
+    def restart(self, down_s: float = 0.0, timeout_s: float = 10.0) -> None:
+        """Stop (SIGTERM) and start again on the same port, after `down_s` with nothing listening."""
+        self.stop()
+        time.sleep(down_s)
+        self.proc = subprocess.Popen(
+            [_binary("redis-server"), *self._args()], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        if not self._wait_ping(timeout_s):
+            raise RuntimeError(f"redis-server did not come back on {HOST}:{self.port}")
 
     def _wait_ping(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

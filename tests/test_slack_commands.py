@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from handlers.commands import USAGE, CommandError, Digest, Help, Why, parse_command, usage_reply
+from handlers.commands import (
+    USAGE,
+    Clusters,
+    CommandError,
+    Digest,
+    Help,
+    Why,
+    parse_command,
+    usage_reply,
+)
 from tests.fakes.slack_api import FakeSlack, serve_slack
 from tests.slack_harness import dispatch, inprocess_bot, slash_body, wait_for, write_scenario
 
@@ -25,8 +34,13 @@ from tests.slack_harness import dispatch, inprocess_bot, slash_body, wait_for, w
         ("why trainer-0 --namespace ml", Why("ml", "trainer-0")),
         ("  WHY \u00a0 ml/trainer-0  ", Why("ml", "trainer-0")),  # pasted text: odd spaces, capital verb
         ("why vllm-0.vllm-headless -n inference", Why("inference", "vllm-0.vllm-headless")),
+        ("why eu-1/ml/trainer-0", Why("ml", "trainer-0", "eu-1")),
+        ("why trainer-0 -n ml --cluster eu-1", Why("ml", "trainer-0", "eu-1")),
+        ("why --cluster=eu-1 ml/trainer-0", Why("ml", "trainer-0", "eu-1")),
+        ("why eu-1/ml/trainer-0 --cluster eu-1", Why("ml", "trainer-0", "eu-1")),
         ("digest", Digest()),
         ("help", Help()),
+        ("clusters", Clusters()),
     ],
 )
 def test_commands_parse(text: str, expected: object) -> None:
@@ -43,7 +57,12 @@ def test_commands_parse(text: str, expected: object) -> None:
         ("why -n ml", "no pod named"),
         ("why trainer-0 -n", "-n needs a namespace"),
         ("why Trainer_0", "invalid pod name 'Trainer_0'"),
-        ("why ml/trainer-0/x", "invalid pod reference"),
+        ("why eu-1/ml/trainer-0/x", "invalid pod reference"),
+        ("why EU/ml/trainer-0", "invalid cluster name 'EU'"),
+        ("why trainer-0 -n ml --cluster", "--cluster needs a cluster"),
+        ("why eu-1/ml/trainer-0 --cluster us-1", "cluster given twice and different"),
+        ("why trainer-0 --cluster a --cluster=b", "the cluster is given twice"),
+        ("clusters all", "`clusters` takes no arguments"),
         ("why ML/trainer-0", "invalid namespace 'ML'"),
         ("why ml/trainer-0 -n other", "namespace given twice"),
         ("why a b", "one pod at a time"),

@@ -51,6 +51,19 @@ def test_set_if_absent_only_once(store: StateStore) -> None:
     assert store.set_if_absent("gone", 2, ttl_s=60)  # an expired key counts as absent
 
 
+def test_extend_renews_only_a_lease_still_held(store: StateStore) -> None:
+    assert store.set_if_absent("lease", {"by": "agent-a"}, ttl_s=0.3)
+    assert store.extend("lease", {"by": "agent-a"}, ttl_s=60)
+    time.sleep(0.4)
+    assert store.get("lease") == {"by": "agent-a"}  # renewed past its first expiry
+    assert not store.extend("lease", {"by": "agent-b"}, ttl_s=60)  # someone else's value: not renewed
+    store.set("lease", "done", ttl_s=60)
+    assert not store.extend("lease", {"by": "agent-a"}, ttl_s=0.01)  # the work finished: left alone
+    assert store.get("lease") == "done"
+    assert not store.extend("absent", 1, ttl_s=60)
+    assert store.get("absent") is None
+
+
 def test_lock_excludes_and_a_waiter_gets_it_after_release(store: StateStore) -> None:
     order: list[str] = []
     inside = threading.Event()

@@ -76,6 +76,10 @@ class FlakyState:
             self.ttls[key] = ttl_s
         return stored
 
+    def extend(self, key: str, value: JSONValue, ttl_s: float) -> bool:
+        self._check("extend", key)
+        return self.inner.extend(key, value, ttl_s)
+
     def delete(self, key: str) -> None:
         self._check("delete", key)
         self.inner.delete(key)

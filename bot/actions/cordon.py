@@ -68,11 +68,21 @@ def process_breaker_lock(wait_s: float = BREAKER_LOCK_WAIT_S) -> Iterator[None]:
         _process_breaker.release()
 
 
+def breaker_lock_name(cluster: str | None) -> str:
+    """One breaker per cluster: clusters sharing a Redis (bot/cluster/) count their own nodes only."""
+    return f"{BREAKER_LOCK}:{cluster}" if cluster else BREAKER_LOCK
+
+
 def store_breaker_lock(
-    store: StateStore, timeout_s: float = BREAKER_LOCK_TIMEOUT_S, wait_s: float = BREAKER_LOCK_WAIT_S
+    store: StateStore,
+    timeout_s: float = BREAKER_LOCK_TIMEOUT_S,
+    wait_s: float = BREAKER_LOCK_WAIT_S,
+    *,
+    cluster: str | None = None,
 ) -> BreakerLock:
-    """The breaker's lock in a state store: with Redis, every replica and CLI sharing it."""
-    return lambda: store.lock(BREAKER_LOCK, timeout_s=timeout_s, wait_s=wait_s)
+    """The breaker's lock in a state store: with Redis, every replica and CLI of the cluster sharing it."""
+    name = breaker_lock_name(cluster)
+    return lambda: store.lock(name, timeout_s=timeout_s, wait_s=wait_s)
 
 
 def _forbidden(err: SourceError, node: str, what: str) -> SourceError:

@@ -137,10 +137,10 @@ def _breaker_lock(args: argparse.Namespace, cfg: Any, src: Any) -> Any:
     if not url or args.dry_run or src.offline:
         return None
     try:
-        store, _note = open_state(url)
+        store, _note = open_state(url, ca_bundle=cfg.redis_ca_bundle, password=cfg.redis_password)
     except StateUnavailable as err:
         raise SourceError("unavailable", f"the circuit breaker's lock needs the state store: {err}") from None
-    return store_breaker_lock(store)
+    return store_breaker_lock(store, cluster=cfg.cluster_name)
 
 
 def cmd_uncordon(args: argparse.Namespace) -> int:

@@ -21,6 +21,13 @@ def _port(text: str) -> int:
 
 def add_arguments(p: argparse.ArgumentParser, add_sources: Callable[[argparse.ArgumentParser], None]) -> None:
     p.add_argument(
+        "--role",
+        choices=("all", "gateway", "agent"),
+        default="all",
+        help="all: one process for one cluster (default); gateway: the Slack side of many clusters, "
+        "queueing on Redis Streams; agent: one cluster's worker (GPUBOT_CLUSTER_NAME)",
+    )
+    p.add_argument(
         "--http",
         action="store_true",
         help="serve Slack's Events API at /slack/events (default: Socket Mode with SLACK_APP_TOKEN)",

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from urllib.parse import urlparse
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from handlers.commands import CLUSTER_NAME
+
 
 class ConfigError(ValueError):
     """One line naming the setting and what is wrong with it."""
@@ -43,6 +45,8 @@ class Config:
     prometheus_token: str | None = field(default=None, repr=False)
     prometheus_ca: str | None = None
     redis_url: str | None = field(default=None, repr=False)
+    redis_password: str | None = field(default=None, repr=False)
+    redis_ca_bundle: str | None = None
     kubeconfig: str | None = None
     scenario: str | None = None
     cluster_name: str | None = None
@@ -56,6 +60,13 @@ class Config:
     alert_rewalk_minutes: int = 30
     alert_max_threads_per_hour: int = 10
     alert_duplicate_seconds: int = 60
+    # Many clusters (bot/cluster/): how often agents heartbeat, when their unacknowledged work is
+    # taken over, when the gateway calls an agent silent, how long request streams are kept.
+    heartbeat_s: float = 10.0
+    claim_idle_s: float = 60.0
+    agent_silent_s: float = 30.0
+    stream_maxlen: int = 10_000
+    digest_part_wait_s: float = 300.0
 
     @property
     def tz(self) -> ZoneInfo:
@@ -84,10 +95,20 @@ def _token(name: str, value: str, prefix: str) -> str:
     return value
 
 
+ROLES = ("all", "gateway", "agent")
+
+
 def load_config(
-    env: Mapping[str, str] | None = None, *, need_slack: bool = False, http: bool = False
+    env: Mapping[str, str] | None = None,
+    *,
+    need_slack: bool = False,
+    http: bool = False,
+    role: str = "all",
 ) -> Config:
-    """Read and check every setting; `need_slack` for `serve` (HTTP mode needs the signing secret)."""
+    """Read and check every setting; `need_slack` for `serve` (HTTP mode needs the signing secret).
+
+    `role` is serve's: a gateway also needs REDIS_URL; an agent needs the bot token, REDIS_URL and
+    GPUBOT_CLUSTER_NAME, and neither the app token nor the signing secret (it never hears Slack)."""
     env = os.environ if env is None else env
 
     def get(name: str) -> str | None:
@@ -155,11 +176,21 @@ def load_config(
         kw["prometheus_ca"] = v  # checked when the Prometheus client is built: it names a file in the pod
     if (v := get("REDIS_URL")) is not None:
         kw["redis_url"] = check_url("REDIS_URL", v, ("redis", "rediss", "unix"))
+    if (v := get("REDIS_PASSWORD")) is not None:
+        kw["redis_password"] = v
+    if (v := get("REDIS_CA_BUNDLE")) is not None:
+        if not str(kw.get("redis_url") or "").startswith("rediss://"):
+            raise ConfigError("REDIS_CA_BUNDLE is set but REDIS_URL is not a rediss:// (TLS) URL")
+        kw["redis_ca_bundle"] = v  # checked when the client is built: it names a file in the pod
     if (v := get("KUBECONFIG")) is not None:
         kw["kubeconfig"] = v
     if (v := get("GPUBOT_SCENARIO")) is not None:
         kw["scenario"] = v
     if (v := get("GPUBOT_CLUSTER_NAME")) is not None:
+        if role != "all" and not CLUSTER_NAME.match(v):
+            raise ConfigError(
+                f"GPUBOT_CLUSTER_NAME must be lowercase letters, digits and '-' (at most 63), got {v[:80]!r}"
+            )
         kw["cluster_name"] = v
     if (v := get("GPUBOT_LOG_LEVEL")) is not None:
         if v.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -178,12 +209,44 @@ def load_config(
             if not v.isdigit() or not low <= int(v) <= high:
                 raise ConfigError(f"{name} must be a whole number from {low} to {high}, got {v!r}")
             kw[key] = int(v)
+    for name, key, lowest, highest in (
+        ("GPUBOT_HEARTBEAT_SECONDS", "heartbeat_s", 0.05, 300.0),
+        ("GPUBOT_CLAIM_IDLE_SECONDS", "claim_idle_s", 0.2, 3600.0),
+        ("GPUBOT_AGENT_SILENT_SECONDS", "agent_silent_s", 0.1, 3600.0),
+        ("GPUBOT_DIGEST_PART_WAIT_SECONDS", "digest_part_wait_s", 0.1, 3600.0),
+    ):
+        if (v := get(name)) is not None:
+            try:
+                seconds = float(v)
+            except ValueError:
+                seconds = -1.0
+            if not lowest <= seconds <= highest:
+                raise ConfigError(
+                    f"{name} must be a number of seconds from {lowest:g} to {highest:g}, got {v!r}"
+                )
+            kw[key] = seconds
+    if (v := get("GPUBOT_STREAM_MAXLEN")) is not None:
+        if not v.isdigit() or not 100 <= int(v) <= 10_000_000:
+            raise ConfigError(f"GPUBOT_STREAM_MAXLEN must be a whole number from 100 to 10000000, got {v!r}")
+        kw["stream_maxlen"] = int(v)
     cfg = Config(**kw)  # type: ignore[arg-type]
     if cfg.alert_token and not cfg.alert_channel:
         raise ConfigError(
             "GPUBOT_ALERT_CHANNEL is not set: GPUBOT_ALERT_TOKEN turns on POST /alertmanager, "
             "whose incident threads go to that channel"
         )
+    if role not in ROLES:
+        raise ConfigError(f"the role must be one of {', '.join(ROLES)}, got {role!r}")
+    if role != "all" and not cfg.redis_url:
+        raise ConfigError(f"REDIS_URL is not set: the {role} reaches the other side through Redis Streams")
+    if role != "all" and cfg.heartbeat_s >= cfg.claim_idle_s:
+        raise ConfigError("GPUBOT_HEARTBEAT_SECONDS must be below GPUBOT_CLAIM_IDLE_SECONDS")
+    if role == "agent":
+        if not cfg.cluster_name:
+            raise ConfigError("GPUBOT_CLUSTER_NAME is not set: an agent serves one named cluster")
+        if not cfg.slack_bot_token:
+            raise ConfigError("SLACK_BOT_TOKEN is not set: an agent posts its walks with the bot token")
+        return cfg
     if need_slack:
         if not cfg.slack_bot_token:
             raise ConfigError("SLACK_BOT_TOKEN is not set: the bot token (xoxb-…) of the Slack app")

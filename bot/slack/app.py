@@ -46,11 +46,21 @@ from handlers.buttons import (
     clicker,
     walk_id_of,
 )
-from handlers.commands import USAGE, CommandError, Digest, Help, Why, parse_command, usage_reply
+from handlers.commands import (
+    USAGE,
+    Clusters,
+    CommandError,
+    Digest,
+    Help,
+    Why,
+    one_cluster_reply,
+    parse_command,
+    usage_reply,
+)
 from handlers.digest import DIAGNOSE
 from handlers.escape import escape
 from handlers.ports import SlackPoster, StateStore, StateUnavailable, WalkObserver
-from handlers.walks import RETENTION_S, WalkService
+from handlers.walks import CLAIM_S, RETENTION_S, WalkService
 from handlers.walkstate import new_walk_id
 from layers import digest as fleet
 from layers.facts.context import Settings, WalkContext
@@ -124,7 +134,11 @@ class ClusterNodeActions:
             reason,
             actor,
             max_fraction=self.cfg.cordon_max_fraction,
-            breaker_lock=store_breaker_lock(self.store) if self.store is not None else None,
+            breaker_lock=(
+                store_breaker_lock(self.store, cluster=self.cfg.cluster_name)
+                if self.store is not None
+                else None
+            ),
         )
         return Outcome(out.applied, out.message)
 
@@ -224,6 +238,34 @@ def _open_walk(sources: Sources, settings: Settings) -> Callable[[Target], WalkC
     return open_walk
 
 
+def build_services(
+    cfg: Config,
+    sources: Sources,
+    state: StateStore,
+    poster: SlackPoster,
+    client: WebClient,
+    *,
+    node_actions: Any = None,
+    observer: WalkObserver | None = None,
+    claim_s: float = CLAIM_S,
+) -> tuple[WalkService, Buttons]:
+    """The walk service and the button handlers over these sources: the single process and a
+    cluster's agent (bot/cluster/agent.py) run requests through exactly these."""
+    settings = Settings(operator_namespace=cfg.operator_namespace)
+    service = WalkService(
+        state,
+        poster,
+        _open_walk(sources, settings),
+        retention_s=cfg.state_retention_days * 86400 if cfg.state_retention_days else RETENTION_S,
+        cluster_name=cfg.cluster_name,
+        observer=observer or MetricsObserver(),
+        claim_s=claim_s,
+    )
+    operators = Operators(cfg.operators, cfg.operator_groups, group_members(client))
+    buttons = Buttons(service, operators, node_actions or ClusterNodeActions(sources, cfg, state))
+    return service, buttons
+
+
 def build_app(
     cfg: Config,
     sources: Sources,
@@ -238,6 +280,9 @@ def build_app(
 ) -> GpuBot:
     """The Bolt app with its listeners; nothing is served until bot/slack/run.py starts a transport."""
     client = client or WebClient(token=cfg.slack_bot_token, base_url=cfg.slack_api_url)
+    service, buttons = build_services(
+        cfg, sources, state, poster, client, node_actions=node_actions, observer=observer
+    )
     app = App(
         client=client,
         signing_secret=cfg.slack_signing_secret,
@@ -248,17 +293,6 @@ def build_app(
         # Else Bolt copies the root level: at DEBUG it would log request and response bodies.
         logger=logging.getLogger("slack_bolt.App"),
     )
-    settings = Settings(operator_namespace=cfg.operator_namespace)
-    service = WalkService(
-        state,
-        poster,
-        _open_walk(sources, settings),
-        retention_s=cfg.state_retention_days * 86400 if cfg.state_retention_days else RETENTION_S,
-        cluster_name=cfg.cluster_name,
-        observer=observer or MetricsObserver(),
-    )
-    operators = Operators(cfg.operators, cfg.operator_groups, group_members(client))
-    buttons = Buttons(service, operators, node_actions or ClusterNodeActions(sources, cfg, state))
     pool = ThreadPoolExecutor(max_workers=workers or cfg.workers, thread_name_prefix="gpubot-walk")
     bot = GpuBot(app, service, buttons, pool, state, poster, cfg)
     if cfg.alert_token and cfg.alert_channel:
@@ -283,6 +317,10 @@ def build_app(
         channel, user = str(command.get("channel_id") or ""), str(command.get("user_id") or "")
         if isinstance(cmd, Help):
             ack(text=USAGE, response_type="ephemeral")
+        elif isinstance(cmd, Clusters):
+            ack(text=one_cluster_reply(cfg.cluster_name), response_type="ephemeral")
+        elif isinstance(cmd, Why) and cmd.cluster and cmd.cluster != cfg.cluster_name:
+            ack(text=one_cluster_reply(cfg.cluster_name, asked=cmd.cluster), response_type="ephemeral")
         elif isinstance(cmd, Why):
             ack(text=f"walking the layers for {escape(cmd.label)}…", response_type="ephemeral")
             walk_id = new_walk_id()  # chosen here so even a crash of the walk is logged under it

@@ -62,6 +62,8 @@ def publish_digest(
     did: str | None = None,
     count_run: bool = True,
     chart: Chart = digest_chart,
+    thread_ts: str | None = None,
+    cluster: str | None = None,
 ) -> Published:
     """Collect the digest, draw its chart, post both; count the run unless `count_run` is False
     (an on-demand `/gpu digest` is not the daily run the staleness alert watches)."""
@@ -86,6 +88,8 @@ def publish_digest(
             chart_png=png,
             store=store,
             retention_s=retention_s,
+            thread_ts=thread_ts,
+            cluster=cluster,
         )
     except PostFailed as err:
         raise failed(err.reason) from None
@@ -97,7 +101,7 @@ def publish_digest(
             poster.post(
                 channel,
                 f"The chart could not be drawn ({chart_problem}); the digest above is complete without it.",
-                thread_ts=posted.ref.ts,
+                thread_ts=thread_ts or posted.ref.ts,
             )
         except PostFailed as err:
             log.error("digest %s: the note about the missing chart failed: %s", day, err.reason)

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 import redis
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import LockError, RedisError
+from redis.retry import Retry
 
 from handlers.ports import JSONValue, LockNotAcquired, StateStore, StateUnavailable
 
-__all__ = ["MemoryState", "RedisState", "StateUnavailable", "open_state", "shown_url"]
+__all__ = ["MemoryState", "RedisState", "StateUnavailable", "open_state", "redis_client", "shown_url"]
 
 T = TypeVar("T")
 SINGLE_REPLICA_NOTE = "single replica: state in process memory (set REDIS_URL to run several replicas)"
@@ -36,6 +38,43 @@ def shown_url(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
+def redis_client(
+    url: str,
+    *,
+    ca_bundle: str | None = None,
+    password: str | None = None,
+    timeout_s: float = 5.0,
+    ride_out_restarts: bool = False,
+) -> redis.Redis:
+    """A redis-py client (decoded strings) for REDIS_URL: `rediss://` is TLS, verified against the
+    system's CAs or `ca_bundle` (REDIS_CA_BUNDLE); `password` (REDIS_PASSWORD) overrides the URL's.
+    Agents in other clusters reach Redis over the network: this is what keeps that link private."""
+    options: dict[str, object] = {
+        "socket_timeout": timeout_s,
+        "socket_connect_timeout": timeout_s,
+        "decode_responses": True,
+    }
+    if password:
+        options["password"] = password
+    if ca_bundle:
+        options["ssl_ca_certs"] = ca_bundle
+    if ride_out_restarts:
+        # Gateways and agents outlive a Redis restart (AOF keeps the streams): a command that meets a
+        # reset connection is sent again on a new one for about two seconds before it fails.
+        options["retry"] = Retry(ExponentialBackoff(cap=0.5, base=0.05), 6)
+        options["retry_on_error"] = [redis.ConnectionError, redis.TimeoutError]
+    return redis.Redis.from_url(url, **options)  # type: ignore[arg-type]
+
+
+# Compare-and-renew in one step: a lease that expired and was taken by someone else is not ours to renew.
+_EXTEND_IF_SAME = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
@@ -43,12 +82,25 @@ def _ms(seconds: float) -> int:
 class RedisState:
     """StateStore over redis-py; safe to share between threads (redis-py pools connections)."""
 
-    def __init__(self, url: str, *, prefix: str = "gpubot:", timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "gpubot:",
+        timeout_s: float = 5.0,
+        ca_bundle: str | None = None,
+        password: str | None = None,
+        ride_out_restarts: bool = False,
+    ) -> None:
         self.shown = shown_url(url)
         self._prefix = prefix
         try:
-            self._redis = redis.Redis.from_url(
-                url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=True
+            self._redis = redis_client(
+                url,
+                ca_bundle=ca_bundle,
+                password=password,
+                timeout_s=timeout_s,
+                ride_out_restarts=ride_out_restarts,
             )
         except (ValueError, RedisError) as err:
             raise StateUnavailable(f"Redis URL {self.shown} is not usable: {_short(err)}") from None
@@ -77,6 +129,15 @@ class RedisState:
         data = json.dumps(value)
         return bool(
             self._do(f"write {key}", lambda: self._redis.set(self._key(key), data, px=_ms(ttl_s), nx=True))
+        )
+
+    def extend(self, key: str, value: JSONValue, ttl_s: float) -> bool:
+        data = json.dumps(value)
+        return bool(
+            self._do(
+                f"renew {key}",
+                lambda: self._redis.eval(_EXTEND_IF_SAME, 1, self._key(key), data, _ms(ttl_s)),
+            )
         )
 
     def delete(self, key: str) -> None:
@@ -157,6 +218,15 @@ class MemoryState:
             self._prune(now)
             return True
 
+    def extend(self, key: str, value: JSONValue, ttl_s: float) -> bool:
+        data = json.dumps(value)
+        with self._mutex:
+            now = self._clock()
+            if self._live(key, now) != data:
+                return False
+            self._data[key] = (now + ttl_s, data)
+            return True
+
     def delete(self, key: str) -> None:
         with self._mutex:
             self._data.pop(key, None)
@@ -199,11 +269,17 @@ def _short(err: BaseException) -> str:
     return text[:300]
 
 
-def open_state(redis_url: str | None) -> tuple[StateStore, str]:
+def open_state(
+    redis_url: str | None,
+    *,
+    ca_bundle: str | None = None,
+    password: str | None = None,
+    ride_out_restarts: bool = False,
+) -> tuple[StateStore, str]:
     """(store, note for the start-up log). Raises StateUnavailable when Redis does not answer."""
     if not redis_url:
         return MemoryState(), SINGLE_REPLICA_NOTE
-    store = RedisState(redis_url)
+    store = RedisState(redis_url, ca_bundle=ca_bundle, password=password, ride_out_restarts=ride_out_restarts)
     store.ping()
     return store, f"state in Redis at {store.shown}: replicas share walks, buttons and the daily digest"
 

@@ -1,0 +1,230 @@
+"""`gpubot serve --role gateway`: the Slack side of many clusters, with no Kubernetes access at all.
+
+It holds the Slack connection (Socket Mode or HTTP), acknowledges within
+Slack's 3 s, parses and validates every command and click, and queues each on
+its cluster's stream (bot/cluster/streams.py); the cluster's agents run it and
+post to Slack themselves. Nothing here imports the kubernetes client or reads
+a kubeconfig.
+
+- `/gpu why [CLUSTER/]NS/POD`: routed (bot/cluster/routing.py); the walk id is
+  chosen here, so the walk can be taken over by another agent and still be one
+  thread. A silent cluster's request is answered at once and still queued.
+- A click goes to the cluster its walk records (or, for a digest row, the
+  cluster its digest part names), whoever clicks and wherever.
+- `/gpu clusters`: the clusters, their agents' version and last heartbeat.
+- `/gpu digest` and the daily digest: one root here, one part per cluster from
+  its agents (bot/cluster/digest_root.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from slack_bolt import Ack, App
+from slack_sdk import WebClient
+
+from bot.cluster.agent import gpubot_version
+from bot.cluster.digest_root import DigestRoots
+from bot.cluster.kinds import click_request, why_request
+from bot.cluster.routing import NoRoute, Route, clusters_text, route
+from bot.cluster.streams import ClusterStreams, Request, StreamsUnavailable
+from bot.config import Config
+from handlers.buttons import Click, click_from_payload
+from handlers.commands import USAGE, Clusters, CommandError, Digest, Help, Why, parse_command, usage_reply
+from handlers.digest import cluster_of, parse_button_value
+from handlers.escape import escape
+from handlers.ports import SlackPoster, StateStore, StateUnavailable
+from handlers.walkstate import Walk, new_walk_id, walk_key
+
+log = logging.getLogger("gpubot.gateway")
+
+QUEUE_DOWN = (
+    ":x: the request could not be queued: the bot's Redis is unreachable ({}). Try again in a moment."
+)
+
+
+class Unroutable(Exception):
+    """A click that belongs to no cluster we can name; the message is said to the clicker."""
+
+
+@dataclass
+class Gateway:
+    """The Bolt app and what it queues to; `ready()` and `pending` for bot/serve.py."""
+
+    app: App
+    streams: ClusterStreams
+    state: StateStore
+    poster: SlackPoster
+    cfg: Config
+    roots: DigestRoots
+    pool: ThreadPoolExecutor
+    version: str = field(default_factory=gpubot_version)
+    clock: Callable[[], float] = time.time
+    slack_up: Callable[[], bool] = lambda: True
+    pending: set[Future[None]] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def ready(self) -> tuple[bool, str]:
+        try:
+            self.state.ping()
+            self.streams.clusters()
+        except (StateUnavailable, StreamsUnavailable) as err:
+            return False, f"Redis: {err}"
+        if not self.slack_up():
+            return False, "Slack: not connected"
+        return True, "ready"
+
+    def submit(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
+        def run() -> None:
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("%s failed", what)
+
+        fut: Future[None] = self.pool.submit(run)
+        with self._lock:
+            self.pending.add(fut)
+        fut.add_done_callback(lambda f: self._forget(f))
+
+    def _forget(self, fut: Future[None]) -> None:
+        with self._lock:
+            self.pending.discard(fut)
+
+    def shutdown(self, wait: bool = True) -> None:
+        self.roots.cancel()
+        self.pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    # --- commands ---------------------------------------------------------------------------
+
+    def route(self, asked: str | None) -> Route:
+        return route(asked, self.streams.clusters(), self.clock(), self.cfg.agent_silent_s)
+
+    def why(self, cmd: Why, channel: str, user: str) -> str:
+        """Queue the walk; the ephemeral answer (the ack's text)."""
+        try:
+            where = self.route(cmd.cluster)
+            walk_id = new_walk_id()
+            self.queue(
+                where.cluster, why_request(walk_id, cmd.namespace, cmd.pod, channel, user, self.version)
+            )
+        except NoRoute as err:
+            return str(err)
+        except StreamsUnavailable as err:
+            return QUEUE_DOWN.format(escape(str(err)))
+        log.info("walk %s of %s queued for cluster %s by %s", walk_id, cmd.label, where.cluster, user)
+        text = f"walking the layers for {escape(cmd.label)} on cluster `{escape(where.cluster)}`…"
+        note = where.note()
+        return f"{text}\n{note}" if note else text
+
+    def clusters(self) -> str:
+        try:
+            return clusters_text(self.streams.clusters(), self.clock(), self.cfg.agent_silent_s)
+        except StreamsUnavailable as err:
+            return f":x: the clusters could not be read: {escape(str(err))}"
+
+    def queue(self, cluster: str, request: Request) -> str:
+        return self.streams.queue(cluster, request)
+
+    # --- clicks ------------------------------------------------------------------------------
+
+    def click(self, click: Click) -> None:
+        """Queue a click on its walk's cluster; whatever stops it is told to the clicker."""
+        try:
+            cluster, thread = self._click_target(click)
+            where = self.route(cluster)
+            self.queue(where.cluster, click_request(click, thread, self.version))
+        except (Unroutable, NoRoute) as err:
+            self._tell(click, str(err))
+            return
+        except (StreamsUnavailable, StateUnavailable) as err:
+            self._tell(click, QUEUE_DOWN.format(escape(str(err))))
+            return
+        log.info("%s by %s queued for cluster %s", click.action_id, click.user, where.cluster)
+        note = where.note()
+        if note:
+            self._tell(click, note)
+
+    def _click_target(self, click: Click) -> tuple[str | None, str | None]:
+        """(the cluster, the thread to answer in) of a clicked button."""
+        if "|" in click.value:  # a digest row: `<digest id>|<node>`
+            try:
+                did, _node = parse_button_value(click.value)
+            except ValueError as err:
+                raise Unroutable(f"this button is not understood: {escape(str(err))}") from None
+            return cluster_of(did), click.thread_ts or click.message_ts
+        raw = self.state.get(walk_key(click.value[:64])) if click.value else None
+        if raw is None:
+            raise Unroutable(
+                f":hourglass: this walk (`{escape(click.value[:64])}`) is no longer known: run /gpu why again."
+            )
+        walk = Walk.from_dict(raw)
+        return walk.cluster, walk.thread
+
+    def _tell(self, click: Click, text: str) -> None:
+        try:
+            self.poster.ephemeral(click.channel, click.user, text)
+        except Exception as err:
+            log.error("could not answer %s about %s: %s", click.user, click.action_id, err)
+
+
+def build_gateway(
+    cfg: Config,
+    state: StateStore,
+    streams: ClusterStreams,
+    poster: SlackPoster,
+    *,
+    client: WebClient | None = None,
+    token_verification: bool = True,
+    button_actions: Any = None,
+) -> Gateway:
+    """The gateway's Bolt app; nothing is served until a transport runs it (bot/serve.py)."""
+    from bot.app import BUTTON_ACTIONS
+
+    client = client or WebClient(token=cfg.slack_bot_token, base_url=cfg.slack_api_url)
+    app = App(
+        client=client,
+        signing_secret=cfg.slack_signing_secret,
+        process_before_response=False,
+        token_verification_enabled=token_verification,
+        request_verification_enabled=cfg.slack_signing_secret is not None,
+        logger=logging.getLogger("slack_bolt.App"),
+    )
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpubot-gateway")
+    roots = DigestRoots(cfg, state, streams, poster, gpubot_version())
+    gw = Gateway(app, streams, state, poster, cfg, roots, pool)
+
+    @app.command("/gpu")
+    def on_gpu(ack: Ack, command: dict[str, Any]) -> None:
+        try:
+            cmd = parse_command(command.get("text"))
+        except CommandError as err:
+            ack(text=usage_reply(str(err)), response_type="ephemeral")
+            return
+        channel, user = str(command.get("channel_id") or ""), str(command.get("user_id") or "")
+        if isinstance(cmd, Help):
+            ack(text=USAGE, response_type="ephemeral")
+        elif isinstance(cmd, Clusters):
+            ack(text=gw.clusters(), response_type="ephemeral")
+        elif isinstance(cmd, Why):
+            ack(text=gw.why(cmd, channel, user), response_type="ephemeral")
+        elif isinstance(cmd, Digest):
+            ack(
+                text="posting the GPU fleet digest of every cluster in this channel…",
+                response_type="ephemeral",
+            )
+            run = "now-" + uuid.uuid4().hex[:12]
+            gw.submit("digest", roots.post_now, channel, user, run)
+
+    @app.action(button_actions or BUTTON_ACTIONS)
+    def on_button(ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        gw.click(click_from_payload(body))
+
+    return gw

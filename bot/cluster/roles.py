@@ -1,0 +1,248 @@
+"""`gpubot serve --role gateway|agent`: assembling each role and running it until SIGTERM.
+
+Both roles need REDIS_URL (REDIS_PASSWORD, and REDIS_CA_BUNDLE with
+`rediss://`, for a Redis reached over the network). The gateway also needs
+what `--role all` needs from Slack; it never opens the cluster sources. The
+agent needs the bot token and GPUBOT_CLUSTER_NAME, and its cluster's sources
+(in-cluster credentials, or --kubeconfig / --scenario like every command).
+Both serve /healthz, /readyz and /metrics on --port; only a gateway in HTTP
+mode serves /slack/events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from dataclasses import dataclass, replace
+from types import FrameType
+from typing import Any
+
+from bot.config import Config, ConfigError, check_url
+from bot.serve import drain, start_http
+from layers.sources import SourceError
+
+log = logging.getLogger("gpubot.serve")
+
+DRAIN_S = 25.0
+
+
+def _redis_settings(cfg: Config, args: argparse.Namespace) -> Config:
+    if getattr(args, "redis_url", None):
+        cfg = replace(cfg, redis_url=check_url("--redis-url", args.redis_url, ("redis", "rediss", "unix")))
+    if cfg.redis_ca_bundle and not os.path.isfile(cfg.redis_ca_bundle):
+        raise ConfigError(f"REDIS_CA_BUNDLE names no readable file: {cfg.redis_ca_bundle}")
+    return cfg
+
+
+def _streams(cfg: Config) -> Any:
+    from bot.cluster.streams import ClusterStreams
+    from bot.state import redis_client, shown_url
+
+    assert cfg.redis_url is not None  # load_config(role=…) requires it
+    client = redis_client(
+        cfg.redis_url, ca_bundle=cfg.redis_ca_bundle, password=cfg.redis_password, ride_out_restarts=True
+    )
+    return ClusterStreams(client, shown=shown_url(cfg.redis_url), maxlen=cfg.stream_maxlen)
+
+
+@dataclass
+class AgentFront:
+    """/readyz of an agent: its state store answers and its stream loop reaches Redis."""
+
+    agent: Any
+    state: Any
+    app: Any = None
+
+    def ready(self) -> tuple[bool, str]:
+        from handlers.ports import StateUnavailable
+
+        try:
+            self.state.ping()
+        except StateUnavailable as err:
+            return False, f"state store: {err}"
+        if not self.agent.redis_up:
+            return False, "Redis streams: not reachable yet"
+        return True, "ready"
+
+
+def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any) -> Any:
+    """The agent over this cluster's sources: the single process's walk service and buttons, with
+    short renewed claims (leases), fed by the cluster's stream."""
+    from bot.app import build_services
+    from bot.cluster.agent import Agent, AgentTiming
+    from bot.cluster.kinds import agent_handlers
+    from bot.cluster.leases import LeaseKeeper, LeasingStore
+    from bot.digest_post import publish_digest
+    from layers.digest import collect_digest
+
+    assert cfg.cluster_name is not None  # load_config(role="agent") requires it
+    timing = AgentTiming(heartbeat_s=cfg.heartbeat_s, claim_idle_s=cfg.claim_idle_s)
+    keeper = LeaseKeeper(state, timing.lease_s)
+    leased = LeasingStore(state, keeper)
+    service, buttons = build_services(cfg, sources, leased, poster, poster.client, claim_s=timing.lease_s)
+
+    def collect() -> Any:
+        digest = collect_digest(sources.cluster, sources.telemetry, operator_namespace=cfg.operator_namespace)
+        return digest, sources.telemetry
+
+    def publish_part(run: str, channel: str, day: str, thread_ts: str) -> object:
+        return publish_digest(
+            collect,
+            poster,
+            channel,
+            day=day,
+            store=leased,
+            retention_s=service.retention_s,
+            thread_ts=thread_ts,
+            cluster=cfg.cluster_name,
+            count_run=run == day,  # the daily run; `/gpu digest` is not what the staleness alert watches
+        )
+
+    handlers = agent_handlers(cfg.cluster_name, service, buttons, publish_part, timing.lease_s)
+    return Agent(
+        cfg.cluster_name, streams, leased, poster, handlers, keeper, timing=timing, workers=cfg.workers
+    )
+
+
+def serve_role(args: argparse.Namespace) -> int:
+    from bot.cluster import stream_metrics
+    from bot.config import load_config
+    from bot.logs import setup_logging
+    from bot.slackpost import Poster
+    from bot.state import open_state
+    from handlers.ports import StateUnavailable
+
+    role = args.role
+    gateway = role == "gateway"
+    cfg = load_config(need_slack=True, http=args.http, role=role)
+    setup_logging(cfg.log_level)
+    cfg = _redis_settings(cfg, args)
+    sources = None
+    if not gateway:
+        from bot.sources import sources_from_args
+
+        sources = sources_from_args(cfg, args)
+    try:
+        state, note = open_state(
+            cfg.redis_url, ca_bundle=cfg.redis_ca_bundle, password=cfg.redis_password, ride_out_restarts=True
+        )
+    except StateUnavailable as err:
+        raise SourceError("unavailable", f"state store: {err}") from None
+    streams = _streams(cfg)
+    assert cfg.slack_bot_token is not None
+    poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if gateway:
+        return _run_gateway(args, cfg, state, streams, poster, stop)
+    log.info(
+        "agent of cluster %s; sources: %s; %s", cfg.cluster_name, sources.description if sources else "", note
+    )
+    agent = build_agent(cfg, sources, state, streams, poster)
+    assert cfg.cluster_name is not None
+    stream_metrics.prime(cfg.cluster_name)
+    stream_metrics.register(streams, lambda: [cfg.cluster_name or ""])
+    server = _listen(AgentFront(agent, state), args, events=False)
+    loop = threading.Thread(target=agent.run, args=(stop,), name="gpubot-agent", daemon=True)
+    loop.start()
+    log.info("agent %s of cluster %s reading %s", agent.consumer, cfg.cluster_name, streams.shown)
+    try:
+        stop.wait()
+    finally:
+        server.shutdown()
+        server.server_close()
+        loop.join(timeout=cfg.heartbeat_s + 5)
+        agent.drain(DRAIN_S)
+        log.info("stopped")
+    return 0
+
+
+def _listen(front: Any, args: argparse.Namespace, *, events: bool) -> Any:
+    try:
+        return start_http(front, args.host, args.port, events=events)
+    except OSError as err:
+        raise SourceError(
+            "bad_input", f"cannot listen on {args.host}:{args.port}: {err.strerror or err}"
+        ) from None
+
+
+def _run_gateway(
+    args: argparse.Namespace, cfg: Config, state: Any, streams: Any, poster: Any, stop: threading.Event
+) -> int:
+    from slack_sdk.errors import SlackApiError, SlackClientError
+
+    from bot import metrics
+    from bot.cluster import stream_metrics
+    from bot.cluster.gateway import build_gateway
+    from bot.cluster.streams import StreamsUnavailable
+
+    try:
+        gw = build_gateway(cfg, state, streams, poster, client=poster.client)
+    except (SlackApiError, SlackClientError, OSError) as err:  # Bolt calls auth.test at start
+        raise SourceError(
+            "unavailable",
+            f"Slack Web API at {cfg.slack_api_url} refused the bot token or did not answer: {err}",
+        ) from None
+
+    def registered() -> list[str]:
+        try:
+            return list(streams.clusters())
+        except StreamsUnavailable:
+            return []
+
+    stream_metrics.register(streams, registered)
+    server = _listen(gw, args, events=args.http)
+    host, port = server.server_address[:2]
+    socket_handler: Any = None
+    if args.http:
+        log.info("gateway serving Slack events at http://%s:%s/slack/events", host, port)
+    else:
+        from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+        socket_handler = SocketModeHandler(gw.app, cfg.slack_app_token)
+        gw.slack_up = socket_handler.client.is_connected
+        try:
+            socket_handler.connect()
+        except (SlackApiError, SlackClientError, OSError) as err:
+            server.shutdown()
+            server.server_close()
+            gw.shutdown(wait=False)
+            raise SourceError(
+                "unavailable",
+                f"Slack refused the app-level token (SLACK_APP_TOKEN) or Socket Mode did not connect: {err}",
+            ) from None
+        log.info("gateway connected to Slack over Socket Mode; health at http://%s:%s/healthz", host, port)
+    scheduler = None
+    if cfg.digest_channel:
+        from bot.scheduler import start_scheduler
+
+        scheduler = start_scheduler(gw.roots.daily, cfg.digest_hour, cfg.digest_minute, cfg.tz)
+        log.info(
+            "daily digest root to %s at %02d:%02d %s",
+            cfg.digest_channel,
+            cfg.digest_hour,
+            cfg.digest_minute,
+            cfg.timezone,
+        )
+    try:
+        stop.wait()
+    finally:
+        server.shutdown()
+        server.server_close()
+        if scheduler is not None:
+            scheduler.shutdown(wait=False)
+            metrics.record_digest_scheduled(False)
+        if socket_handler is not None:
+            socket_handler.close()
+        drain(gw, DRAIN_S)
+        log.info("stopped")
+    return 0

@@ -1,0 +1,341 @@
+"""The Redis side of many clusters: one request stream per cluster, its consumer group, heartbeats.
+
+Redis is the broker: `gpubot:requests:<cluster>` is a Stream trimmed with
+`MAXLEN ~`, read by the consumer group `agents` (XREADGROUP, XACK); entries a
+dead agent took stay in the group's pending-entry list until another agent
+(or its restart) takes them over with XAUTOCLAIM. An entry that failed too
+often is copied to `gpubot:dead:<cluster>` and acknowledged in one MULTI.
+Agents heartbeat into the hash `gpubot:clusters` (one JSON field per cluster).
+Nothing here decides what a request means: that is the agent's and the
+gateway's business.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from redis.exceptions import RedisError, ResponseError
+
+from handlers.commands import CLUSTER_NAME
+
+REQUESTS = "gpubot:requests:{}"
+DEAD = "gpubot:dead:{}"
+CLUSTERS = "gpubot:clusters"
+GROUP = "agents"
+DEFAULT_MAXLEN = 10_000
+DEAD_MAXLEN = 1_000
+
+
+class StreamsUnavailable(Exception):
+    """Redis failed or refused a stream command; one line, never the URL's password."""
+
+
+def check_cluster_name(name: str) -> str:
+    """The name, or ValueError saying what a cluster name may be."""
+    if not CLUSTER_NAME.match(name):
+        raise ValueError(
+            f"{name[:80]!r} is not a cluster name: lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit, at most 63 characters"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the gateway asks an agent to do: a kind, its JSON body, who to answer (`reply`)."""
+
+    kind: str
+    body: dict[str, Any]
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    queued_at: float = field(default_factory=time.time)
+    sender_version: str = ""
+
+    @property
+    def reply(self) -> dict[str, Any]:
+        """Where to say what became of it: channel, user and thread (any may be missing)."""
+        got = self.body.get("reply")
+        return got if isinstance(got, dict) else {}
+
+    def fields(self) -> dict[str, str]:
+        return {
+            "kind": self.kind,
+            "id": self.request_id,
+            "at": f"{self.queued_at:.3f}",
+            "version": self.sender_version,
+            "body": json.dumps(self.body, separators=(",", ":")),
+        }
+
+    @classmethod
+    def from_fields(cls, raw: Mapping[str, str]) -> Request:
+        """ValueError when the entry is not a request (a poison entry: it is buried, not retried)."""
+        kind, rid, body = raw.get("kind"), raw.get("id"), raw.get("body")
+        if not kind or not rid or body is None:
+            raise ValueError("the entry has no kind, id or body")
+        try:
+            parsed = json.loads(body)
+            at = float(raw.get("at") or 0.0)
+        except ValueError as err:
+            raise ValueError(f"the entry's body is not JSON: {err}") from None
+        if not isinstance(parsed, dict):
+            raise ValueError("the entry's body is not a JSON object")
+        return cls(kind, parsed, rid, at, raw.get("version") or "")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One stream entry as an agent receives it; `request` is None when it could not be read."""
+
+    entry_id: str
+    fields: dict[str, str]
+    deliveries: int  # 1 on first delivery; each XAUTOCLAIM adds one
+    request: Request | None
+    problem: str | None = None
+
+    @classmethod
+    def of(cls, entry_id: str, fields: Mapping[str, str], deliveries: int) -> Entry:
+        try:
+            return cls(entry_id, dict(fields), deliveries, Request.from_fields(fields))
+        except ValueError as err:
+            return cls(entry_id, dict(fields), deliveries, None, str(err))
+
+
+@dataclass(frozen=True)
+class ClusterSeen:
+    """A cluster's last heartbeat in `gpubot:clusters`."""
+
+    name: str
+    version: str
+    last_seen: float
+    agent: str
+    kinds: tuple[str, ...] = ()
+
+    def silent_for(self, now: float) -> float:
+        return max(0.0, now - self.last_seen)
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """A cluster stream as /metrics shows it."""
+
+    length: int  # entries kept in the stream (trimmed with MAXLEN ~)
+    waiting: int  # queued, not yet delivered to any agent (the group's lag)
+    pending: int  # delivered, not yet acknowledged
+    oldest_pending_age_s: float  # 0 when nothing is pending
+    dead: int
+
+
+def _entry_ms(entry_id: str) -> int:
+    return int(entry_id.split("-", 1)[0])
+
+
+class ClusterStreams:
+    """The stream commands over one redis-py client (decode_responses=True)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        shown: str = "redis",
+        maxlen: int = DEFAULT_MAXLEN,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.redis = client
+        self.shown = shown
+        self.maxlen = maxlen
+        self.clock = clock
+        self._groups: set[str] = set()
+
+    def _do(self, what: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except RedisError as err:
+            text = " ".join(str(err).split())[:300] or type(err).__name__
+            raise StreamsUnavailable(f"Redis at {self.shown} failed to {what}: {text}") from None
+
+    # --- the gateway's side ----------------------------------------------------------------
+
+    def queue(self, cluster: str, request: Request) -> str:
+        """XADD the request to the cluster's stream (trimmed, approximately, to `maxlen`)."""
+        key = REQUESTS.format(cluster)
+        return str(
+            self._do(
+                f"queue on {key}",
+                lambda: self.redis.xadd(key, request.fields(), maxlen=self.maxlen, approximate=True),  # type: ignore[arg-type]
+            )
+        )
+
+    def clusters(self) -> dict[str, ClusterSeen]:
+        raw = self._do(f"read {CLUSTERS}", lambda: self.redis.hgetall(CLUSTERS))
+        seen: dict[str, ClusterSeen] = {}
+        for name, value in sorted(raw.items()):
+            try:
+                d = json.loads(value)
+                seen[name] = ClusterSeen(
+                    name=name,
+                    version=str(d.get("version") or "?"),
+                    last_seen=float(d["last_seen"]),
+                    agent=str(d.get("agent") or "?"),
+                    kinds=tuple(str(k) for k in d.get("kinds") or ()),
+                )
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue  # a field someone else wrote: not a cluster we can route to
+        return seen
+
+    # --- the agent's side -----------------------------------------------------------------------
+
+    def heartbeat(self, cluster: str, agent: str, version: str, kinds: tuple[str, ...]) -> None:
+        value = json.dumps(
+            {"version": version, "last_seen": round(self.clock(), 3), "agent": agent, "kinds": list(kinds)}
+        )
+        self._do(f"heartbeat into {CLUSTERS}", lambda: self.redis.hset(CLUSTERS, cluster, value))
+
+    def ensure_group(self, cluster: str) -> None:
+        """Create the stream and its group `agents` from the stream's start (requests queued before any
+        agent ever ran are delivered too); an existing group is kept as it is."""
+        key = REQUESTS.format(cluster)
+        if key in self._groups:
+            return
+        try:
+            self._do(
+                f"create group {GROUP} on {key}",
+                lambda: self.redis.xgroup_create(key, GROUP, id="0", mkstream=True),
+            )
+        except StreamsUnavailable as err:
+            if "BUSYGROUP" not in str(err):
+                raise
+        self._groups.add(key)
+
+    def _group_gone(self, err: ResponseError) -> bool:
+        return "NOGROUP" in str(err)
+
+    def read(self, cluster: str, consumer: str, count: int, block_ms: int) -> list[Entry]:
+        """New entries for this consumer (XREADGROUP >), waiting up to `block_ms` for one."""
+        key = REQUESTS.format(cluster)
+        try:
+            got = self.redis.xreadgroup(GROUP, consumer, {key: ">"}, count=count, block=block_ms)
+        except ResponseError as err:
+            if self._group_gone(err):  # Redis restarted without the stream (no AOF): make it again
+                self._groups.discard(key)
+                self.ensure_group(cluster)
+                return []
+            raise StreamsUnavailable(f"Redis at {self.shown} failed to read {key}: {err}") from None
+        except RedisError as err:
+            raise StreamsUnavailable(f"Redis at {self.shown} failed to read {key}: {err}") from None
+        entries: list[Entry] = []
+        answer: list[Any] = got or []  # type: ignore[assignment]  # [[stream, [(id, fields), …]]]
+        for _stream, items in answer:
+            for entry_id, fields in items:
+                if fields is None:  # trimmed away while pending
+                    continue
+                entries.append(Entry.of(entry_id, fields, 1))
+        return entries
+
+    def claim(self, cluster: str, consumer: str, min_idle_s: float, count: int) -> list[Entry]:
+        """XAUTOCLAIM entries idle longer than `min_idle_s` (their agent died or hung), with how many
+        times each was delivered. Entries trimmed away meanwhile are dropped from the pending list."""
+        key = REQUESTS.format(cluster)
+        idle_ms = max(1, int(min_idle_s * 1000))
+        try:
+            got = self.redis.xautoclaim(key, GROUP, consumer, idle_ms, "0-0", count=count)
+        except ResponseError as err:
+            if self._group_gone(err):
+                self._groups.discard(key)
+                self.ensure_group(cluster)
+                return []
+            raise StreamsUnavailable(f"Redis at {self.shown} failed to claim on {key}: {err}") from None
+        except RedisError as err:
+            raise StreamsUnavailable(f"Redis at {self.shown} failed to claim on {key}: {err}") from None
+        items = got[1] if len(got) > 1 else []
+        entries: list[Entry] = []
+        for entry_id, fields in items:
+            if not fields:
+                continue
+            entries.append(Entry.of(entry_id, fields, self.deliveries(cluster, entry_id)))
+        return entries
+
+    def deliveries(self, cluster: str, entry_id: str) -> int:
+        key = REQUESTS.format(cluster)
+        rows = self._do(
+            f"read the pending list of {key}",
+            lambda: self.redis.xpending_range(key, GROUP, entry_id, entry_id, 1),
+        )
+        return int(rows[0]["times_delivered"]) if rows else 1
+
+    def keep(self, cluster: str, consumer: str, entry_ids: list[str]) -> None:
+        """Renew this consumer's hold on entries it is still working on (XCLAIM JUSTID resets their
+        idle time without counting a delivery), so no other agent claims live work."""
+        if not entry_ids:
+            return
+        key = REQUESTS.format(cluster)
+        self._do(
+            f"renew entries on {key}",
+            lambda: self.redis.xclaim(key, GROUP, consumer, 0, list[Any](entry_ids), justid=True),
+        )
+
+    def ack(self, cluster: str, entry_id: str) -> None:
+        key = REQUESTS.format(cluster)
+        self._do(f"acknowledge {entry_id} on {key}", lambda: self.redis.xack(key, GROUP, entry_id))
+
+    def bury(self, cluster: str, entry: Entry, reason: str) -> None:
+        """Copy the entry to `gpubot:dead:<cluster>` with why, and acknowledge it, in one transaction."""
+        key, dead = REQUESTS.format(cluster), DEAD.format(cluster)
+        fields = {
+            **entry.fields,
+            "entry": entry.entry_id,
+            "reason": reason[:500],
+            "deliveries": str(entry.deliveries),
+        }
+
+        def run() -> None:
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.xadd(dead, fields, maxlen=DEAD_MAXLEN, approximate=True)  # type: ignore[arg-type]
+            pipe.xack(key, GROUP, entry.entry_id)
+            pipe.execute()
+
+        self._do(f"move {entry.entry_id} to {dead}", run)
+
+    # --- observing ------------------------------------------------------------------------------
+
+    def stats(self, cluster: str) -> QueueStats:
+        key = REQUESTS.format(cluster)
+
+        def run() -> QueueStats:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.xlen(key)
+            pipe.xlen(DEAD.format(cluster))
+            pipe.execute_command("XINFO", "GROUPS", key)
+            pipe.xpending(key, GROUP)
+            length, dead, groups, pending = pipe.execute(raise_on_error=False)
+            lag = 0
+            if isinstance(groups, list):
+                for g in groups:
+                    info = _pairs(g)
+                    if info.get("name") == GROUP:
+                        lag = int(info.get("lag") or 0)
+            count, oldest = 0, 0.0
+            if isinstance(pending, dict) and pending.get("pending"):
+                count = int(pending["pending"])
+                oldest = max(0.0, self.clock() - _entry_ms(str(pending["min"])) / 1000)
+            return QueueStats(
+                length=length if isinstance(length, int) else 0,
+                waiting=lag,
+                pending=count,
+                oldest_pending_age_s=oldest,
+                dead=dead if isinstance(dead, int) else 0,
+            )
+
+        return self._do(f"read the stats of {key}", run)  # type: ignore[no-any-return]
+
+
+def _pairs(raw: Any) -> dict[str, Any]:
+    """XINFO answers as a flat list (RESP2) or a dict."""
+    if isinstance(raw, dict):
+        return raw
+    it = iter(raw)
+    return {str(k): v for k, v in zip(it, it, strict=False)}

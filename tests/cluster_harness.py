@@ -1,0 +1,115 @@
+"""Many clusters in tests: agents and gateways over a REAL Redis, in-process or as `gpubot serve` processes.
+
+In-process agents are the real Agent (bot/cluster/roles.py `build_agent`) over a
+scenario or the fake Kubernetes API, posting with the real Poster to the fake
+Slack Web API; the gateway is the real Bolt app, driven by signed requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import redis
+import yaml
+
+from bot.cluster.gateway import Gateway, build_gateway
+from bot.cluster.roles import build_agent
+from bot.cluster.streams import ClusterStreams
+from bot.config import Config, load_config
+from bot.slackpost import Poster
+from bot.sources import open_sources
+from bot.state import RedisState, redis_client
+from tests.slack_harness import BOT_TOKEN, bot_env, scenario_doc
+
+FAST = {
+    "GPUBOT_HEARTBEAT_SECONDS": "0.2",
+    "GPUBOT_CLAIM_IDLE_SECONDS": "1.5",
+    "GPUBOT_AGENT_SILENT_SECONDS": "1",
+    "GPUBOT_DIGEST_PART_WAIT_SECONDS": "1.5",
+}
+
+
+def cluster_scenario(folder: Path, cluster: str, prefix: str = "") -> Path:
+    """The Slack harness's Xid 79 scenario with every node renamed `<prefix>gpu-N`: each cluster its own data."""
+    text = yaml.safe_dump(scenario_doc(), sort_keys=False)
+    if prefix:
+        text = text.replace("gpu-", f"{prefix}gpu-").replace(f"{prefix}gpu-operator", "gpu-operator")
+    path = folder / f"{cluster}.yaml"
+    path.write_text(text)
+    return path
+
+
+def agent_env(slack_url: str, redis_url: str, cluster: str, **extra: str) -> dict[str, str]:
+    env = bot_env(slack_url, REDIS_URL=redis_url, GPUBOT_CLUSTER_NAME=cluster, **FAST)
+    env.update(extra)
+    return env
+
+
+def gateway_env(slack_url: str, redis_url: str, **extra: str) -> dict[str, str]:
+    env = bot_env(slack_url, REDIS_URL=redis_url, **FAST)
+    env.update(extra)
+    return env
+
+
+class InProcessAgent:
+    """A real Agent of `cluster` on a thread; `stop()` ends it as SIGTERM would (drains)."""
+
+    def __init__(self, cfg: Config, sources: Any, redis_url: str, slack_url: str) -> None:
+        self.state = RedisState(redis_url)
+        self.client = redis_client(redis_url)
+        self.streams = ClusterStreams(self.client, shown="test", maxlen=cfg.stream_maxlen)
+        self.poster = Poster(BOT_TOKEN, slack_url, backoff_s=0.01)
+        self.agent = build_agent(cfg, sources, self.state, self.streams, self.poster)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self.agent.run, args=(self._stop,), daemon=True)
+        self._thread.start()
+
+    def stop(self, drain_s: float = 5.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.agent.drain(drain_s)
+        self.state.close()
+        self.client.close()
+
+
+def agent_config(slack_url: str, redis_url: str, cluster: str, **extra: str) -> Config:
+    return load_config(agent_env(slack_url, redis_url, cluster, **extra), need_slack=True, role="agent")
+
+
+@contextlib.contextmanager
+def inprocess_agent(
+    slack_url: str,
+    redis_url: str,
+    cluster: str,
+    *,
+    scenario: Path | None = None,
+    kubeconfig: str | None = None,
+    **extra: str,
+) -> Iterator[InProcessAgent]:
+    cfg = agent_config(slack_url, redis_url, cluster, **extra)
+    sources = open_sources(cfg, scenario=str(scenario) if scenario else None, kubeconfig=kubeconfig)
+    agent = InProcessAgent(cfg, sources, redis_url, slack_url)
+    try:
+        yield agent
+    finally:
+        agent.stop()
+
+
+def inprocess_gateway(slack_url: str, redis_url: str, **extra: str) -> Gateway:
+    cfg = load_config(gateway_env(slack_url, redis_url, **extra), need_slack=True, http=True, role="gateway")
+    poster = Poster(BOT_TOKEN, slack_url, backoff_s=0.01)
+    streams = ClusterStreams(redis_client(redis_url), shown="test", maxlen=cfg.stream_maxlen)
+    return build_gateway(cfg, RedisState(redis_url), streams, poster, client=poster.client)
+
+
+def fresh_cluster(name: str = "c") -> str:
+    return f"{name}-{uuid.uuid4().hex[:6]}"
+
+
+def flush(redis_url: str) -> None:
+    redis.Redis.from_url(redis_url).flushdb()
