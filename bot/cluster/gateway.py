@@ -36,7 +36,7 @@ from bot.cluster.kinds import click_request, why_request
 from bot.cluster.routing import NoRoute, Route, clusters_text, route
 from bot.cluster.streams import ClusterStreams, Request, StreamsUnavailable
 from bot.config import Config
-from handlers.buttons import Click, click_from_payload
+from handlers.buttons import Click, click_from_payload, click_problem, clicker
 from handlers.commands import USAGE, Clusters, CommandError, Digest, Help, Why, parse_command, usage_reply
 from handlers.digest import cluster_of, parse_button_value
 from handlers.escape import escape
@@ -68,6 +68,7 @@ class Gateway:
     version: str = field(default_factory=gpubot_version)
     clock: Callable[[], float] = time.time
     slack_up: Callable[[], bool] = lambda: True
+    alerts: Any = None  # POST /alertmanager is served by the single process only, for now
     pending: set[Future[None]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -92,6 +93,10 @@ class Gateway:
         with self._lock:
             self.pending.add(fut)
         fut.add_done_callback(lambda f: self._forget(f))
+
+    def tell(self, channel: str, user: str, text: str) -> None:
+        """An ephemeral answer, posted off the request path (bot/slackroute.py's refusals)."""
+        self.submit(f"answer to {user}", self.poster.ephemeral, channel, user, text)
 
     def _forget(self, fut: Future[None]) -> None:
         with self._lock:
@@ -225,6 +230,11 @@ def build_gateway(
     @app.action(button_actions or BUTTON_ACTIONS)
     def on_button(ack: Ack, body: dict[str, Any]) -> None:
         ack()
+        if (why := click_problem(body)) is not None:  # nothing unreadable is queued for an agent
+            if (who := clicker(body)) is not None:
+                gw.tell(*who, f":warning: this click could not be read ({why}), so nothing was done.")
+            log.warning("refused a click: %s", why)
+            return
         gw.click(click_from_payload(body))
 
     return gw

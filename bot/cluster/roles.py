@@ -21,7 +21,7 @@ from types import FrameType
 from typing import Any
 
 from bot.config import Config, ConfigError, check_url
-from bot.serve import drain, start_http
+from bot.serve import Front, drain, start_http
 from layers.sources import SourceError
 
 log = logging.getLogger("gpubot.serve")
@@ -50,11 +50,17 @@ def _streams(cfg: Config) -> Any:
 
 @dataclass
 class AgentFront:
-    """/readyz of an agent: its state store answers and its stream loop reaches Redis."""
+    """/healthz, /readyz and /metrics of an agent: it serves nothing from Slack (no `app`, no alerts).
+    Ready when its state store answers and its stream loop reaches Redis."""
 
     agent: Any
     state: Any
+    cfg: Config
     app: Any = None
+    alerts: Any = None
+
+    def tell(self, channel: str, user: str, text: str) -> None:
+        self.agent.poster.ephemeral(channel, user, text)
 
     def ready(self) -> tuple[bool, str]:
         from handlers.ports import StateUnavailable
@@ -151,7 +157,7 @@ def serve_role(args: argparse.Namespace) -> int:
     assert cfg.cluster_name is not None
     stream_metrics.prime(cfg.cluster_name)
     stream_metrics.register(streams, lambda: [cfg.cluster_name or ""])
-    server = _listen(AgentFront(agent, state), args, events=False)
+    server = _listen(AgentFront(agent, state, cfg), args, events=False)
     loop = threading.Thread(target=agent.run, args=(stop,), name="gpubot-agent", daemon=True)
     loop.start()
     log.info("agent %s of cluster %s reading %s", agent.consumer, cfg.cluster_name, streams.shown)
@@ -166,7 +172,7 @@ def serve_role(args: argparse.Namespace) -> int:
     return 0
 
 
-def _listen(front: Any, args: argparse.Namespace, *, events: bool) -> Any:
+def _listen(front: Front, args: argparse.Namespace, *, events: bool) -> Any:
     try:
         return start_http(front, args.host, args.port, events=events)
     except OSError as err:
