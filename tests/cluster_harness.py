@@ -20,10 +20,10 @@ import yaml
 from bot.cluster.gateway import Gateway, build_gateway
 from bot.cluster.roles import build_agent
 from bot.cluster.streams import ClusterStreams
-from bot.config import Config, load_config
-from bot.slackpost import Poster
-from bot.sources import open_sources
-from bot.state import RedisState, redis_client
+from bot.ops.config import Config, load_config
+from bot.slack.post import Poster
+from bot.slack.state import RedisState, redis_client
+from bot.sources.opener import open_sources
 from tests.slack_harness import BOT_TOKEN, bot_env, scenario_doc
 
 FAST = {

@@ -13,7 +13,7 @@ import redis
 from bot.cluster.kinds import why_request
 from bot.cluster.leases import LeaseKeeper, LeasingStore
 from bot.cluster.streams import DEAD, REQUESTS, ClusterStreams, Request
-from bot.state import RedisState, redis_client
+from bot.slack.state import RedisState, redis_client
 from tests.cluster_harness import cluster_scenario, fresh_cluster, inprocess_agent
 from tests.fakes.slack_api import FakeSlack, serve_slack
 from tests.services import RedisServer

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.scenario import build_sources, load_scenario
+from bot.sources.scenario import build_sources, load_scenario
 from tests.cluster_harness import cluster_scenario, inprocess_agent, inprocess_gateway
 from tests.fakes.kube_api import serve
 from tests.fakes.slack_api import FakeSlack, serve_slack

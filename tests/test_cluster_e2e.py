@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from bot.cluster.streams import GROUP, REQUESTS
-from bot.scenario import build_sources, load_scenario
+from bot.sources.scenario import build_sources, load_scenario
 from tests.cluster_harness import agent_env, cluster_scenario, gateway_env
 from tests.fakes.kube_api import FakeKubeAPI, serve
 from tests.fakes.slack_api import Call, FakeSlack, serve_slack

@@ -18,7 +18,7 @@ from bot.cluster.streams import (
     Request,
     StreamsUnavailable,
 )
-from bot.state import redis_client
+from bot.slack.state import redis_client
 from tests.services import RedisServer, free_port
 
 

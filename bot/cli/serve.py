@@ -58,6 +58,10 @@ def register(
 
 def cmd_serve(args: argparse.Namespace) -> int:
     # Slack Bolt and the bot's app are imported only here: every other command starts without them.
+    if args.role != "all":
+        from bot.cluster.roles import serve_role
+
+        return serve_role(args)
     from bot.slack.run import run_bot
 
     return run_bot(args)

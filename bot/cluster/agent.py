@@ -39,7 +39,7 @@ from bot.cluster import stream_metrics as metrics
 from bot.cluster.kinds import BadRequest
 from bot.cluster.leases import LeaseKeeper
 from bot.cluster.streams import ClusterStreams, Entry, Request, StreamsUnavailable
-from bot.logs import walk_scope
+from bot.ops.logs import walk_scope
 from handlers.escape import escape
 from handlers.ports import SlackPoster, StateStore, StateUnavailable
 
@@ -197,10 +197,6 @@ class Agent:
             while self._active and time.monotonic() < deadline:
                 self._lock.wait(timeout=0.1)
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-    def busy(self) -> int:
-        with self._lock:
-            return len(self._active)
 
     # --- one entry ---------------------------------------------------------------------------
 

@@ -21,8 +21,8 @@ from typing import Any
 from bot.cluster.kinds import PART_KEY, digest_part_request
 from bot.cluster.routing import ago
 from bot.cluster.streams import ClusterSeen, ClusterStreams, StreamsUnavailable
-from bot.config import Config
-from bot.scheduler import Outcome, digest_day, digest_trigger, last_fire, run_digest_once
+from bot.ops.config import Config
+from bot.slack.scheduler import Outcome, digest_day, digest_trigger, last_fire, run_digest_once
 from handlers.escape import escape
 from handlers.ports import PostFailed, PostRef, SlackPoster, StateStore, StateUnavailable
 

@@ -35,7 +35,7 @@ from bot.cluster.digest_root import DigestRoots
 from bot.cluster.kinds import click_request, why_request
 from bot.cluster.routing import NoRoute, Route, clusters_text, route
 from bot.cluster.streams import ClusterStreams, Request, StreamsUnavailable
-from bot.config import Config
+from bot.ops.config import Config
 from handlers.buttons import Click, click_from_payload, click_problem, clicker
 from handlers.commands import USAGE, Clusters, CommandError, Digest, Help, Why, parse_command, usage_reply
 from handlers.digest import cluster_of, parse_button_value
@@ -190,7 +190,7 @@ def build_gateway(
     button_actions: Any = None,
 ) -> Gateway:
     """The gateway's Bolt app; nothing is served until a transport runs it (bot/serve.py)."""
-    from bot.app import BUTTON_ACTIONS
+    from bot.slack.app import BUTTON_ACTIONS
 
     client = client or WebClient(token=cfg.slack_bot_token, base_url=cfg.slack_api_url)
     app = App(

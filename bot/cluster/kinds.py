@@ -23,8 +23,8 @@ from handlers.buttons import Buttons, Click
 from handlers.ports import StateStore
 from handlers.walks import WalkService
 from handlers.walkstate import WalkGone
+from layers.facts.target import BadTarget, check_namespace, check_object_name
 from layers.findings import Target
-from layers.target import BadTarget, check_namespace, check_object_name
 
 log = logging.getLogger("gpubot.agent")
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 from types import FrameType
 from typing import Any
 
-from bot.config import Config, ConfigError, check_url
-from bot.serve import Front, drain, start_http
+from bot.ops.config import Config, ConfigError, check_url
+from bot.slack.transport import Front, drain, start_http
 from layers.sources import SourceError
 
 log = logging.getLogger("gpubot.serve")
@@ -39,7 +39,7 @@ def _redis_settings(cfg: Config, args: argparse.Namespace) -> Config:
 
 def _streams(cfg: Config) -> Any:
     from bot.cluster.streams import ClusterStreams
-    from bot.state import redis_client, shown_url
+    from bot.slack.state import redis_client, shown_url
 
     assert cfg.redis_url is not None  # load_config(role=…) requires it
     client = redis_client(
@@ -77,11 +77,11 @@ class AgentFront:
 def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any) -> Any:
     """The agent over this cluster's sources: the single process's walk service and buttons, with
     short renewed claims (leases), fed by the cluster's stream."""
-    from bot.app import build_services
     from bot.cluster.agent import Agent, AgentTiming
     from bot.cluster.kinds import agent_handlers
     from bot.cluster.leases import LeaseKeeper, LeasingStore
-    from bot.digest_post import publish_digest
+    from bot.slack.app import build_services
+    from bot.slack.digest_post import publish_digest
     from layers.digest import collect_digest
 
     assert cfg.cluster_name is not None  # load_config(role="agent") requires it
@@ -115,10 +115,10 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
 
 def serve_role(args: argparse.Namespace) -> int:
     from bot.cluster import stream_metrics
-    from bot.config import load_config
-    from bot.logs import setup_logging
-    from bot.slackpost import Poster
-    from bot.state import open_state
+    from bot.ops.config import load_config
+    from bot.ops.logs import setup_logging
+    from bot.slack.post import Poster
+    from bot.slack.state import open_state
     from handlers.ports import StateUnavailable
 
     role = args.role
@@ -128,7 +128,7 @@ def serve_role(args: argparse.Namespace) -> int:
     cfg = _redis_settings(cfg, args)
     sources = None
     if not gateway:
-        from bot.sources import sources_from_args
+        from bot.sources.opener import sources_from_args
 
         sources = sources_from_args(cfg, args)
     try:
@@ -186,10 +186,10 @@ def _run_gateway(
 ) -> int:
     from slack_sdk.errors import SlackApiError, SlackClientError
 
-    from bot import metrics
     from bot.cluster import stream_metrics
     from bot.cluster.gateway import build_gateway
     from bot.cluster.streams import StreamsUnavailable
+    from bot.ops import metrics
 
     try:
         gw = build_gateway(cfg, state, streams, poster, client=poster.client)
@@ -229,7 +229,7 @@ def _run_gateway(
         log.info("gateway connected to Slack over Socket Mode; health at http://%s:%s/healthz", host, port)
     scheduler = None
     if cfg.digest_channel:
-        from bot.scheduler import start_scheduler
+        from bot.slack.scheduler import start_scheduler
 
         scheduler = start_scheduler(gw.roots.daily, cfg.digest_hour, cfg.digest_minute, cfg.tz)
         log.info(

@@ -21,7 +21,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from bot.cluster.streams import ClusterStreams, StreamsUnavailable
-from bot.metrics import REGISTRY
+from bot.ops.metrics import REGISTRY
 
 log = logging.getLogger("gpubot.metrics")
 

@@ -22,8 +22,6 @@ from typing import Any
 import redis
 from redis.exceptions import RedisError, ResponseError
 
-from handlers.commands import CLUSTER_NAME
-
 REQUESTS = "gpubot:requests:{}"
 DEAD = "gpubot:dead:{}"
 CLUSTERS = "gpubot:clusters"
@@ -34,16 +32,6 @@ DEAD_MAXLEN = 1_000
 
 class StreamsUnavailable(Exception):
     """Redis failed or refused a stream command; one line, never the URL's password."""
-
-
-def check_cluster_name(name: str) -> str:
-    """The name, or ValueError saying what a cluster name may be."""
-    if not CLUSTER_NAME.match(name):
-        raise ValueError(
-            f"{name[:80]!r} is not a cluster name: lowercase letters, digits and '-', "
-            "starting and ending with a letter or digit, at most 63 characters"
-        )
-    return name
 
 
 @dataclass(frozen=True)

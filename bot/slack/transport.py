@@ -12,19 +12,50 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+from typing import Any, Protocol
 
 from bot.ops import metrics
+from bot.ops.config import Config
 from bot.slack.alert_webhook import PATH as ALERTS_PATH
-from bot.slack.app import GpuBot
 from bot.slack.httpserver import HttpServer, Limits, Response, Route, start_server
 from bot.slack.slackroute import EVENTS_PATH, SlackEvents
+from handlers.ports import StateStore
 
 log = logging.getLogger("gpubot.serve")
 
 DRAIN_S = 25.0  # Kubernetes gives 30 s between SIGTERM and SIGKILL by default
 
 
-def start_http(bot: GpuBot, host: str, port: int, *, events: bool) -> HttpServer:
+class Front(Protocol):
+    """What the HTTP server serves: the single bot, a gateway or an agent (bot/cluster/roles.py).
+    `app` (Bolt) is dispatched to only with `events`; an agent hears nothing from Slack."""
+
+    @property
+    def cfg(self) -> Config: ...
+
+    @property
+    def app(self) -> Any: ...
+
+    @property
+    def state(self) -> StateStore: ...
+
+    @property
+    def alerts(self) -> Any: ...
+
+    def tell(self, channel: str, user: str, text: str) -> None: ...
+
+    def ready(self) -> tuple[bool, str]: ...
+
+
+class Drained(Protocol):
+    """A front with running jobs to let finish at SIGTERM (the bot, the gateway)."""
+
+    pending: set[concurrent.futures.Future[None]]
+
+    def shutdown(self, wait: bool = True) -> None: ...
+
+
+def start_http(bot: Front, host: str, port: int, *, events: bool) -> HttpServer:
     """Serve health (and with `events`, Slack's requests) on a background thread.
 
     Every route is served behind the same limits (bot/slack/httpserver.py): timeouts, a
@@ -53,12 +84,12 @@ def start_http(bot: GpuBot, host: str, port: int, *, events: bool) -> HttpServer
     return start_server(routes, host, port, limits)
 
 
-def _ready(bot: GpuBot) -> Response:
+def _ready(bot: Front) -> Response:
     ok, why = bot.ready()
     return Response.text(200 if ok else 503, why + "\n")
 
 
-def drain(bot: GpuBot, timeout_s: float = DRAIN_S) -> None:
+def drain(bot: Drained, timeout_s: float = DRAIN_S) -> None:
     """Let running walks finish (bounded), then stop the pool."""
     pending = list(bot.pending)
     if pending:
