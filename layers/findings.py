@@ -70,6 +70,8 @@ CODES: dict[str, CodeSpec] = {
         _spec("L1_ALLOCATABLE_BELOW_CAPACITY", F, 5),
         _spec("L1_NO_GPU_ADVERTISED", F, 2),
         _spec("L1_GPU_NODE_NOT_ADVERTISING", F, 2),
+        _spec("L1_MIG_CONFIG_FAILED", F, 2, 3),  # outranks L1_RESOURCE_MISMATCH: the user asked right
+        _spec("L1_SCHEDULING_GATED", W, STOP, 2),
         _spec("L1_NO_GPU_LABELS", F, 2),
         _spec("L1_RESOURCE_MISMATCH", F, STOP, 2),
         _spec("L1_POD_SCHEDULED", O, 2),

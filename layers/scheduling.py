@@ -19,6 +19,7 @@ from layers.facts.logsigs import event_line, event_message, event_time
 from layers.facts.placement import MAX_LISTED, listed, one_node, scheduler_reasons, selector_misses
 from layers.facts.schedmsg import SchedulingFailure, parse_failed_scheduling
 from layers.findings import Finding, LayerResult, finding, unknown
+from layers.migconfig import mig_config_failed
 from layers.sources import K8sObject, SourceError
 
 LAYER = 1
@@ -67,11 +68,40 @@ def check(ctx: WalkContext) -> LayerResult:
 
     failures, pending = pending_pod(ctx, pod)
     findings.extend(pending)
+    if o.scheduling_gates(pod):
+        # Held by a queue (Kueue): the scheduler has not tried it, the fleet cannot explain it.
+        findings.append(scheduling_gated(pod))
+        return LayerResult.build(LAYER, findings)
     if nodes is not None:
         cands = ctx.candidates()
         findings.extend(unbound_pod(ctx, pod, nodes, cands, failures))
         findings.extend(elsewhere_in_fleet(nodes, cands))
     return LayerResult.build(LAYER, findings)
+
+
+def scheduling_gated(pod: K8sObject) -> Finding:
+    ns, name = o.namespace(pod), o.name(pod)
+    gates = o.scheduling_gates(pod)
+    queue = o.labels(pod).get("kueue.x-k8s.io/queue-name")
+    kueue = any(g.startswith("kueue.x-k8s.io/") for g in gates) or queue is not None
+    return finding(
+        "L1_SCHEDULING_GATED",
+        f"{ns}/{name} is held by scheduling gate(s) {', '.join(gates)}: the scheduler has not tried it yet"
+        + (" — Kueue admits it when its queue has quota for the whole workload" if kueue else "")
+        + "; no node is at fault",
+        evidence=[
+            *(f"spec.schedulingGates: {g}" for g in gates),
+            *([f"kueue.x-k8s.io/queue-name={queue}"] if queue else []),
+        ],
+        commands=[
+            f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.schedulingGates}}'",
+            *(
+                [f"kubectl get workloads -n {ns}", "kubectl get clusterqueues,localqueues -A"]
+                if kueue
+                else []
+            ),
+        ],
+    )
 
 
 # --- capacity and allocatable ------------------------------------------------------------
@@ -224,11 +254,15 @@ def unbound_pod(
             )
         )
 
+    mig_failed, explained = mig_config_failed(ctx, cands.nodes, requests)
+    out.extend(mig_failed)
+
     offered: dict[str, list[str]] = defaultdict(list)  # resource -> nodes advertising it
     for name, res in advertised.items():
         for r in res:
             offered[r].append(name)
-    missing = sorted(r for r in requests if r not in offered)
+    # A failed MIG reconfiguration explains a MIG resource nobody advertises: the user asked right.
+    missing = sorted(r for r in requests if r not in offered and r not in explained)
     if missing and offered:
         out.append(resource_mismatch(missing, requests, offered, nodes, labels_cmd))
 

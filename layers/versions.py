@@ -391,8 +391,8 @@ def check(ctx: WalkContext) -> LayerResult:
     if not examined:
         return LayerResult.build(
             LAYER,
-            [unknown(LAYER, "no GPU node to examine for driver versions (no node advertises or is labelled "
-                     "with a GPU): layers 1-2 explain why")],
+            [unknown(LAYER, "no GPU node to examine for driver versions (the pod is not scheduled and has no "
+                     "candidate node): layer 1 says why")],
         )  # fmt: skip
     findings: list[Finding] = []
     reads = _Reads(ctx)

@@ -136,10 +136,9 @@ def test_objects_are_consistent(path: Path) -> None:
         else:
             assert pod["status"]["phase"] == "Pending", f"{ns}/{name}"
             cond = {c["type"]: c for c in pod["status"]["conditions"]}
-            assert (
-                cond["PodScheduled"]["status"] == "False"
-                and cond["PodScheduled"]["reason"] == "Unschedulable"
-            )
+            # A pod held by spec.schedulingGates is never tried: the API server says SchedulingGated.
+            reason = "SchedulingGated" if pod["spec"].get("schedulingGates") else "Unschedulable"
+            assert cond["PodScheduled"]["status"] == "False" and cond["PodScheduled"]["reason"] == reason
     for ev in kinds(data, "Event"):
         inv = ev["involvedObject"]
         if inv["kind"] == "Pod":

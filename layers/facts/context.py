@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from layers.facts import migstate
 from layers.facts import objects as o
 from layers.facts.candidates import Candidates, candidate_nodes, carries_requested, pointed_at
 from layers.findings import Target
@@ -147,7 +148,8 @@ class WalkContext:
         none: its node is the one examined. DRA pods get their predicate here (layers/facts/candidates.py)."""
 
         def pick() -> Candidates:
-            if self.pod is None or self.bound_node:
+            if self.pod is None or self.bound_node or o.scheduling_gates(self.pod):
+                # A gated pod has not been tried by the scheduler: no node is examined for it.
                 return Candidates(nodes=(), carrying=())
             return candidate_nodes(self.pod, self.nodes(), carries_requested(self.pod))
 
@@ -155,14 +157,15 @@ class WalkContext:
 
     def examined_nodes(self) -> list[str]:
         """Nodes later layers look at (spec/findings.md, Terms: examined nodes): the pod's node, else
-        the candidate nodes layer 1 points at (capacity above allocatable, not advertising), else
-        every candidate node."""
+        the candidate nodes layer 1 points at (capacity above allocatable, not advertising, a MIG
+        layout not applied), else every candidate node."""
         if self.bound_node:
             return [self.bound_node]
         return self.cached(
             "examined",
             lambda: pointed_at(
-                self.candidates().nodes, lambda n: bool(o.allocatable_gaps(n)) or not o.advertised(n)
+                self.candidates().nodes,
+                lambda n: bool(o.allocatable_gaps(n)) or not o.advertised(n) or migstate.not_applied(n),
             ),
         )
 

@@ -120,6 +120,11 @@ def pod_node(pod: K8sObject) -> str | None:
     return (pod.get("spec") or {}).get("nodeName") or None
 
 
+def scheduling_gates(pod: K8sObject) -> list[str]:
+    """The names in spec.schedulingGates: while any is there the scheduler does not try the pod."""
+    return [str(g.get("name") or "?") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+
+
 def pod_phase(pod: K8sObject) -> str:
     return str((pod.get("status") or {}).get("phase") or "Unknown")
 

@@ -128,15 +128,14 @@ def examined_walk_facts(ctx: WalkContext, layer: int) -> tuple[list[str], WalkFa
             layer, [unknown(layer, f"could not list nodes to examine: {err.hint() or err}")]
         )
     if not nodes:
-        # Only a pod that never ran and a cluster with no GPU node get here: nothing to look at
-        # is not "no problem".
+        # Only an unbound pod without candidate nodes gets here: nothing to look at is not "no problem".
         return LayerResult.build(
             layer,
             [
                 unknown(
                     layer,
-                    "no GPU node to examine (the pod is not scheduled and no node advertises or is "
-                    "labelled with a GPU): layers 1-2 say why",
+                    "no GPU node to examine (the pod is not scheduled and has no candidate node: no GPU "
+                    "node it could run on, or a scheduling gate holds it): layer 1 says why",
                 )
             ],
         )

@@ -199,6 +199,18 @@ class Fleet:
         day = self.now[5:7] + "23"
         self.logs[f"{NS}/{plugin}/nvidia-device-plugin"] = PLUGIN_START.format(d=day, v=plugin_version)
 
+    def mig_manager(self, node: str, log: str) -> str:
+        """The MIG manager operand on the node, with its log."""
+        val = f"nvcr.io/nvidia/cloud-native/gpu-operator-validator:{OPERATOR_VERSION}"
+        name = f"nvidia-mig-manager-{_suffix(node, 'mig')}"
+        self.objects.append(
+            _pod(name, NS, node, {"app": "nvidia-mig-manager"},
+                 [("nvidia-mig-manager", "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.12.1-ubuntu20.04")],
+                 [("toolkit-validation", val)])
+        )  # fmt: skip
+        self.logs[f"{NS}/{name}/nvidia-mig-manager"] = log
+        return name
+
     def plugin_log(self, node: str, lines: str) -> None:
         key = f"{NS}/{self._plugins[node]}/nvidia-device-plugin"
         self.logs[key] = self.logs[key] + lines

@@ -6,9 +6,9 @@ from typing import Any
 
 from layers import scheduling
 from layers.facts import candidates as c
-from layers.findings import Severity
-from layers.sources import K8sObject
-from tests.layers.builders import codes, ctx, event, gpu_node, node, pod
+from layers.findings import LayerResult, Severity
+from layers.sources import K8sObject, NoTelemetry
+from tests.layers.builders import NOW, codes, ctx, event, gpu_node, node, pod
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 CORDON = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
@@ -187,3 +187,94 @@ def test_with_candidates_left_a_selector_elsewhere_is_not_the_cause() -> None:
 
 def _failed(message: str) -> K8sObject:
     return event(("ml", "Pod", "trainer-0"), "FailedScheduling", message, source="default-scheduler")
+
+
+# --- L1_MIG_CONFIG_FAILED and L1_SCHEDULING_GATED ------------------------------------------
+
+MIG_LOG_PENDING = """\
+time="2026-11-18T09:20:11Z" level=info msg="Waiting for change to 'nvidia.com/mig.config' label"
+time="2026-11-18T09:31:42Z" level=info msg="Updating to MIG config: all-1g.10gb"
+Getting current value of the 'nvidia.com/mig.config.state' node label
+Current value of 'nvidia.com/mig.config.state=success'
+time="2026-11-18T09:31:43Z" level=fatal msg="Assertion failure: selected configuration not currently applied"
+Changing the 'nvidia.com/mig.config.state' node label to 'pending'
+Shutting down all GPU clients in Kubernetes by disabling their component-specific nodeSelector labels
+Waiting for the device-plugin to shutdown
+"""
+
+
+def _mig_walk(state: str, log: str | None = None, now: float = NOW) -> LayerResult:
+    from tests.layers.builders import logs_for, operand
+
+    a100 = gpu_node(
+        "dgx-a100-03", labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": state}
+    )
+    other = node(
+        "dgx-a100-01", labels={"nvidia.com/gpu.present": "true"}, capacity={"nvidia.com/mig-3g.40gb": 2}
+    )
+    p = pending(requests={"nvidia.com/mig-1g.10gb": 1})
+    objs: list[K8sObject] = [a100, other, p]
+    logs: dict[str, str] = {}
+    if log is not None:
+        mgr = operand("nvidia-mig-manager", "dgx-a100-03")
+        objs.append(mgr)
+        logs = logs_for(mgr, "nvidia-mig-manager", log)
+    return scheduling.check(ctx(objs, logs=logs, pod=("ml", "trainer-0"), telemetry=NoTelemetry(now)))
+
+
+def test_a_failed_mig_reconfiguration_outranks_the_resource_mismatch() -> None:
+    result = _mig_walk("failed")
+    found = codes(result)
+    assert "L1_MIG_CONFIG_FAILED" in found and "L1_RESOURCE_MISMATCH" not in found
+    assert result.next == 2
+    [f] = [f for f in result.findings if f.code == "L1_MIG_CONFIG_FAILED"]
+    assert f.node == "dgx-a100-03" and "nvidia.com/gpu=8" in f.summary and "request is right" in f.summary
+
+
+def test_pending_over_fifteen_minutes_by_the_manager_log_is_a_failure() -> None:
+    from datetime import UTC, datetime
+
+    t = datetime(2026, 11, 18, 9, 31, 42, tzinfo=UTC).timestamp()
+    assert "L1_MIG_CONFIG_FAILED" not in codes(_mig_walk("pending", MIG_LOG_PENDING, now=t + 10 * 60))
+    late = _mig_walk("pending", MIG_LOG_PENDING, now=t + 20 * 60)
+    [f] = [f for f in late.findings if f.code == "L1_MIG_CONFIG_FAILED"]
+    assert "pending for 20 min" in f.summary
+    assert not any("Assertion failure" in e for e in f.evidence)  # routine step, not the error
+
+
+def test_pending_without_any_clock_is_not_called_stuck() -> None:
+    result = _mig_walk("pending")
+    assert "L1_MIG_CONFIG_FAILED" not in codes(result) and "L1_RESOURCE_MISMATCH" in codes(result)
+
+
+def test_pending_by_node_events() -> None:
+    from layers.facts import migstate
+
+    ev = event(
+        (None, "Node", "dgx-a100-03"),
+        "MigConfigChanged",
+        "nvidia.com/mig.config.state changed to pending",
+        type="Normal",
+        last="2026-11-18T09:00:00Z",
+    )
+    assert migstate.pending_since_events([ev]) is not None
+    done = event(
+        (None, "Node", "dgx-a100-03"),
+        "MigConfigChanged",
+        "nvidia.com/mig.config.state changed to success",
+        type="Normal",
+        last="2026-11-18T09:05:00Z",
+    )
+    assert migstate.pending_since_events([ev, done]) is None
+
+
+def test_a_gated_pod_is_held_by_its_queue_and_no_node_is_examined() -> None:
+    p = pending()
+    p["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    nodes = [gpu_node("h100-1", allocatable=7), node("new-1", labels={"nvidia.com/gpu.present": "true"})]
+    w = ctx([*nodes, p], pod=("ml", "trainer-0"))
+    result = scheduling.check(w)
+    assert set(codes(result)) == {"L1_POD_PENDING", "L1_SCHEDULING_GATED"}
+    assert result.next == "stop" and w.examined_nodes() == []
+    [f] = [f for f in result.findings if f.code == "L1_SCHEDULING_GATED"]
+    assert "spec.schedulingGates: kueue.x-k8s.io/admission" in f.evidence and f.severity == Severity.WARN
