@@ -270,6 +270,51 @@ def test_settings_map_to_the_documented_environment(full_docs: list[dict[str, An
     assert cfg.cluster_name == "prod-east-1" and cfg.cordon_max_fraction == 0.1 and cfg.workers == 8
 
 
+def test_alerts_turn_on_the_webhook_with_its_token_secret(
+    full_docs: list[dict[str, Any]], default_docs: list[dict[str, Any]]
+) -> None:
+    env = {e["name"]: e for e in _bot_container(full_docs)["env"]}
+    ref = env["GPUBOT_ALERT_TOKEN"]["valueFrom"]["secretKeyRef"]
+    [secret] = [d for d in by_kind(full_docs, "Secret") if d["metadata"]["name"] == ref["name"]]
+    values = yaml.safe_load(FULL_VALUES.read_text())["alerts"]
+    assert secret["stringData"][ref["key"]] == values["token"]
+    plain = {k: v["value"] for k, v in env.items() if "value" in v}
+    # What the chart sets is what the bot's own loader accepts.
+    from bot.config import load_config
+
+    cfg = load_config(
+        {
+            **plain,
+            "GPUBOT_ALERT_TOKEN": values["token"],
+            "SLACK_BOT_TOKEN": "xoxb-1",
+            "SLACK_SIGNING_SECRET": "s",
+        },
+        need_slack=True,
+        http=True,
+    )
+    assert (cfg.alert_channel, cfg.alert_rewalk_minutes, cfg.alert_max_threads_per_hour) == (
+        "C0ALERTS01",
+        15,
+        20,
+    )
+    assert cfg.alert_duplicate_seconds == 30 and cfg.alert_token == values["token"]
+    # The Service's port serves /alertmanager; by default nothing of it is rendered.
+    [svc] = [d for d in by_kind(full_docs, "Service") if d["metadata"]["name"] == "gpubot"]
+    [http] = [p for p in _bot_container(full_docs)["ports"] if p["name"] == "http"]
+    assert {"name": "http", "port": http["containerPort"], "targetPort": "http", "protocol": "TCP"} in svc[
+        "spec"
+    ]["ports"]
+    assert not any(e["name"].startswith("GPUBOT_ALERT") for e in _bot_container(default_docs)["env"])
+    assert not [d for d in by_kind(default_docs, "Secret") if d["metadata"]["name"].endswith("-alerts")]
+
+
+def test_alerts_with_an_existing_secret_create_none(helm: str) -> None:
+    docs = render(helm, "--set", "alerts.enabled=true,alerts.channel=C0ALERTS,alerts.existingSecret=am-token")
+    env = {e["name"]: e for e in _bot_container(docs)["env"]}
+    assert env["GPUBOT_ALERT_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "am-token", "key": "token"}
+    assert not [d for d in by_kind(docs, "Secret") if d["metadata"]["name"].endswith("-alerts")]
+
+
 def test_selectors_never_overlap_between_bot_and_redis(full_docs: list[dict[str, Any]]) -> None:
     (dep,) = by_kind(full_docs, "Deployment")
     (sts,) = by_kind(full_docs, "StatefulSet")
@@ -302,6 +347,11 @@ def test_values_table_documents_every_value() -> None:
         (["--set", "replicaCount=2"], "shared state store"),
         (["--set", "slack.mode=websocket"], "slack.mode must be socket or http"),
         (["--set", "ingress.enabled=true"], "only makes sense with slack.mode=http"),
+        (
+            ["--set", "alerts.enabled=true,alerts.token=0123456789abcdef"],
+            "alerts.enabled needs alerts.channel",
+        ),
+        (["--set", "alerts.enabled=true,alerts.channel=C0A,alerts.token=short"], "16+ characters"),
     ],
 )
 def test_bad_values_stop_with_one_line(helm: str, values: list[str], message: str) -> None:

@@ -46,6 +46,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (printf "%s-slack" (include "gpubot.fullname" .)) .Values.slack.existingSecret }}
 {{- end }}
 
+{{- define "gpubot.alertSecretName" -}}
+{{- default (printf "%s-alerts" (include "gpubot.fullname" .)) .Values.alerts.existingSecret }}
+{{- end }}
+
 {{- define "gpubot.redisName" -}}
 {{- printf "%s-redis" (include "gpubot.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -61,6 +65,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- if and .Values.redis.enabled (or .Values.redis.url .Values.redis.existingSecret.name) }}
 {{- fail "redis.enabled runs Redis in the release: leave redis.url and redis.existingSecret.name empty, or turn it off" }}
+{{- end }}
+{{- if and .Values.alerts.enabled (not .Values.alerts.channel) }}
+{{- fail "alerts.enabled needs alerts.channel: the channel id (C…) or name incident threads go to" }}
+{{- end }}
+{{- if and .Values.alerts.enabled (not .Values.alerts.existingSecret) (lt (len .Values.alerts.token) 16) }}
+{{- fail "alerts.enabled needs alerts.existingSecret (a Secret with the bearer token) or an alerts.token of 16+ characters" }}
 {{- end }}
 {{- if and .Values.ingress.enabled (ne .Values.slack.mode "http") }}
 {{- fail "ingress.enabled only makes sense with slack.mode=http (Socket Mode needs no inbound traffic)" }}
