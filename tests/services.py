@@ -19,7 +19,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from bot.sources.openmetrics import write_openmetrics
@@ -157,8 +157,10 @@ Series = SeriesData
 class PrometheusServer:
     """A `prometheus` serving backfilled history from a fresh temporary directory."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, config: str = PROMETHEUS_CONFIG, flags: Sequence[str] = ()) -> None:
         self.workdir = workdir
+        self.config = config  # rule_files in it are relative to workdir
+        self.flags = tuple(flags)
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -190,7 +192,7 @@ class PrometheusServer:
     def start(self, timeout_s: float = 20.0) -> PrometheusServer:
         binary = _binary("prometheus")
         config = self.workdir / "prometheus.yml"
-        config.write_text(PROMETHEUS_CONFIG)
+        config.write_text(self.config)
         log = self.workdir / "prometheus.log"
         for _ in range(3):
             self.port = free_port()
@@ -202,6 +204,7 @@ class PrometheusServer:
                         f"--storage.tsdb.path={self.workdir / 'data'}",
                         f"--storage.tsdb.retention.time={RETENTION}",
                         f"--web.listen-address={HOST}:{self.port}",
+                        *self.flags,
                     ],
                     stdout=logf,
                     stderr=subprocess.STDOUT,
