@@ -9,14 +9,15 @@ need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v prometheus-alertmanager >/dev/null 2>&1 || need+=(prometheus-alertmanager)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]} (Debian packages) ..."
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server prometheus >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server prometheus prometheus-alertmanager >/dev/null
 fi
 # The Debian packages start their services on install; the tests want none running.
-for svc in redis-server prometheus; do
+for svc in redis-server prometheus prometheus-alertmanager; do
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
     systemctl stop "$svc" || true
   fi

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.scenario import build_sources, load_scenario
-from bot.series import SeriesData
+from bot.sources.scenario import build_sources, load_scenario
+from bot.sources.series import SeriesData
 from tests.alertmanager import AlertmanagerServer, config_yaml
 from tests.fakes.kube_api import FakeKubeAPI, serve
 from tests.fakes.slack_api import Call, FakeSlack, serve_slack

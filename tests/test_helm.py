@@ -280,7 +280,7 @@ def test_alerts_turn_on_the_webhook_with_its_token_secret(
     assert secret["stringData"][ref["key"]] == values["token"]
     plain = {k: v["value"] for k, v in env.items() if "value" in v}
     # What the chart sets is what the bot's own loader accepts.
-    from bot.config import load_config
+    from bot.ops.config import load_config
 
     cfg = load_config(
         {
