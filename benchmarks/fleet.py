@@ -112,10 +112,33 @@ def _operand_pod(i: int, app: str, container: str) -> dict[str, Any]:
     }
 
 
+def _workload_pod(i: int, k: int) -> dict[str, Any]:
+    """A running CPU pod (no GPU request) of some service, bound to node i."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"web-{i:05d}-{k}", "namespace": "apps", "labels": {"app": "web"}},
+        "spec": {
+            "nodeName": node_name(i),
+            "containers": [{"name": "web", "image": "nginx:1.27", "resources": {"requests": {"cpu": "1"}}}],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
 def make_fleet(
-    nodes: int, gpus_per_node: int = 8, *, sick_every: int = 500, with_series: bool = True, seed: int = 7
+    nodes: int,
+    gpus_per_node: int = 8,
+    *,
+    sick_every: int = 500,
+    with_series: bool = True,
+    seed: int = 7,
+    workload_pods: int = 0,
 ) -> dict[str, Any]:
-    """A scenario dict (spec/scenario.md) for a fleet; target pod ml/trainer-0 is pending."""
+    """A scenario dict (spec/scenario.md) for a fleet; target pod ml/trainer-0 is pending.
+
+    Each node runs the six operand pods, plus `workload_pods` CPU pods of other services.
+    """
     rng = random.Random(seed)
     objects: list[dict[str, Any]] = []
     metrics: list[dict[str, Any]] = []
@@ -125,6 +148,7 @@ def make_fleet(
         objects.append(_node(i, gpus_per_node, sick))
         for app, container in OPERANDS:
             objects.append(_operand_pod(i, app, container))
+        objects.extend(_workload_pod(i, k) for k in range(workload_pods))
         if sick:
             uuid = f"GPU-{rng.getrandbits(32):08x}-1db1-436e-d958-ddee5da83d07"
             logs[f"gpu-operator/nvidia-device-plugin-daemonset-{i:05x}/nvidia-device-plugin"] = (

@@ -384,9 +384,7 @@ def time_slicing(ctx: WalkContext, node: str) -> list[Finding]:
         return []
     evidence = [f"node {node}: {', '.join(reasons)}"]
     try:
-        pods = ctx.cached(
-            ("pods_on", node), lambda: ctx.cluster.list_pods(field_selector=f"spec.nodeName={node}")
-        )
+        pods = ctx.pods_on(node)
         target = (ctx.target.namespace, ctx.target.pod)
         sharers = [
             f"{o.namespace(p)}/{o.name(p)} ({', '.join(f'{k}={v}' for k, v in o.pod_requests(p).items())})"

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from layers.facts import objects as o
 from layers.facts.candidates import Candidates, not_for_pods
-from layers.facts.context import WalkContext
+from layers.facts.context import PER_NODE_READS, WalkContext
 from layers.facts.logsigs import event_line, event_message, event_time
 from layers.facts.placement import MAX_LISTED, listed, one_node, scheduler_reasons, selector_misses
 from layers.facts.schedmsg import SchedulingFailure, parse_failed_scheduling
@@ -367,15 +367,14 @@ def gpu_exhausted(
     ctx: WalkContext, pod: K8sObject, requests: Mapping[str, int], nodes: list[K8sObject]
 ) -> list[Finding]:
     """Allocatable minus what the node's non-terminated pods request, against the pod's request."""
-    try:
-        used = requested_by_node(ctx)
-    except SourceError as err:
-        return [unknown(LAYER, f"could not list pods to count the GPUs in use: {err}")]
     lines: list[str] = []
-    for node in nodes:
+    for i, node in enumerate(nodes):
         name = o.name(node)
+        try:
+            in_use = requested_on(ctx, name, one_by_one=i < PER_NODE_READS)
+        except SourceError as err:
+            return [unknown(LAYER, f"could not list pods to count the GPUs in use: {err}")]
         alloc = o.gpu_resources(node, "allocatable")
-        in_use = used.get(name, {})
         short = [(r, want, alloc.get(r, 0) - in_use.get(r, 0)) for r, want in sorted(requests.items())]
         short = [s for s in short if s[2] < s[1]]
         if not short:
@@ -404,19 +403,35 @@ def gpu_exhausted(
     ]
 
 
+def requested_on(ctx: WalkContext, node: str, *, one_by_one: bool) -> dict[str, int]:
+    """GPU resource -> requested by the node's non-terminated pods.
+
+    The first nodes are read one by one (`spec.nodeName=`): usually one of them fits
+    and the walk is done without listing the fleet's pods. Past those, one list of
+    every non-terminated pod is cheaper than thousands of per-node lists.
+    """
+    if not one_by_one:
+        return requested_by_node(ctx).get(node, {})
+    return _requested(ctx.pods_on(node)).get(node, {})
+
+
+def _requested(pods: Iterable[K8sObject]) -> dict[str, dict[str, int]]:
+    used: dict[str, dict[str, int]] = defaultdict(dict)
+    for p in pods:
+        node = o.pod_node(p)
+        # Terminating pods still hold their devices; only finished ones free them.
+        if not node or o.pod_phase(p) in ("Succeeded", "Failed"):
+            continue
+        for r, q in o.pod_requests(p).items():
+            used[node][r] = used[node].get(r, 0) + q
+    return dict(used)
+
+
 def requested_by_node(ctx: WalkContext) -> dict[str, dict[str, int]]:
     """node -> GPU resource -> requested by its non-terminated pods; one pods list per walk."""
-
-    def read() -> dict[str, dict[str, int]]:
-        pods = ctx.cluster.list_pods(field_selector="status.phase!=Succeeded,status.phase!=Failed")
-        used: dict[str, dict[str, int]] = defaultdict(dict)
-        for p in pods:
-            node = o.pod_node(p)
-            # Terminating pods still hold their devices; only finished ones free them.
-            if not node or o.pod_phase(p) in ("Succeeded", "Failed"):
-                continue
-            for r, q in o.pod_requests(p).items():
-                used[node][r] = used[node].get(r, 0) + q
-        return dict(used)
-
-    return ctx.cached("gpu_requested_by_node", read)
+    return ctx.cached(
+        "gpu_requested_by_node",
+        lambda: _requested(
+            ctx.cluster.list_pods(field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        ),
+    )

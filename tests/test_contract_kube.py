@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,9 @@ from bot.sources.opener import bundled_scenarios
 from bot.sources.scenario import Scenario, build_sources, load_scenario, parse_scenario
 from bot.sources.series import SeriesTelemetry
 from bot.sources.snapshot import SnapshotCluster
+from layers.digest import ALLOCATABLE_BELOW_CAPACITY, collect_digest
 from layers.findings import WalkResult
+from layers.sources import NoTelemetry
 from layers.walk import walk
 from tests.fakes.kube_api import FakeKubeAPI, Request, serve
 
@@ -101,9 +104,9 @@ class Counted:
     walk: WalkResult
 
 
-def count_walk(nodes: int, all_layers: bool) -> Counted:
+def count_walk(nodes: int, all_layers: bool, **fleet: Any) -> Counted:
     """Walk ml/trainer-0 of a synthetic fleet through the fake API server; the requests it made."""
-    sc = parse_scenario(make_fleet(nodes, 8), f"<fleet-{nodes}>")
+    sc = parse_scenario(make_fleet(nodes, 8, **fleet), f"<fleet-{nodes}>")
     snapshot, telemetry = build_sources(sc)
     with serve(snapshot) as api:
         kube = KubeCluster.from_config(api.kubeconfig, timeout_s=10.0)
@@ -137,8 +140,25 @@ def test_api_calls_per_walk_do_not_grow_with_the_fleet(all_layers: bool) -> None
     )
     # Not just the same number: the same requests, with the fleet size nowhere in them.
     assert shape(small.first_pages) == shape(large.first_pages)
-    # 500 nodes x 6 operand pods is 3,000 pods: the pod lists need pages, the 50-node fleet none.
-    assert small.continue_pages == 0 and large.continue_pages > 0
+    # 500 nodes x 6 operand pods is 3,000 pods. The default walk reads pods node by node, so 500
+    # nodes fit one page; --all lists the operator's pods fleet-wide (layer 2), in pages.
+    assert small.continue_pages == 0
+    assert (large.continue_pages > 0) if all_layers else (large.continue_pages == 0)
+
+
+def test_a_pending_walk_lists_no_pods_of_the_fleet() -> None:
+    # 50 nodes / 500 pods against 5,000 nodes / 50,000 pods (ten per node), one sick node in both.
+    fleet = {"sick_every": 10**9, "with_series": False, "workload_pods": 4}
+    small, large = count_walk(50, False, **fleet), count_walk(5000, False, **fleet)
+    for counted in (small, large):
+        assert counted.walk.layers[0].findings[0].node == node_name(1)
+    assert shape(small.first_pages) == shape(large.first_pages)
+    # Pods are read node by node (the first candidate, the sick node), never listed fleet-wide,
+    # so the only pages that grow are the node list's.
+    pod_lists = [r for r in large.first_pages if r.path == "/api/v1/pods"]
+    assert pod_lists and all(r.query.get("fieldSelector", "").startswith("spec.nodeName=") for r in pod_lists)
+    assert small.continue_pages == 0
+    assert large.continue_pages == 5000 // PAGE_SIZE - 1
 
 
 @pytest.mark.parametrize("all_layers", [False, True], ids=["walk", "all"])
@@ -150,3 +170,41 @@ def test_nodes_are_listed_once_never_read_one_by_one(all_layers: bool) -> None:
     # Every list is asked for in pages, never whole.
     lists = [r for r in counted.first_pages if not r.path.endswith("/log") and "/pods/" not in r.path]
     assert lists and all(r.query.get("limit") == str(PAGE_SIZE) for r in lists)
+
+
+# --- API calls per digest -------------------------------------------------------------------
+
+
+def count_digest(nodes: int, sick_every: int) -> tuple[list[Request], int, int]:
+    """The daily digest of a synthetic fleet through the fake API server: first pages, `continue`
+    pages, nodes flagged for a capacity gap."""
+    sc = parse_scenario(make_fleet(nodes, 8, sick_every=sick_every, with_series=False), f"<fleet-{nodes}>")
+    snapshot, _ = build_sources(sc)
+    with serve(snapshot) as api:
+        kube = KubeCluster.from_config(api.kubeconfig, timeout_s=10.0)
+        try:
+            digest = collect_digest(kube, NoTelemetry(now=sc.now))
+        finally:
+            kube.close()
+        requests = list(api.requests)
+    flagged = sum(1 for f in digest.flagged if ALLOCATABLE_BELOW_CAPACITY in f.reasons)
+    # The sick nodes' device plugin logs were read for Xids DCGM cannot report.
+    assert all(79 in f.xids_24h for f in digest.flagged)
+    return [r for r in requests if not is_continue_page(r)], sum(map(is_continue_page, requests)), flagged
+
+
+def test_digest_api_calls_grow_with_flagged_nodes_only() -> None:
+    small, _, one = count_digest(50, 10**9)
+    large, large_pages, same = count_digest(2000, 10**9)
+    assert one == same == 1
+    # Ten times the nodes (12,000 operand pods), one flagged node: the same requests, the node
+    # list's pages apart. No list of the fleet's operator pods.
+    assert shape(small) == shape(large) and large_pages == 2000 // PAGE_SIZE - 1
+    sick, _, ten = count_digest(2000, 200)
+    assert ten == 10
+    # Each further flagged node costs its own pod list and its plugin's two logs, nothing more.
+    assert len(sick) == len(large) + 3 * (ten - 1)
+    per_node = [r for r in sick if r.path == "/api/v1/pods"]
+    assert len(per_node) == ten and all(
+        r.query["fieldSelector"].startswith("spec.nodeName=") for r in per_node
+    )

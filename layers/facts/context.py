@@ -79,6 +79,11 @@ def component(pod: K8sObject) -> str | None:
     return None
 
 
+# Past this many nodes, a node's operator pods come from one fleet-wide list instead of
+# one list per node: the plugin logs are read on at most 50 nodes too (layers/card.py).
+PER_NODE_READS = 50
+
+
 @dataclass(frozen=True)
 class Settings:
     operator_namespace: str | None = None
@@ -107,6 +112,7 @@ class WalkContext:
         self.pod = pod  # None for a node-only walk (from the digest)
         self.settings = settings or Settings()
         self._cache: dict[object, object] = {}
+        self._nodes_asked: set[str] = set()  # nodes whose operator pods were read one by one
 
     def cached(self, key: object, read: Callable[[], T]) -> T:
         """Run a read once per walk; a SourceError is cached and re-raised."""
@@ -185,16 +191,45 @@ class WalkContext:
         return self.cached("operator_pods", read)
 
     def operator_pods_on(self, node: str, comp: str | None = None) -> list[K8sObject]:
-        def index() -> dict[str | None, list[K8sObject]]:
-            # One pass over the operator pods, then a lookup per node: a pending pod
-            # examines every GPU node of a 5,000-node fleet.
-            by_node: dict[str | None, list[K8sObject]] = {}
-            for p in self.operator_pods():
-                by_node.setdefault(o.pod_node(p), []).append(p)
-            return by_node
+        """The operator's pods on one node.
 
-        pods = self.cached("operator_pods_by_node", index).get(node, [])
+        Read with the node's own pod list (`spec.nodeName=`) while few nodes are asked
+        about, so a walk or a digest pays per examined node, not per pod of the fleet;
+        from the fleet-wide operator list once that is read anyway or many nodes are asked.
+        """
+        if self._fleet_wide_operator_reads():
+
+            def index() -> dict[str | None, list[K8sObject]]:
+                # One pass over the operator pods, then a lookup per node: a pending pod
+                # examines every GPU node of a 5,000-node fleet.
+                by_node: dict[str | None, list[K8sObject]] = {}
+                for p in self.operator_pods():
+                    by_node.setdefault(o.pod_node(p), []).append(p)
+                return by_node
+
+            pods = self.cached("operator_pods_by_node", index).get(node, [])
+        else:
+            self._nodes_asked.add(node)
+            ns = self.settings.operator_namespace
+            pods = [
+                p
+                for p in self.pods_on(node)
+                if component(p) is not None and (ns is None or o.namespace(p) == ns)
+            ]
         return pods if comp is None else [p for p in pods if component(p) == comp]
+
+    def _fleet_wide_operator_reads(self) -> bool:
+        if "operator_pods" in self._cache:
+            return True
+        examined = self._cache.get("examined")
+        many = isinstance(examined, list) and len(examined) > PER_NODE_READS
+        return many or len(self._nodes_asked) >= PER_NODE_READS
+
+    def pods_on(self, node: str) -> list[K8sObject]:
+        """Every pod bound to the node, in any namespace (one `spec.nodeName=` list)."""
+        return self.cached(
+            ("pods_on", node), lambda: self.cluster.list_pods(field_selector=f"spec.nodeName={node}")
+        )
 
     def operator_namespace(self) -> str | None:
         """Where the operator runs: the setting, else the operator pod's namespace."""

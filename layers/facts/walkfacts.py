@@ -13,7 +13,7 @@ from functools import cached_property
 
 from layers.facts import gpufacts as gf
 from layers.facts import objects as o
-from layers.facts.context import WalkContext, component
+from layers.facts.context import WalkContext
 from layers.findings import LayerResult, unknown
 from layers.sources import K8sObject, Selector, SourceError, Telemetry, TelemetryError
 
@@ -110,8 +110,9 @@ class WalkFacts:
         return out
 
 
-def exporter_pods(ctx: WalkContext) -> list[K8sObject]:
-    return [p for p in ctx.operator_pods() if component(p) == "dcgm-exporter"]
+def exporter_pods(ctx: WalkContext, nodes: Sequence[str]) -> list[K8sObject]:
+    """The dcgm-exporter pods on these nodes: the only ones whose names can label their series."""
+    return [p for n in nodes for p in ctx.operator_pods_on(n, "dcgm-exporter")]
 
 
 def walk_facts(ctx: WalkContext, nodes: Sequence[str]) -> WalkFacts:
@@ -145,7 +146,7 @@ def examined_walk_facts(ctx: WalkContext, layer: int) -> tuple[list[str], WalkFa
 def _read_walk_facts(ctx: WalkContext, nodes: tuple[str, ...]) -> WalkFacts:
     notes: list[str] = []
     try:
-        exporters = exporter_pods(ctx)
+        exporters = exporter_pods(ctx, nodes)
     except SourceError as err:
         exporters = []
         notes.append(

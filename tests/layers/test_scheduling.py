@@ -10,7 +10,9 @@ import yaml
 
 from bot.sources.snapshot import SnapshotCluster
 from layers import scheduling
+from layers.facts import objects as o
 from layers.facts import placement
+from layers.facts.context import PER_NODE_READS
 from layers.facts.schedmsg import parse_failed_scheduling
 from layers.findings import STOP, LayerResult, Severity
 from layers.sources import K8sObject
@@ -203,27 +205,48 @@ def test_one_free_gpu_anywhere_is_not_exhaustion() -> None:
     assert codes(result) == ["L1_POD_PENDING"] and result.next == 2
 
 
-def test_exhaustion_reads_the_pods_once_whatever_the_fleet_size() -> None:
-    calls: list[str | None] = []
+class _Counting(SnapshotCluster):
+    def __init__(self, objects: list[K8sObject], calls: list[str | None]) -> None:
+        super().__init__(objects)
+        self.calls = calls
 
-    class Counting(SnapshotCluster):
-        def list_pods(
-            self,
-            namespace: str | None = None,
-            label_selector: str | None = None,
-            field_selector: str | None = None,
-        ) -> list[K8sObject]:
-            calls.append(field_selector)
-            return super().list_pods(namespace, label_selector, field_selector)
+    def list_pods(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[K8sObject]:
+        self.calls.append(field_selector)
+        return super().list_pods(namespace, label_selector, field_selector)
+
+
+def test_exhaustion_reads_nodes_one_by_one_then_the_fleet_once() -> None:
+    calls: list[str | None] = []
 
     objs: list[K8sObject] = [pending(), failed_scheduling(MSG_PREEMPTION)]
     for i in range(300):
         objs += [gpu_node(f"gpu-{i}", 1), busy(f"gpu-{i}", 1, f"job-{i}")]
     c = ctx(objs, pod=("ml", "trainer-0"))
-    c.cluster = Counting(objs)
+    c.cluster = _Counting(objs, calls)
     result = scheduling.check(c)
     assert one(result, "L1_GPU_EXHAUSTED").evidence[-1] == "… and 290 more"
-    assert calls == ["status.phase!=Succeeded,status.phase!=Failed"]
+    # Every node full: the first 50 are read one by one, then all pods once, never 300 lists.
+    per_node = [f"spec.nodeName={o.name(n)}" for n in c.gpu_nodes()[:PER_NODE_READS]]
+    assert calls == [*per_node, "status.phase!=Succeeded,status.phase!=Failed"]
+
+
+def test_a_node_with_room_ends_the_count_without_listing_the_fleet() -> None:
+    calls: list[str | None] = []
+    objs: list[K8sObject] = [pending(), failed_scheduling(MSG_PREEMPTION)]
+    for i in range(300):
+        objs += [gpu_node(f"gpu-{i:03d}", 1)]
+        if i != 2:
+            objs.append(busy(f"gpu-{i:03d}", 1, f"job-{i}"))
+    c = ctx(objs, pod=("ml", "trainer-0"))
+    c.cluster = _Counting(objs, calls)
+    result = scheduling.check(c)
+    assert "L1_GPU_EXHAUSTED" not in codes(result)
+    assert calls == ["spec.nodeName=gpu-000", "spec.nodeName=gpu-001", "spec.nodeName=gpu-002"]
 
 
 def test_selector_mismatch_names_the_gpu_nodes_and_the_label() -> None:
