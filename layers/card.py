@@ -11,14 +11,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from layers import xid
+from layers import dra, xid
 from layers.facts import gpufacts as gf
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts import walkfacts as wf
 from layers.facts.context import WalkContext
 from layers.facts.fleet import fold
-from layers.findings import Finding, LayerResult, finding, unknown
+from layers.findings import Finding, LayerResult, Severity, finding, unknown
 from layers.operands import DEVICE_PLUGIN_CONTAINERS
 from layers.sources import SourceError
 
@@ -112,6 +112,8 @@ def read_plugin_log(ctx: WalkContext, node: str) -> tuple[PluginLog | None, list
         pods = ctx.operator_pods_on(node, "device-plugin")
     except SourceError as err:
         return None, [_log_unknown(node, f"could not list the operator pods: {err.message}", err.hint())]
+    if not pods and ctx.operator_pods_on(node, "dra-kubelet-plugin"):
+        return None, []  # a DRA node: its kubelet plugin's log is read with its device taints (layers/dra.py)
     if not pods:
         return None, [
             _log_unknown(
@@ -239,7 +241,9 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
         )
     if log is not None and log.unhealthy:
         out.append(device_unhealthy(node, log))
-    out += xid_findings(node, log, gpus, facts.error)
+    taints, dra_findings = dra.card_evidence(ctx, node)
+    out += dra_findings
+    out += xid_findings(node, log, gpus, facts.error, taints)
     out += row_remaps(node, gpus)
     out += clock_events(node, gpus)
     if not out and not read_log:
@@ -297,17 +301,30 @@ def device_unhealthy(node: str, log: PluginLog) -> Finding:
 
 
 def xid_findings(
-    node: str, log: PluginLog | None, gpus: list[gf.GpuFacts], telemetry_error: str | None
+    node: str,
+    log: PluginLog | None,
+    gpus: list[gf.GpuFacts],
+    telemetry_error: str | None,
+    taints: dra.TaintXids | None = None,
 ) -> list[Finding]:
     seen: dict[int, list[str]] = {}
     texts: dict[int, list[str]] = {}
     devices: dict[int, set[str]] = {n: set(d) for n, d in (log.xid_devices if log else {}).items()}
+    # The DRA driver's gpu.nvidia.com/xid=N taints; effect None alone (an Xid it ignores) is evidence only.
+    quiet: set[int] = set()
+    for number, lines in (taints.lines if taints else {}).items():
+        seen.setdefault(number, []).extend(lines)
+        devices.setdefault(number, set()).update(taints.devices.get(number, ()) if taints else ())
+        if taints and not taints.blocking.get(number):
+            quiet.add(number)
     for number, lines in (log.xids if log else {}).items():
         seen.setdefault(number, []).extend(lines[:_EVIDENCE_LINES])
         if len(lines) > _EVIDENCE_LINES:
             seen[number].append(f"… {len(lines) - _EVIDENCE_LINES} more log lines with Xid {number}")
         texts.setdefault(number, []).extend(lines)
+    quiet -= set(log.xids if log else ())
     for g in gpus:
+        quiet -= {g.last_xid, *g.xid_counts_24h}
         if g.last_xid > 0:
             devices.setdefault(g.last_xid, set()).add(g.uuid or g.label)
             msg = f" ({g.last_xid_message})" if g.last_xid_message else ""
@@ -342,7 +359,7 @@ def xid_findings(
             finding(
                 "L5_XID",
                 summary,
-                severity=entry.severity,
+                severity=Severity.INFO if number in quiet else entry.severity,
                 evidence=[
                     *evidence,
                     f"catalog action: {entry.immediate_action or 'none'} (investigate: {entry.investigatory_action or 'none'})",

@@ -20,8 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from layers.facts import dra
 from layers.facts import objects as o
 from layers.facts.context import Settings, WalkContext
+from layers.facts.dra import Inventory
 from layers.facts.gpufacts import (
     CORRECTABLE_ROWS,
     UNCORRECTABLE_ROWS,
@@ -136,10 +138,26 @@ def _resources(node: K8sObject) -> tuple[ResourceCount, ...]:
     return tuple(ResourceCount(r, cap.get(r, 0), alloc.get(r, 0)) for r in names)
 
 
-def _flag(node: K8sObject | None, name: str, health: NodeHealth | None) -> FlaggedNode | None:
+def _dra_resources(
+    name: str, inventory: Inventory | None
+) -> tuple[tuple[ResourceCount, ...], tuple[int, ...]]:
+    """A DRA node's GPUs as the digest counts them: published against untainted (NoSchedule/NoExecute),
+    under the driver's name; and the Xids its device taints carry."""
+    devices = inventory.on(name) if inventory is not None else ()
+    if not devices:
+        return (), ()
+    usable = sum(1 for d in devices if not d.blocking_taints)
+    xids = {int(t.value) for d in devices for t in d.taints if t.key == dra.TAINT_XID and t.value.isdigit()}
+    return (ResourceCount(dra.DRIVER, len(devices), usable),), tuple(sorted(xids))
+
+
+def _flag(
+    node: K8sObject | None, name: str, health: NodeHealth | None, inventory: Inventory | None = None
+) -> FlaggedNode | None:
     reasons: list[str] = []
-    resources = _resources(node) if node is not None else ()
-    if node is not None and o.allocatable_gaps(node):
+    published, taint_xids = _dra_resources(name, inventory)
+    resources = (_resources(node) if node is not None else ()) + published
+    if (node is not None and o.allocatable_gaps(node)) or any(r.allocatable < r.capacity for r in published):
         reasons.append(ALLOCATABLE_BELOW_CAPACITY)
     if health is not None and health.rows_rising:
         reasons.append(REMAPPED_ROWS_RISING)
@@ -157,7 +175,7 @@ def _flag(node: K8sObject | None, name: str, health: NodeHealth | None) -> Flagg
         reasons=tuple(reasons),
         correctable_rows_24h=row_count(health.correctable_rows_24h) if health else 0,
         uncorrectable_rows_24h=row_count(health.uncorrectable_rows_24h) if health else 0,
-        xids_24h=tuple(health.xids_24h) if health else (),
+        xids_24h=tuple(sorted({*(health.xids_24h if health else ()), *taint_xids})),
         cordoned=node is not None and o.is_unschedulable(node),
         row_remap_failure=health is not None and health.row_remap_failure,
         resources=resources,
@@ -175,13 +193,15 @@ def build_digest(
     notes: Iterable[str] = (),
     hostmap: HostMap | None = None,
     remap_series_present: bool | None = None,
+    inventory: Inventory | None = None,
 ) -> Digest:
-    """The digest from the node objects and the fleet's 24 h hardware signals (None: unreadable)."""
+    """The digest from the node objects, the fleet's 24 h hardware signals (None: unreadable) and
+    the GPUs DRA nodes publish (None: no DRA read)."""
     health = dict(fleet_health or {})
     by_name = {o.name(n): n for n in nodes}
     flagged: list[FlaggedNode] = []
     for name, node in by_name.items():
-        f = _flag(node, name, health.get(name))
+        f = _flag(node, name, health.get(name), inventory)
         if f is not None:
             flagged.append(f)
     all_notes = list(notes)
@@ -201,7 +221,10 @@ def build_digest(
             f"no remapped-row series in {metrics_source or 'the metrics source'}: "
             "is dcgm-exporter scraped, with DCGM_FI_DEV_*_REMAPPED_ROWS enabled?"
         )
-    silent = sorted(o.name(n) for n in nodes if o.is_gpu_node(n) and not o.advertised(n))
+    via_dra = inventory.nodes_with_slices if inventory is not None else frozenset()
+    silent = sorted(
+        o.name(n) for n in nodes if o.is_gpu_node(n) and not o.advertised(n) and o.name(n) not in via_dra
+    )
     if silent:
         # Not one of the digest's three reasons, but no GPU node should go unmentioned.
         shown = ", ".join(silent[:10]) + (f" (+{len(silent) - 10} more)" if len(silent) > 10 else "")
@@ -212,7 +235,7 @@ def build_digest(
     flagged.sort(key=lambda f: (-f.weight[0], -f.weight[1], f.node))
     return Digest(
         generated_at=now,
-        gpu_nodes=sum(1 for n in nodes if o.is_gpu_node(n)),
+        gpu_nodes=sum(1 for n in nodes if o.is_gpu_node(n) or o.name(n) in via_dra),
         flagged=tuple(flagged),
         metrics_source=metrics_source,
         metrics_error=metrics_error,
@@ -286,8 +309,30 @@ def collect_digest(
         notes=notes,
         hostmap=hostmap,
         remap_series_present=present,
+        inventory=dra_inventory(cluster, notes),
     )
     return with_plugin_xids(digest, cluster, telemetry, operator_namespace)
+
+
+def dra_inventory(cluster: Cluster, notes: list[str]) -> Inventory | None:
+    """The GPUs DRA nodes publish, with their taints (one slice list, one DeviceTaintRule list);
+    a refusal is a note naming the rule, a cluster without DRA an empty inventory."""
+    try:
+        slices = cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={dra.DRIVER}")
+    except SourceError as err:
+        notes.append(f"DRA ResourceSlices not read, so GPUs tainted by the DRA driver are not counted: {err}")
+        return None
+    try:
+        rules = cluster.list_dra("DeviceTaintRule") if slices else []
+    except SourceError as err:
+        notes.append(f"DeviceTaintRules not read (taints they add are not counted): {err}")
+        rules = []
+    inventory = dra.build_inventory(slices, rules)
+    if inventory.problems:
+        notes.append(
+            f"{len(inventory.problems)} part(s) of the DRA inventory unreadable: {inventory.problems[0]}"
+        )
+    return inventory
 
 
 def with_plugin_xids(

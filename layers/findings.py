@@ -82,6 +82,13 @@ CODES: dict[str, CodeSpec] = {
         _spec("L1_GPU_EXHAUSTED", I, STOP, 2),
         # Noise on nodes the pod could not use: one line, never the verdict's equal (specificity 0).
         _spec("L1_ELSEWHERE_IN_FLEET", I, None, 0),
+        # Layer 1 for pods that use DRA GPUs (spec: "Dynamic Resource Allocation (DRA)")
+        _spec("L1_DRA_DEVICE_TAINTED", F, 5),
+        _spec("L1_DRA_DEVICECLASS_MISSING", F, 2, 2),
+        _spec("L1_DRA_NO_DEVICES", F, 2),
+        _spec("L1_DRA_CLAIM_PENDING", W, None, 2),
+        _spec("L1_DRA_SELECTOR_UNSATISFIED", W, STOP, 3),
+        _spec("L1_DRA_DEVICES_EXHAUSTED", I, STOP, 2),
         _spec("L1_UNKNOWN", U, None),
         # Layer 2 — container runtime
         _spec("L2_OPERATOR_NOT_FOUND", F, STOP),
@@ -91,6 +98,7 @@ CODES: dict[str, CodeSpec] = {
         _spec("L2_DEVICE_PLUGIN_NVML_FAILED", F, 3, 2),  # the cause; a stuck validator is its symptom
         _spec("L2_APP_SEES_NO_GPU", F, None),
         _spec("L2_OPERAND_FAILING", W, None),
+        _spec("L2_COMPUTE_DOMAIN_NOT_READY", F, STOP, 2),
         _spec("L2_OK", O, 3),
         _spec("L2_UNKNOWN", U, None),
         # Layer 3 — versions (a fault stops the walk, anything else goes on to 4)

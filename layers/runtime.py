@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from layers import dra
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
@@ -54,6 +55,7 @@ def check(ctx: WalkContext) -> LayerResult:
         )
     sandbox = target_runtime_evidence(w)
     findings.extend(app_sees_no_gpu(w))
+    findings.extend(dra.compute_domains(ctx))
     if operator:
         by_node: dict[str, list[K8sObject]] = defaultdict(list)
         for p in operator:

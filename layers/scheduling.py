@@ -12,6 +12,8 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
+from layers import dra
+from layers.facts import drareads
 from layers.facts import objects as o
 from layers.facts.candidates import Candidates, not_for_pods
 from layers.facts.context import PER_NODE_READS, WalkContext
@@ -35,7 +37,9 @@ def check(ctx: WalkContext) -> LayerResult:
         nodes = None
 
     bound = ctx.bound_node
-    if nodes is not None:
+    # A pod that uses DRA GPUs is judged by the DRA table: no nvidia.com/gpu there is normal.
+    uses_dra = pod is not None and drareads.uses_dra_gpus(ctx)
+    if nodes is not None and not uses_dra:
         if bound:
             node = ctx.node(bound)
             if node is None:
@@ -55,6 +59,8 @@ def check(ctx: WalkContext) -> LayerResult:
     if pod is None:  # a node walk: capacity against allocatable only
         return LayerResult.build(LAYER, findings)
     if bound:
+        if uses_dra:
+            findings.extend(dra.bound_pod(ctx, bound))
         findings.append(
             finding(
                 "L1_POD_SCHEDULED",
@@ -72,10 +78,21 @@ def check(ctx: WalkContext) -> LayerResult:
         # Held by a queue (Kueue): the scheduler has not tried it, the fleet cannot explain it.
         findings.append(scheduling_gated(pod))
         return LayerResult.build(LAYER, findings)
-    if nodes is not None:
+    if uses_dra:
+        findings.extend(dra.unbound_pod(ctx, pod, failures))
+        if nodes is not None:
+            cands = ctx.candidates()
+            if failures:
+                gpu = drareads.is_dra_gpu_node(ctx)
+                findings.extend(placement_reasons(pod, failures, cands, [n for n in nodes if gpu(n)]))
+            findings.extend(elsewhere_in_fleet(nodes, cands, drareads.slice_nodes(ctx)))
+    elif nodes is not None:
         cands = ctx.candidates()
         findings.extend(unbound_pod(ctx, pod, nodes, cands, failures))
-        findings.extend(elsewhere_in_fleet(nodes, cands))
+        silent = any(o.is_gpu_node(n) and not o.advertised(n) for n in nodes)
+        findings.extend(
+            elsewhere_in_fleet(nodes, cands, drareads.slice_nodes(ctx) if silent else frozenset())
+        )
     return LayerResult.build(LAYER, findings)
 
 
@@ -170,7 +187,14 @@ def pending_pod(ctx: WalkContext, pod: K8sObject) -> tuple[list[SchedulingFailur
                 messages.append((f"condition PodScheduled={cond.get('reason', 'False')}: {msg}", msg))
     requests = o.pod_requests(pod)
     evidence = [f"status.phase={o.pod_phase(pod)}", "spec.nodeName is empty"]
-    evidence += [f"requests {r}={q}" for r, q in sorted(requests.items())] or ["requests no GPU resource"]
+    claims = [
+        str(c.get("name")) for c in (pod.get("spec") or {}).get("resourceClaims") or [] if isinstance(c, dict)
+    ]
+    evidence += [f"requests {r}={q}" for r, q in sorted(requests.items())] or (
+        [f"requests devices through ResourceClaims: {', '.join(claims)}"]
+        if claims
+        else ["requests no GPU resource"]
+    )
     evidence += [line for line, _ in messages[-5:]] or ["no FailedScheduling event recorded (events expire)"]
     findings.append(
         finding(
@@ -225,6 +249,8 @@ def unbound_pod(
     advertised = {o.name(n): o.advertised(n) for n in gpu_nodes}
     labels_cmd = "kubectl get nodes -L nvidia.com/gpu.count,nvidia.com/gpu.product,nvidia.com/mig.strategy"
 
+    # Nodes that publish their GPUs through DRA advertise no extended resource by design.
+    via_dra = drareads.slice_nodes(ctx) if not all(advertised.values()) else frozenset()
     if not any(advertised.values()):
         out.append(
             finding(
@@ -232,7 +258,15 @@ def unbound_pod(
                 "no node advertises a GPU resource: the device plugin is not registering GPUs anywhere",
                 evidence=[
                     f"{len(nodes)} node(s), {len(gpu_nodes)} labelled as GPU nodes, none with "
-                    "nvidia.com/gpu, nvidia.com/mig-* or nvidia.com/gpu.shared in capacity"
+                    "nvidia.com/gpu, nvidia.com/mig-* or nvidia.com/gpu.shared in capacity",
+                    *(
+                        [
+                            f"{len(via_dra)} node(s) publish GPUs through DRA (ResourceSlices of driver "
+                            "gpu.nvidia.com): request them with a ResourceClaim of DeviceClass gpu.nvidia.com"
+                        ]
+                        if via_dra
+                        else []
+                    ),
                 ],
                 commands=[capacity_columns(o.GPU_RESOURCE), labels_cmd],
             )
@@ -296,8 +330,11 @@ def placement_reasons(
     )
 
 
-def elsewhere_in_fleet(nodes: Sequence[K8sObject], cands: Candidates) -> list[Finding]:
-    """One info line for faults on GPU nodes the pod could not use: noise here, news for the digest."""
+def elsewhere_in_fleet(
+    nodes: Sequence[K8sObject], cands: Candidates, via_dra: frozenset[str] = frozenset()
+) -> list[Finding]:
+    """One info line for faults on GPU nodes the pod could not use: noise here, news for the digest.
+    Nodes that publish their GPUs through DRA (`via_dra`) advertise nothing by design."""
     lines: list[str] = []
     for node in nodes:
         name = o.name(node)
@@ -306,7 +343,7 @@ def elsewhere_in_fleet(nodes: Sequence[K8sObject], cands: Candidates) -> list[Fi
         sick = [
             f"{r} capacity {c}, allocatable {a}" for r, (c, a) in sorted(o.allocatable_gaps(node).items())
         ]
-        if not o.advertised(node):
+        if not o.advertised(node) and name not in via_dra:
             sick.append("advertises no GPU resource")
         if sick:
             lines.append(f"{name}: {'; '.join(sick)} (not a candidate: {cands.excluded[name]})")

@@ -18,6 +18,8 @@ from typing import Any, Literal, Protocol
 K8sObject = dict[str, Any]
 
 ErrorKind = Literal["forbidden", "not_found", "unavailable", "bad_input"]
+# The Dynamic Resource Allocation kinds of `resource.k8s.io` the layers read (spec/findings.md, DRA).
+DraKind = Literal["DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"]
 
 
 class SourceError(Exception):
@@ -103,6 +105,22 @@ class Cluster(Protocol):
         ...
 
     def list_runtimeclasses(self) -> list[K8sObject]: ...
+
+    def list_dra(
+        self,
+        kind: DraKind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[K8sObject]:
+        """`resource.k8s.io` objects of one kind, all pages, in the newest version the server serves
+        (v1; v1beta2/v1beta1 on older clusters, v1alpha3 for DeviceTaintRules).
+
+        A cluster that serves none (before Kubernetes 1.32, or the feature off) gives an empty
+        list, not an error: no DRA is normal. ResourceSlices take the field selectors
+        `spec.driver` and `spec.nodeName`; every kind takes `metadata.name`.
+        """
+        ...
 
     def pod_log(
         self,

@@ -40,6 +40,18 @@ KNOWN_KINDS = {
     ("nvidia.com/v1alpha1", "NVIDIADriver"),
     ("nvidia.com/v1", "NVIDIADriver"),
     ("node.k8s.io/v1", "RuntimeClass"),
+    # Dynamic Resource Allocation (Kubernetes 1.34) and the NVIDIA DRA driver / GPUCluster objects.
+    ("resource.k8s.io/v1", "DeviceClass"),
+    ("resource.k8s.io/v1", "ResourceSlice"),
+    ("resource.k8s.io/v1", "ResourceClaim"),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"),
+    ("resource.k8s.io/v1alpha3", "DeviceTaintRule"),
+    ("resource.k8s.io/v1beta1", "DeviceClass"),
+    ("resource.k8s.io/v1beta1", "ResourceSlice"),
+    ("resource.k8s.io/v1beta1", "ResourceClaim"),
+    ("resource.k8s.io/v1beta1", "ResourceClaimTemplate"),
+    ("resource.nvidia.com/v1beta1", "ComputeDomain"),
+    ("nvidia.com/v1alpha1", "GPUCluster"),
 }
 # Operand `app` label -> the containers the GPU Operator gives it (assets/*/0500_daemonset.yaml).
 OPERAND_CONTAINERS: dict[str, tuple[set[str], set[str]]] = {

@@ -106,6 +106,8 @@ def _kube_rules() -> Iterator[Rule]:
         yield res(name).group, res(name).plural, verb
     if "self._list(Resource(group," in kube:  # list_custom: the plurals its callers name
         yield from {(g, p, "list") for g, p in _custom_plurals()}
+    if "replace(DRA_RESOURCES[kind]" in kube:  # list_dra: every DRA kind it may be asked for
+        yield from {(r.group, r.plural, "list") for r in bot.sources.kube.DRA_RESOURCES.values()}
 
 
 def _bundle_calls() -> Iterator[str]:

@@ -146,6 +146,7 @@ def collect_bundle(
         operator, operands = c.pods()
         operator_ns = operator_namespace or next((o.namespace(p) for p in operator + operands), None)
         c.node_files(scoped, operator_ns)
+        c.dra_files(scoped, target_pod)
         if target_pod is not None:
             c.target_files(target_pod)
         c.pod_files(operator, operands)

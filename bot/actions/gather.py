@@ -22,6 +22,7 @@ from bot.actions import bundle_text as bt
 from bot.actions.redact import mask_object, mask_text
 from bot.sources.bundle_reader import SCENARIO_MEMBER
 from layers import remedy as rm
+from layers.facts import dra
 from layers.facts import objects as o
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
 
@@ -296,6 +297,60 @@ class Collector:
         self.archive.add(
             "gpu_operator_events.txt", bt.events_table(self.keep(events), self.now), essential=True
         )
+
+    def dra_files(self, scoped: list[K8sObject], target: K8sObject | None) -> None:
+        """The DRA objects involved (spec/findings.md, DRA): the GPU slices of the nodes in scope, the
+        classes, device taint rules, the target's claims and templates and the claims holding devices
+        in scope, ComputeDomains and GPUCluster. A cluster without DRA gives an empty dra.yaml."""
+        self.progress("DRA objects")
+        names = {o.name(n) for n in scoped}
+        slices = [
+            s
+            for s in self.read(
+                "resourceslices",
+                lambda: self.cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={dra.DRIVER}"),
+                [],
+            )
+            if (s.get("spec") or {}).get("nodeName") in names
+        ]
+        picked = [*self.read("deviceclasses", lambda: self.cluster.list_dra("DeviceClass"), []), *slices]
+        picked += self.read("devicetaintrules", lambda: self.cluster.list_dra("DeviceTaintRule"), [])
+        target_ns = (o.namespace(target) or "") if target is not None else ""
+        wanted = {(target_ns, e.claim_name) for e in dra.pod_claims(target or {}) if e.claim_name}
+        if slices or wanted:
+            pools = {str((s.get("spec") or {}).get("pool", {}).get("name")) for s in slices}
+            for claim in self.read("resourceclaims", lambda: self.cluster.list_dra("ResourceClaim"), []):
+                held = {a.pool for a in dra.read_claim(claim).allocated or ()}
+                if (o.namespace(claim) or "", o.name(claim)) in wanted or held & pools:
+                    picked.append(claim)
+        templates = {t for e in dra.pod_claims(target or {}) if (t := e.template)}
+        if templates:
+            ns = target_ns
+            picked += [
+                t
+                for t in self.read(
+                    f"resourceclaimtemplates in {ns}",
+                    lambda: self.cluster.list_dra("ResourceClaimTemplate", namespace=ns),
+                    [],
+                )
+                if o.name(t) in templates
+            ]
+        domains = self.read(
+            "computedomains",
+            lambda: self.cluster.list_custom("resource.nvidia.com", "v1beta1", "computedomains"),
+            [],
+        )
+        picked += domains
+        # The IMEX daemons of the target's ComputeDomains: layer 2 names the ones not Ready.
+        for cd in domains:
+            uid = (cd.get("metadata") or {}).get("uid")
+            if uid and target is not None and o.namespace(cd) == target_ns:
+                sel = f"resource.nvidia.com/computeDomain={uid}"
+                self.keep(self.read(f"pods -l {sel}", self._lister(sel, None), []))
+        picked += self.read(
+            "gpuclusters", lambda: self.cluster.list_custom("nvidia.com", "v1alpha1", "gpuclusters"), []
+        )
+        self.archive.add("dra.yaml", bt.to_yaml(self.keep(picked)), essential=True)
 
     def target_files(self, pod: K8sObject) -> None:
         ns, name = self.scope.target or ("", "")

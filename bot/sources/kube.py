@@ -17,7 +17,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
@@ -31,7 +31,7 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
 from bot.ops import metrics
-from layers.sources import K8sObject, SourceError
+from layers.sources import DraKind, K8sObject, SourceError
 
 PAGE_SIZE = 500
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
@@ -82,6 +82,17 @@ PODS = Resource("", "v1", "pods", namespaced=True)
 EVENTS = Resource("", "v1", "events", namespaced=True)
 DAEMONSETS = Resource("apps", "v1", "daemonsets", namespaced=True)
 RUNTIMECLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", namespaced=False)
+# Dynamic Resource Allocation (resource.k8s.io), at v1 (Kubernetes 1.34); older clusters serve only the
+# betas (1.32/1.33), and DeviceTaintRules came as v1alpha3: DRA_FALLBACK lists what to try next.
+DRA_RESOURCES: dict[str, Resource] = {
+    "DeviceClass": Resource("resource.k8s.io", "v1", "deviceclasses", namespaced=False),
+    "ResourceSlice": Resource("resource.k8s.io", "v1", "resourceslices", namespaced=False),
+    "ResourceClaim": Resource("resource.k8s.io", "v1", "resourceclaims", namespaced=True),
+    "ResourceClaimTemplate": Resource("resource.k8s.io", "v1", "resourceclaimtemplates", namespaced=True),
+    "DeviceTaintRule": Resource("resource.k8s.io", "v1", "devicetaintrules", namespaced=False),
+}
+DRA_FALLBACK = {"devicetaintrules": ("v1beta2", "v1alpha3")}
+DRA_BETAS = ("v1beta2", "v1beta1")
 
 
 def _is_kubernetes_status(body: str) -> bool:
@@ -393,6 +404,28 @@ class KubeCluster:
 
     def list_runtimeclasses(self) -> list[K8sObject]:
         return self._list(RUNTIMECLASSES)
+
+    def list_dra(
+        self,
+        kind: DraKind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[K8sObject]:
+        res = DRA_RESOURCES[kind]
+        where = namespace if res.namespaced else None
+        for version in (res.version, *DRA_FALLBACK.get(res.plural, DRA_BETAS)):
+            try:
+                return self._list(
+                    replace(DRA_RESOURCES[kind], version=version),
+                    where,
+                    label_selector=label_selector,
+                    field_selector=field_selector,
+                )
+            except SourceError as err:
+                if err.kind != "not_found":
+                    raise
+        return []  # the cluster serves no DRA API: not an error
 
     def pod_log(
         self,

@@ -14,12 +14,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bot.sources.selectors import parse_field_selector, parse_label_selector
-from layers.sources import K8sObject, SourceError
+from layers.sources import DraKind, K8sObject, SourceError
 
 # Custom resources the layers read, by plural, as (group, kind).
 CUSTOM_KINDS: dict[str, tuple[str, str]] = {
     "clusterpolicies": ("nvidia.com", "ClusterPolicy"),
     "nvidiadrivers": ("nvidia.com", "NVIDIADriver"),
+    "gpuclusters": ("nvidia.com", "GPUCluster"),
+    "computedomains": ("resource.nvidia.com", "ComputeDomain"),
 }
 
 
@@ -182,6 +184,15 @@ class SnapshotCluster:
 
     def list_runtimeclasses(self) -> list[K8sObject]:
         return self._list("node.k8s.io", "RuntimeClass")
+
+    def list_dra(
+        self,
+        kind: DraKind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[K8sObject]:
+        return self._list("resource.k8s.io", kind, namespace, label_selector, field_selector)
 
     def pod_log(
         self,

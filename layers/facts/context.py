@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from layers.facts import migstate
+from layers.facts import drareads, migstate
 from layers.facts import objects as o
 from layers.facts.candidates import Candidates, candidate_nodes, carries_requested, pointed_at
 from layers.findings import Target
@@ -49,7 +49,14 @@ STANDALONE_NAMES: dict[str, str] = {
     "gpu-feature-discovery": "gfd",
     "dcgm-exporter": "dcgm-exporter",
     "gpu-operator": "operator",
+    # The NVIDIA DRA driver: its chart's old and new names, and its pods under GPUCluster.
+    "nvidia-dra-driver-gpu": "dra-driver",
+    "dra-driver-nvidia-gpu": "dra-driver",
+    "nvidia-dra-driver": "dra-driver",
 }
+# The DRA driver's kubelet plugin runs containers `gpus` and `compute-domains`; its controller
+# `compute-domain` (the chart's kubeletplugin.yaml and controller.yaml).
+DRA_PLUGIN_CONTAINERS = ("gpus", "compute-domains")
 OPERATOR_SELECTORS = (
     "app in (" + ",".join(OPERATOR_APPS) + ")",
     # NVIDIADriver-managed driver pods are named after the CR, not the daemonset;
@@ -75,6 +82,9 @@ def component(pod: K8sObject) -> str | None:
         # tell them apart by their container.
         if any(c.get("name", "").startswith("gpu-feature-discovery") for c in o.containers(pod)):
             return "gfd"
+        if STANDALONE_NAMES[std] == "dra-driver":
+            plugin = any(c.get("name") in DRA_PLUGIN_CONTAINERS for c in o.containers(pod))
+            return "dra-kubelet-plugin" if plugin else "dra-controller"
         return STANDALONE_NAMES[std]
     return None
 
@@ -157,7 +167,11 @@ class WalkContext:
             if self.pod is None or self.bound_node or o.scheduling_gates(self.pod):
                 # A gated pod has not been tried by the scheduler: no node is examined for it.
                 return Candidates(nodes=(), carrying=())
-            return candidate_nodes(self.pod, self.nodes(), carries_requested(self.pod))
+            nodes = self.nodes()
+            if drareads.uses_dra_gpus(self):
+                carries, gpu_node = drareads.publishes_requested(self), drareads.is_dra_gpu_node(self)
+                return candidate_nodes(self.pod, nodes, carries, gpu_node)
+            return candidate_nodes(self.pod, nodes, drareads.not_via_dra(self, carries_requested(self.pod)))
 
         return self.cached("candidates", pick)
 
@@ -167,13 +181,18 @@ class WalkContext:
         layout not applied), else every candidate node."""
         if self.bound_node:
             return [self.bound_node]
-        return self.cached(
-            "examined",
-            lambda: pointed_at(
-                self.candidates().nodes,
-                lambda n: bool(o.allocatable_gaps(n)) or not o.advertised(n) or migstate.not_applied(n),
-            ),
-        )
+
+        def sick(node: K8sObject) -> bool:
+            return bool(o.allocatable_gaps(node)) or not o.advertised(node) or migstate.not_applied(node)
+
+        def pick() -> list[str]:
+            # A DRA pod's candidates are pointed at by their slices: tainted GPUs, or none published.
+            pointed = (
+                drareads.pointed_at(self) if self.pod is not None and drareads.uses_dra_gpus(self) else sick
+            )
+            return pointed_at(self.candidates().nodes, pointed)
+
+        return self.cached("examined", pick)
 
     # --- operator ------------------------------------------------------------------
 

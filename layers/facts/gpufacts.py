@@ -51,6 +51,9 @@ POD_LABELS = (
 )
 
 PodRef = tuple[str, str]  # (namespace, pod)
+ClaimRef = tuple[str, str]  # (namespace, ResourceClaim)
+# dcgm-exporter's labels for a GPU a DRA claim holds (KUBERNETES_ENABLE_DRA=true).
+DRA_CLAIM_LABELS = ("dra_claim_namespace", "dra_claim_name")
 
 
 # --- which series belong to which node -------------------------------------------
@@ -260,14 +263,25 @@ def _xid_number(raw: str | None) -> int | None:
 class _Assembly:
     """Folds samples of many signals into per-GPU accumulators."""
 
-    def __init__(self, hostmap: HostMap, pod_nodes: Mapping[PodRef, str | None]) -> None:
+    def __init__(
+        self,
+        hostmap: HostMap,
+        pod_nodes: Mapping[PodRef, str | None],
+        claim_pods: Mapping[ClaimRef, PodRef] | None = None,
+    ) -> None:
         self.hostmap = hostmap
         self.pod_nodes = pod_nodes
+        self.claim_pods = claim_pods or {}
         self.gpus: dict[tuple[str, str, str, str], _Gpu] = {}
 
     def _gpu(self, labels: Mapping[str, str]) -> _Gpu:
         node = self.hostmap.node_of(labels)
         pod = pod_of(labels)
+        if (pod is None or pod[1] in self.hostmap.exporters) and self.claim_pods:
+            # On DRA the exporter may leave pod/namespace empty (or name itself): its claim labels say whose GPU it is.
+            pod = self.claim_pods.get(
+                (labels.get(DRA_CLAIM_LABELS[0], ""), labels.get(DRA_CLAIM_LABELS[1], "")), pod
+            )
         if node is None and pod is not None and pod in self.pod_nodes:
             node = self.pod_nodes[pod]  # a series without host label, found by its pod labels
         key = _gpu_key(labels, node)
@@ -325,17 +339,24 @@ def read_gpu_facts(
     hostmap: HostMap,
     nodes: Sequence[str],
     pods: Mapping[PodRef, str | None] | None = None,
+    claims: Mapping[ClaimRef, PodRef] | None = None,
 ) -> list[GpuFacts]:
     """Every signal the layers need, for these nodes (and these pods' series): ten calls.
 
     `pods` maps (namespace, pod) → its node, so series that carry pod labels but
-    no host label are found and placed. Raises TelemetryError when the source is down.
+    no host label are found and placed; `claims` maps a pod's DRA ResourceClaims to it, for
+    series the exporter labels by claim only. Raises TelemetryError when the source is down.
     """
     pods = pods or {}
     match = selector_for(nodes, hostmap)
     for ns, pod in pods:
         match.extend(pod_selector(ns, pod))
-    asm = _Assembly(hostmap, pods)
+    claims = claims or {}
+    for ns in sorted({c[0] for c in claims}):
+        match.append(
+            {DRA_CLAIM_LABELS[0]: [ns], DRA_CLAIM_LABELS[1]: sorted(c[1] for c in claims if c[0] == ns)}
+        )
+    asm = _Assembly(hostmap, pods, claims)
     # A pending pod's walk may examine the whole fleet: then the hardware signals, zero on
     # almost every GPU, come back for the sick GPUs only (`> 0` on the server), as in the
     # digest. Framebuffer stays whole: it also tells which nodes have DCGM series at all.

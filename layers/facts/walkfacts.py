@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from layers.facts import dra, drareads
 from layers.facts import gpufacts as gf
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
@@ -162,11 +163,24 @@ def _read_walk_facts(ctx: WalkContext, nodes: tuple[str, ...]) -> WalkFacts:
     pods: dict[gf.PodRef, str | None] = {}
     if ctx.pod is not None and ctx.target.namespace and ctx.target.pod:
         pods[(ctx.target.namespace, ctx.target.pod)] = ctx.bound_node
+    claims = pod_claim_refs(ctx)
     try:
-        gpus = gf.read_gpu_facts(tel, hostmap, nodes, pods)
+        gpus = gf.read_gpu_facts(tel, hostmap, nodes, pods, claims)
         vllm = read_vllm(tel, list(pods))
     except TelemetryError as err:
         return WalkFacts(
             nodes, (), hostmap, tel.source, error=str(err) or type(err).__name__, notes=tuple(notes)
         )
     return WalkFacts(nodes, tuple(gpus), hostmap, tel.source, notes=tuple(notes), vllm=vllm)
+
+
+def pod_claim_refs(ctx: WalkContext) -> dict[gf.ClaimRef, gf.PodRef]:
+    """The target pod's DRA ResourceClaims (by their generated names), for series labelled by claim."""
+    pod, ns, name = ctx.pod, ctx.target.namespace, ctx.target.pod
+    if pod is None or not ns or not name or not dra.pod_claims(pod):
+        return {}
+    try:
+        states = drareads.pod_claims(ctx)
+    except SourceError:
+        return {}  # layer 1 reports the unreadable claims
+    return {(ns, s.claim.name): (ns, name) for s in states if s.claim is not None}

@@ -53,8 +53,21 @@ RESOURCES = (
     Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False),
     Resource("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False),
     Resource("nvidia.com", "v1alpha1", "nvidiadrivers", "NVIDIADriver", False, ("nvd",)),
+    Resource("nvidia.com", "v1alpha1", "gpuclusters", "GPUCluster", False, ("gc",)),
+    # Dynamic Resource Allocation (Kubernetes 1.34: v1) and the NVIDIA DRA driver's CRD.
+    Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
+    Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True),
+    Resource("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
+    Resource("resource.k8s.io", "v1alpha3", "devicetaintrules", "DeviceTaintRule", False),
+    Resource("resource.nvidia.com", "v1beta1", "computedomains", "ComputeDomain", True),
 )
 _BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
+# Groups a cluster may not serve: an older Kubernetes has no DRA, and no DRA driver no CRD.
+DRA_GROUPS = frozenset({"resource.k8s.io", "resource.nvidia.com"})
+BUILT_IN_GROUPS = frozenset({"", "apps", "node.k8s.io", "resource.k8s.io"})
+# Field labels the API server accepts beyond metadata.name/metadata.namespace (others are a 400).
+_FIELD_LABELS = {"resourceslices": frozenset({"spec.driver", "spec.nodeName", "spec.pool.name"})}
 _PATH = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
     r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>log))?)?$"
@@ -114,8 +127,11 @@ def write_kubeconfig(path: str | Path, url: str, token: str = TOKEN, context: st
 class FakeKubeAPI:
     """The server; `url`, `kubeconfig`, `requests`, `fail(...)`, `clear_faults()`, `stop()`."""
 
-    def __init__(self, snapshot: SnapshotCluster, workdir: str | Path) -> None:
+    def __init__(
+        self, snapshot: SnapshotCluster, workdir: str | Path, without: frozenset[str] = frozenset()
+    ) -> None:
         self.snapshot = snapshot
+        self.without = without  # API groups this cluster does not serve: their paths are 404
         self.requests: list[Request] = []
         self.faults: list[Fault] = []
         self._lock = threading.Lock()
@@ -281,7 +297,7 @@ class _Handler(BaseHTTPRequestHandler):
             if m
             else None
         )
-        if m is None or res is None or (m["ns"] and not res.namespaced):
+        if m is None or res is None or (m["ns"] and not res.namespaced) or res.group in self.api.without:
             self._status(404, "NotFound", "the server could not find the requested resource")
             return
         if m["sub"]:
@@ -320,6 +336,15 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def _list_page(self, res: Resource, ns: str | None, query: dict[str, str]) -> dict[str, Any]:
+        allowed = _FIELD_LABELS.get(res.plural)
+        for term in (query.get("fieldSelector") or "").split(","):
+            label = term.replace("!=", "=").replace("==", "=").split("=", 1)[0].strip()
+            if (
+                allowed is not None
+                and label
+                and label not in allowed | {"metadata.name", "metadata.namespace"}
+            ):
+                raise SourceError("bad_input", f'field label not supported: "{label}"')
         labels = parse_label_selector(query.get("labelSelector"))
         fields = parse_field_selector(query.get("fieldSelector"))
         picked = sorted(
@@ -348,7 +373,7 @@ class _Handler(BaseHTTPRequestHandler):
         items = []
         for _key, obj in page:
             item = dict(obj)
-            if not res.group or res.group in ("apps", "node.k8s.io"):
+            if res.group in BUILT_IN_GROUPS:
                 # The real server leaves kind/apiVersion off built-in list items.
                 item.pop("kind", None)
                 item.pop("apiVersion", None)
@@ -414,7 +439,11 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/apis":
             groups: dict[str, list[str]] = {}
             for r in RESOURCES:
-                if r.group and r.version not in groups.setdefault(r.group, []):
+                if (
+                    r.group
+                    and r.group not in self.api.without
+                    and r.version not in groups.setdefault(r.group, [])
+                ):
                     groups[r.group].append(r.version)
             return {
                 "kind": "APIGroupList",
@@ -432,7 +461,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not m:
             return None
         group, version = ("", "v1") if m[1] else (m[2], m[3])
-        listed = [r for r in RESOURCES if r.group == group and r.version == version]
+        listed = [
+            r
+            for r in RESOURCES
+            if r.group == group and r.version == version and group not in self.api.without
+        ]
         if not listed:
             return None
         resources = [
@@ -459,10 +492,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serve(snapshot: SnapshotCluster) -> Iterator[FakeKubeAPI]:
-    """Run a FakeKubeAPI (with its kubeconfig in a temporary directory) for the block."""
+def serve(snapshot: SnapshotCluster, without: frozenset[str] = frozenset()) -> Iterator[FakeKubeAPI]:
+    """Run a FakeKubeAPI (with its kubeconfig in a temporary directory) for the block; `without`
+    names API groups the cluster does not serve (DRA_GROUPS: a cluster without DRA)."""
     with tempfile.TemporaryDirectory(prefix="fake-kube-") as workdir:
-        api = FakeKubeAPI(snapshot, workdir)
+        api = FakeKubeAPI(snapshot, workdir, without)
         try:
             yield api
         finally:

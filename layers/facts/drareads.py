@@ -1,0 +1,281 @@
+"""The DRA reads of one walk, each made once and cached in the walk context.
+
+The target pod's own claims are read by name (one request per claim, whatever
+the number of claims in the cluster); every allocated claim is listed only when
+a question needs them all (which devices are taken). ResourceSlices are listed
+once with the server-side selector `spec.driver=gpu.nvidia.com`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from layers.facts import dra
+from layers.facts import objects as o
+from layers.facts.candidates import untolerated_taints
+from layers.facts.dra import Claim, DeviceClass, Inventory, Matcher, PodClaim, Request
+from layers.facts.placement import selector_misses
+from layers.sources import K8sObject, SourceError
+
+if TYPE_CHECKING:
+    from layers.facts.context import WalkContext
+
+
+def classes(ctx: WalkContext) -> dict[str, DeviceClass]:
+    return ctx.cached("dra_classes", lambda: dra.read_classes(ctx.cluster.list_dra("DeviceClass")))
+
+
+def taint_rules(ctx: WalkContext) -> list[K8sObject]:
+    return ctx.cached("dra_taint_rules", lambda: ctx.cluster.list_dra("DeviceTaintRule"))
+
+
+def inventory(ctx: WalkContext) -> Inventory:
+    """The GPU inventory; DeviceTaintRules a 403 hides are left out (the caller says so)."""
+
+    def read() -> Inventory:
+        slices = ctx.cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={dra.DRIVER}")
+        try:
+            rules = taint_rules(ctx)
+        except SourceError:
+            rules = []
+        return dra.build_inventory(slices, rules)
+
+    return ctx.cached("dra_inventory", read)
+
+
+def matcher(ctx: WalkContext) -> Matcher:
+    """One selector evaluator per walk (its memo is the walk's); classes unreadable: none known."""
+
+    def build() -> Matcher:
+        try:
+            known = classes(ctx)
+        except SourceError:
+            known = {}
+        return Matcher(known)
+
+    return ctx.cached("dra_matcher", build)
+
+
+def held_devices(ctx: WalkContext) -> dict[tuple[str, str, str], str]:
+    """Device ref -> the claim holding it, from one list of every ResourceClaim (asked only when
+    matching devices exist and the question is who holds them)."""
+    return ctx.cached("dra_held", lambda: dra.claims_holding(ctx.cluster.list_dra("ResourceClaim")))
+
+
+def _named(ctx: WalkContext, kind: str, namespace: str, name: str) -> K8sObject | None:
+    def read() -> K8sObject | None:
+        found = ctx.cluster.list_dra(
+            "ResourceClaim" if kind == "ResourceClaim" else "ResourceClaimTemplate",
+            namespace=namespace,
+            field_selector=f"metadata.name={name}",
+        )
+        return found[0] if found else None
+
+    return ctx.cached(("dra_named", kind, namespace, name), read)
+
+
+@dataclass(frozen=True)
+class PodClaimState:
+    """One of the pod's claims: the entry, the ResourceClaim (None: not created, or not found), and the
+    requests it makes (the claim's, else its template's)."""
+
+    entry: PodClaim
+    claim: Claim | None
+    requests: tuple[Request, ...]
+    missing: str | None = None  # why there is no claim to read
+
+    @property
+    def label(self) -> str:
+        if self.claim is not None:
+            return f"claim {self.claim.key}" + (
+                f" (from template {self.entry.template})" if self.entry.template else ""
+            )
+        return f"claim {self.entry.name}" + (
+            f" (template {self.entry.template})" if self.entry.template else ""
+        )
+
+
+def pod_claims(ctx: WalkContext) -> list[PodClaimState]:
+    """The target pod's claims, resolved; SourceError escapes (the caller reports it)."""
+    pod = ctx.pod
+    if pod is None:
+        return []
+
+    def read() -> list[PodClaimState]:
+        ns = str((pod.get("metadata") or {}).get("namespace") or "default")
+        out = []
+        for entry in dra.pod_claims(pod):
+            claim_obj = _named(ctx, "ResourceClaim", ns, entry.claim_name) if entry.claim_name else None
+            if claim_obj is not None:
+                claim = dra.read_claim(claim_obj)
+                out.append(PodClaimState(entry, claim, claim.requests))
+                continue
+            template = _named(ctx, "ResourceClaimTemplate", ns, entry.template) if entry.template else None
+            requests = dra.requests_of((template or {}).get("spec", {}).get("spec") or {}) if template else ()
+            if entry.claim_name:
+                why = f"ResourceClaim {ns}/{entry.claim_name} does not exist"
+            elif template is None:
+                why = f"ResourceClaimTemplate {ns}/{entry.template} does not exist"
+            else:
+                why = f"the claim from template {entry.template} is not created yet"
+            out.append(PodClaimState(entry, None, requests, why))
+        return out
+
+    return ctx.cached("dra_pod_claims", read)
+
+
+def slice_nodes(ctx: WalkContext) -> frozenset[str]:
+    """Nodes that publish GPUs through DRA; none when the slices cannot be read (layer 1 says why)."""
+    try:
+        return inventory(ctx).nodes_with_slices
+    except SourceError:
+        return frozenset()
+
+
+def extended_requests(ctx: WalkContext) -> dict[str, int]:
+    """DeviceClass -> count the pod asks for as extended resources DRA serves: the explicit
+    `deviceclass.resource.kubernetes.io/<class>`, or a resource no node advertises that a GPU
+    DeviceClass names in `spec.extendedResourceName` (the driver's chart maps nvidia.com/gpu)."""
+    pod = ctx.pod
+    if pod is None:
+        return {}
+    out = dra.extended_dra_requests(pod)
+    wanted = o.pod_requests(pod)
+    if not wanted:
+        return out
+    try:
+        offered = {r for n in ctx.nodes() for r in o.advertised(n)}
+    except SourceError:
+        return out
+    unserved = {r: q for r, q in wanted.items() if r not in offered}
+    if not unserved:
+        return out
+    try:
+        known = classes(ctx)
+    except SourceError:
+        return out
+    for cls in known.values():
+        if cls.extended_resource in unserved and dra.is_gpu_class(cls.name, known):
+            out[cls.name] = max(out.get(cls.name, 0), unserved[cls.extended_resource])
+    return out
+
+
+def uses_dra_gpus(ctx: WalkContext) -> bool:
+    """spec/findings.md, DRA: the pod's claims request a GPU DeviceClass, or it requests the
+    extended resource `deviceclass.resource.kubernetes.io/<GPU class>`. A pod with claims that
+    cannot be read counts as one (its layer 1 says why)."""
+    pod = ctx.pod
+    if pod is None:
+        return False
+
+    def decide() -> bool:
+        if extended_requests(ctx):
+            return True
+        if not dra.pod_claims(pod):
+            return False
+        try:
+            states = pod_claims(ctx)
+        except SourceError:
+            return True
+        wanted = [opt.device_class for s in states for r in s.requests for opt in r.options()]
+        if any(c in dra.GPU_CLASSES for c in wanted):
+            return True
+        try:
+            known = classes(ctx)
+        except SourceError:
+            return bool(wanted)
+        return any(dra.is_gpu_class(c, known) for c in wanted) or any(
+            s.claim is None and not s.requests for s in states
+        )
+
+    return ctx.cached("dra_uses_gpus", decide)
+
+
+# --- candidate nodes ------------------------------------------------------------------------------
+
+
+def requested_classes(ctx: WalkContext) -> set[str]:
+    """The GPU DeviceClasses the pod's claims (and DRA extended resources) ask for."""
+    pod = ctx.pod
+    if pod is None:
+        return set()
+    wanted = set(extended_requests(ctx))
+    with contextlib.suppress(SourceError):  # unreadable claims: layer 1 says so
+        wanted |= {opt.device_class for s in pod_claims(ctx) for r in s.requests for opt in r.options()}
+    return wanted
+
+
+def publishes_requested(ctx: WalkContext) -> Callable[[K8sObject], bool]:
+    """spec/findings.md, DRA: a candidate publishes devices of the requested class or, when it
+    publishes none, is labelled a GPU node — one whose device plugin advertises GPUs belongs to the
+    extended-resource pools of a mixed fleet, not to DRA. With the slices unreadable, labels decide."""
+    try:
+        inv: Inventory | None = inventory(ctx)
+    except SourceError:
+        inv = None
+    m = matcher(ctx)
+    wanted = requested_classes(ctx)
+
+    def carries(node: K8sObject) -> bool:
+        devices = inv.on(o.name(node)) if inv is not None else ()
+        if not devices:
+            # Labelled a GPU node, and not served by a device plugin (a mixed fleet's other pools).
+            return o.is_gpu_node(node) and not o.advertised(node)
+        return any(m.in_class(c, d) for c in wanted for d in devices)
+
+    return carries
+
+
+def is_dra_gpu_node(ctx: WalkContext) -> Callable[[K8sObject], bool]:
+    """A node with a ResourceSlice of driver gpu.nvidia.com, or GPU labels."""
+    try:
+        with_slices = inventory(ctx).nodes_with_slices
+    except SourceError:
+        with_slices = frozenset()
+    return lambda node: o.name(node) in with_slices or o.is_gpu_node(node)
+
+
+def _placeable(pod: K8sObject, node: K8sObject) -> bool:
+    """The pod's node selector, required affinity and NoSchedule/NoExecute tolerations admit the node."""
+    return not selector_misses(pod, node) and not untolerated_taints(pod, node)
+
+
+def placeable_with_slices(ctx: WalkContext) -> list[str]:
+    """Nodes that publish GPUs and admit the pod, whatever class their devices are: where a claim's
+    class and selectors are judged when no node publishes the requested class."""
+    pod = ctx.pod or {}
+    with_slices = slice_nodes(ctx)
+    return [o.name(n) for n in ctx.nodes() if o.name(n) in with_slices and _placeable(pod, n)]
+
+
+def pointed_at(ctx: WalkContext) -> Callable[[K8sObject], bool]:
+    """The DRA candidates layer 1 points at: tainted GPUs, or none published (spec: DRA)."""
+    try:
+        inv: Inventory | None = inventory(ctx)
+    except SourceError:
+        inv = None
+
+    def pointed(node: K8sObject) -> bool:
+        if inv is None:
+            return False
+        devices = inv.on(o.name(node))
+        return not devices or any(d.blocking_taints for d in devices)
+
+    return pointed
+
+
+def not_via_dra(ctx: WalkContext, carries: Callable[[K8sObject], bool]) -> Callable[[K8sObject], bool]:
+    """For a pod that requests an extended resource: a node that advertises none but publishes its
+    GPUs through DRA does not carry it (its device plugin is not meant to register). The slices are
+    read only when some GPU node advertises nothing."""
+    try:
+        silent = any(o.is_gpu_node(n) and not o.advertised(n) for n in ctx.nodes())
+    except SourceError:
+        silent = False
+    via_dra = slice_nodes(ctx) if silent else frozenset()
+    if not via_dra:
+        return carries
+    return lambda node: carries(node) and (bool(o.advertised(node)) or o.name(node) not in via_dra)
