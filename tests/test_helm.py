@@ -369,3 +369,108 @@ def test_helm_lint(helm: str) -> None:
             [helm, "lint", "--strict", str(CHART), *extra], capture_output=True, text=True, timeout=120
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --- many clusters: a gateway release and an agent release (docs/multicluster.md) -------------------
+
+ROLE_REDIS = [
+    "--set",
+    "redis.url=rediss://redis.example:6380/0",
+    "--set",
+    "redis.passwordSecret.name=redis-auth",
+]
+
+
+def _env(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in _bot_container(docs)["env"]}
+
+
+def test_a_gateway_has_slack_secrets_and_no_kubernetes_access(helm: str) -> None:
+    docs = render(helm, "--set", "role=gateway", "--set", "slack.appToken=xapp-1-A-1-x", *ROLE_REDIS)
+    assert by_kind(docs, "ClusterRole") == [] and by_kind(docs, "ClusterRoleBinding") == []
+    (deploy,) = by_kind(docs, "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    args = _bot_container(docs)["args"]
+    assert args[:3] == ["serve", "--role", "gateway"]
+    env = _env(docs)
+    assert {"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "REDIS_URL", "REDIS_PASSWORD"} <= set(env)
+    assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+        "name": "redis-auth",
+        "key": "redis-password",
+    }
+    (secret,) = by_kind(docs, "Secret")
+    assert set(secret["stringData"]) == {"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET"}
+
+
+def test_an_agent_has_its_cluster_the_clusterrole_and_only_the_bot_token(helm: str) -> None:
+    docs = render(
+        helm,
+        "--set", "role=agent",
+        "--set", "clusterName=eu-train",
+        "--set", "redis.caConfigMap.name=redis-ca",
+        *ROLE_REDIS,
+    )  # fmt: skip
+    assert len(by_kind(docs, "ClusterRole")) == 1 and len(by_kind(docs, "ClusterRoleBinding")) == 1
+    (deploy,) = by_kind(docs, "Deployment")
+    assert deploy["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    container = _bot_container(docs)
+    assert container["args"][:3] == ["serve", "--role", "agent"] and "--http" not in container["args"]
+    env = _env(docs)
+    assert env["GPUBOT_CLUSTER_NAME"]["value"] == "eu-train"
+    assert env["REDIS_CA_BUNDLE"]["value"] == "/etc/gpubot/redis-ca/ca.crt"
+    assert "SLACK_BOT_TOKEN" in env and "SLACK_APP_TOKEN" not in env and "SLACK_SIGNING_SECRET" not in env
+    assert {"name": "redis-ca", "mountPath": "/etc/gpubot/redis-ca", "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    (secret,) = by_kind(docs, "Secret")
+    assert set(secret["stringData"]) == {"SLACK_BOT_TOKEN"}
+    # What the chart sets is what the agent's own loader accepts.
+    from bot.ops.config import load_config
+
+    plain = {k: v["value"] for k, v in env.items() if "value" in v and "$(" not in str(v["value"])}
+    cfg = load_config(
+        {**plain, "SLACK_BOT_TOKEN": "xoxb-1", "REDIS_URL": "rediss://redis.example:6380/0"},
+        need_slack=True,
+        role="agent",
+    )
+    assert cfg.cluster_name == "eu-train" and cfg.redis_ca_bundle == "/etc/gpubot/redis-ca/ca.crt"
+
+
+@pytest.mark.parametrize("role", ["gateway", "agent"])
+def test_role_manifests_are_valid(helm: str, role: str) -> None:
+    kv = pytest.importorskip("kubernetes_validate", reason="scripts/test.sh installs kubernetes-validate")
+    docs = render(helm, "--set", f"role={role}", "--set", "clusterName=eu-1", *ROLE_REDIS)
+    for doc in docs:
+        kv.validate(doc, KUBE_VERSION.rsplit(".", 1)[0], strict=True)
+    assert len(docs) >= 4
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (["--set", "role=broker"], 'role must be all, gateway or agent, got "broker"'),
+        (["--set", "role=agent", *ROLE_REDIS], "role=agent needs clusterName"),
+        (["--set", "role=agent", "--set", "clusterName=EU_1", *ROLE_REDIS], "role=agent needs clusterName"),
+        (["--set", "role=gateway"], "role=gateway needs the Redis the gateway and agents share"),
+        (
+            [
+                "--set",
+                "role=agent",
+                "--set",
+                "clusterName=eu-1",
+                "--set",
+                "slack.mode=http",
+                "--set",
+                "ingress.enabled=true",
+                *ROLE_REDIS,
+            ],
+            "an agent hears nothing from Slack",
+        ),
+    ],
+)
+def test_bad_role_values_stop_with_one_line(helm: str, values: list[str], message: str) -> None:
+    proc = subprocess.run(
+        [helm, "template", "gpubot", str(CHART), *values], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr

@@ -56,6 +56,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* Checks that stop a release that could not work, with one line saying why. */}}
 {{- define "gpubot.validate" -}}
+{{- if not (has .Values.role (list "all" "gateway" "agent")) }}
+{{- fail (printf "role must be all, gateway or agent, got %q" .Values.role) }}
+{{- end }}
+{{- if and (eq .Values.role "agent") (not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" .Values.clusterName)) }}
+{{- fail "role=agent needs clusterName: lowercase letters, digits and '-', at most 63" }}
+{{- end }}
+{{- if and (ne .Values.role "all") (not (or .Values.redis.enabled .Values.redis.url .Values.redis.existingSecret.name)) }}
+{{- fail (printf "role=%s needs the Redis the gateway and agents share: set redis.url or redis.existingSecret.name" .Values.role) }}
+{{- end }}
+{{- if and (eq .Values.role "agent") .Values.ingress.enabled }}
+{{- fail "ingress.enabled with role=agent: an agent hears nothing from Slack" }}
+{{- end }}
 {{- if not (has .Values.slack.mode (list "socket" "http")) }}
 {{- fail (printf "slack.mode must be socket or http, got %q" .Values.slack.mode) }}
 {{- end }}
@@ -81,4 +93,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "gpubot.botSelectorLabels" -}}
 {{ include "gpubot.selectorLabels" . }}
 app.kubernetes.io/component: bot
+{{- end }}
+
+{{/* Whether this release reads the cluster (all, agent) or only Slack and Redis (gateway). */}}
+{{- define "gpubot.readsCluster" -}}
+{{- if ne .Values.role "gateway" }}true{{- end }}
 {{- end }}
