@@ -5,16 +5,16 @@ refresh), TLS and retries; requests go out through its `param_serialize` +
 `call_api` on the REST paths below, and bodies come back as the API's own JSON
 (camelCase dicts, `json.loads`), so a live cluster looks exactly like a
 scenario file to the layers. The generated API classes and their pydantic
-models are never imported: building them cost ~1 s of every command's start. Every failure becomes a SourceError naming what could not be read,
-counted in gpubot_kubernetes_api_errors_total by its kind; nothing from the
-client (tokens included) leaks into messages.
+models are never imported: building them cost ~1 s of every command's start.
+Every failure becomes a SourceError naming what could not be read
+(bot/sources/kube_errors.py), counted in gpubot_kubernetes_api_errors_total by
+its kind; nothing from the client (tokens included) leaks into messages.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -30,17 +30,13 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
-from bot.ops import metrics
+from bot.sources.kube_errors import api_error, counted, unreachable
 from layers.sources import DraKind, K8sObject, SourceError
 
 PAGE_SIZE = 500
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 # The NVIDIADriver CRD has only ever shipped as v1alpha1.
 _FALLBACK_VERSIONS = {"nvidiadrivers": "v1alpha1"}
-# 400s of the log endpoint that mean "this container has no log (yet)".
-_NO_LOG = re.compile(
-    r"not found|waiting to start|is not valid for pod|ContainerCreating|PodInitializing", re.I
-)
 
 
 @dataclass(frozen=True)
@@ -71,7 +67,7 @@ class Resource:
 def _segment(value: str, what: str, res: Resource) -> str:
     """One path segment; an empty or slashed one would address another object."""
     if not isinstance(value, str) or not value or "/" in value or value in (".", ".."):
-        raise _counted(
+        raise counted(
             SourceError("bad_input", f"cannot read {res.rbac}: {what} {value!r} is not a valid object name")
         )
     return quote(value, safe="")
@@ -93,33 +89,6 @@ DRA_RESOURCES: dict[str, Resource] = {
 }
 DRA_FALLBACK = {"devicetaintrules": ("v1beta2", "v1alpha3")}
 DRA_BETAS = ("v1beta2", "v1beta1")
-
-
-def _is_kubernetes_status(body: str) -> bool:
-    """Whether the error body is the API server's own Status object (not a proxy's page)."""
-    try:
-        status = json.loads(body) if isinstance(body, str) and body else None
-    except ValueError:
-        return False
-    return isinstance(status, dict) and status.get("kind") == "Status"
-
-
-def _status_message(status: int, reason: str | None, body: str) -> str:
-    """The `message` of the API's Status body, else the HTTP reason."""
-    if body:
-        try:
-            status = json.loads(body)
-        except ValueError:
-            return body.strip().splitlines()[0][:300]
-        if isinstance(status, dict) and status.get("message"):
-            return str(status["message"])
-    return str(reason or f"HTTP {status}")
-
-
-def _counted(err: SourceError) -> SourceError:
-    """A failed API call, counted by kind for /metrics."""
-    metrics.record_kubernetes_api_error(err.kind)
-    return err
 
 
 class KubeCluster:
@@ -237,80 +206,20 @@ class KubeCluster:
             )
             resp = self._api.call_api(*request, _request_timeout=self.timeout_s)
         except ApiException as exc:  # TLS failures and the like, raised with status 0
-            raise _counted(
-                self._api_error(exc.status, exc.reason, exc.body, verb, resource, namespace)
+            raise counted(
+                api_error(self.server, exc.status, exc.reason, exc.body, verb, resource, namespace)
             ) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _counted(self._unreachable(exc, verb, resource)) from None
+            raise counted(unreachable(self.server, self.timeout_s, exc, verb, resource)) from None
         try:
             data = bytes(resp.read())
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _counted(self._unreachable(exc, verb, resource)) from None
+            raise counted(unreachable(self.server, self.timeout_s, exc, verb, resource)) from None
         finally:
             resp.response.release_conn()
         if not 200 <= resp.status <= 299:
-            raise _counted(self._api_error(resp.status, resp.reason, data, verb, resource, namespace))
+            raise counted(api_error(self.server, resp.status, resp.reason, data, verb, resource, namespace))
         return data
-
-    def _unreachable(self, exc: Exception, verb: str, resource: str) -> SourceError:
-        reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason else exc
-        # NewConnectionError subclasses ConnectTimeoutError, so it is tested first.
-        if isinstance(reason, urllib3.exceptions.NameResolutionError):
-            why = "host name does not resolve"
-        elif isinstance(reason, urllib3.exceptions.NewConnectionError):
-            why = "cannot connect: " + str(reason).rsplit("connection: ", 1)[-1]
-        elif isinstance(reason, urllib3.exceptions.TimeoutError):
-            why = f"no answer within {self.timeout_s:g}s"
-        elif isinstance(reason, urllib3.exceptions.ProtocolError):
-            why = "connection dropped"
-        else:
-            why = type(reason).__name__
-        return SourceError(
-            "unavailable",
-            f"Kubernetes API at {self.server} unreachable ({why}) while trying to {verb} {resource}",
-        )
-
-    def _api_error(
-        self,
-        code: int | None,
-        reason: str | None,
-        raw: bytes | str | None,
-        verb: str,
-        resource: str,
-        namespace: str | None,
-    ) -> SourceError:
-        status = int(code or 0)
-        where = f" in namespace {namespace}" if namespace else ""
-        if status == 0:  # TLS failure and the like, raised by the client with no HTTP status
-            first = str(reason or "").splitlines()[0] if reason else "no response"
-            return SourceError(
-                "unavailable",
-                f"Kubernetes API at {self.server} unreachable ({first}) while trying to {verb} {resource}",
-            )
-        body = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else (raw or "")
-        message = _status_message(status, reason, body)
-        if status in (403, 404) and not _is_kubernetes_status(body):
-            # A proxy or a web server answered, not an API server: the address is wrong.
-            return SourceError(
-                "unavailable",
-                f"{self.server} is not a Kubernetes API server (HTTP {status} to {verb} {resource}, "
-                "no Kubernetes Status in the answer): check the kubeconfig's server address",
-            )
-        if status == 401:
-            return SourceError(
-                "unavailable",
-                f"Kubernetes API at {self.server}: credentials rejected (401) for {verb} {resource}",
-            )
-        if status == 403:
-            return SourceError("forbidden", message, verb=verb, resource=resource, namespace=namespace)
-        if status == 404 or (status == 400 and resource == "pods/log" and _NO_LOG.search(message)):
-            return SourceError("not_found", message, resource=resource, namespace=namespace)
-        if status >= 500 or status in (410, 429):  # 410: a paginated list outlived its snapshot
-            return SourceError(
-                "unavailable",
-                f"Kubernetes API at {self.server} answered {status} to {verb} {resource}{where}: {message}",
-            )
-        return SourceError("bad_input", f"{verb} {resource}{where} rejected ({status}): {message}")
 
     def _get(self, res: Resource, name: str, namespace: str | None = None) -> K8sObject:
         path = res.path(namespace, name)
