@@ -19,6 +19,15 @@ OPERANDS = [
     ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter"),
     ("nvidia-operator-validator", "nvidia-operator-validator"),
 ]
+# Four more, for the replay benchmark's ten operand pods per node: the standalone DCGM, the
+# MIG manager, and the validator's two workload pods, which finish once validated.
+MORE_OPERANDS = [
+    ("nvidia-dcgm", "nvidia-dcgm-ctr"),
+    ("nvidia-mig-manager", "nvidia-mig-manager"),
+    ("nvidia-cuda-validator", "cuda-validation"),
+    ("nvidia-device-plugin-validator", "plugin-validation"),
+]
+_FINISHED = {"nvidia-cuda-validator", "nvidia-device-plugin-validator"}
 
 
 def node_name(i: int) -> str:
@@ -73,6 +82,8 @@ def _operand_pod(i: int, app: str, container: str) -> dict[str, Any]:
         if app == "nvidia-operator-validator"
         else []
     )
+    running = {"running": {"startedAt": "2026-11-28T08:00:00Z"}}
+    done = {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": "2026-11-28T08:01:00Z"}}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -89,8 +100,8 @@ def _operand_pod(i: int, app: str, container: str) -> dict[str, Any]:
             ],
         },
         "status": {
-            "phase": "Running",
-            "conditions": [{"type": "Ready", "status": "True"}],
+            "phase": "Succeeded" if app in _FINISHED else "Running",
+            "conditions": [{"type": "Ready", "status": "False" if app in _FINISHED else "True"}],
             "initContainerStatuses": [
                 {
                     "name": n,
@@ -103,9 +114,9 @@ def _operand_pod(i: int, app: str, container: str) -> dict[str, Any]:
             "containerStatuses": [
                 {
                     "name": container,
-                    "ready": True,
+                    "ready": app not in _FINISHED,
                     "restartCount": 0,
-                    "state": {"running": {"startedAt": "2026-11-28T08:00:00Z"}},
+                    "state": done if app in _FINISHED else running,
                 }
             ],
         },
@@ -126,6 +137,36 @@ def _workload_pod(i: int, k: int) -> dict[str, Any]:
     }
 
 
+def _history(
+    labels: dict[str, str], used: int, bad: bool, samples: int, rng: random.Random
+) -> list[dict[str, Any]]:
+    """The six series of one GPU with `samples` points over 24 h, as a scrape history gives them."""
+    times = [-(86400 * (samples - 1 - k)) // (samples - 1) for k in range(samples)]
+    fb = [max(0, min(81559, used + rng.randint(-500, 500))) for _ in times]
+    # The sick GPU's rows rise in the last hour and its Xid appears then.
+    late = [t >= -3600 for t in times]
+    rows = [
+        (14 if t == 0 else 12) if bad and lt else (0 if bad else 2) for t, lt in zip(times, late, strict=True)
+    ]
+    xid = [79 if bad and lt else 0 for lt in late]
+    zero = [0] * samples
+
+    def series(name: str, values: list[int]) -> dict[str, Any]:
+        return {
+            "metric": {"__name__": name, **labels},
+            "values": [list(p) for p in zip(times, values, strict=True)],
+        }
+
+    return [
+        series("DCGM_FI_DEV_FB_USED", fb),
+        series("DCGM_FI_DEV_FB_FREE", [81559 - v for v in fb]),
+        series("DCGM_FI_DEV_XID_ERRORS", xid),
+        series("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", rows),
+        series("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", zero),
+        series("DCGM_FI_DEV_ROW_REMAP_FAILURE", zero),
+    ]
+
+
 def make_fleet(
     nodes: int,
     gpus_per_node: int = 8,
@@ -134,11 +175,15 @@ def make_fleet(
     with_series: bool = True,
     seed: int = 7,
     workload_pods: int = 0,
+    operands: int = 6,
+    samples: int | None = None,
 ) -> dict[str, Any]:
     """A scenario dict (spec/scenario.md) for a fleet; target pod ml/trainer-0 is pending.
 
-    Each node runs the six operand pods, plus `workload_pods` CPU pods of other services.
+    Each node runs `operands` operand pods (6 or 10), plus `workload_pods` CPU pods of other
+    services. Each GPU has six DCGM series of 1-3 samples, or of `samples` evenly over 24 h.
     """
+    operand_list = (OPERANDS + MORE_OPERANDS)[:operands]
     rng = random.Random(seed)
     objects: list[dict[str, Any]] = []
     metrics: list[dict[str, Any]] = []
@@ -146,7 +191,7 @@ def make_fleet(
     for i in range(nodes):
         sick = i % sick_every == 1
         objects.append(_node(i, gpus_per_node, sick))
-        for app, container in OPERANDS:
+        for app, container in operand_list:
             objects.append(_operand_pod(i, app, container))
         objects.extend(_workload_pod(i, k) for k in range(workload_pods))
         if sick:
@@ -166,6 +211,10 @@ def make_fleet(
                 "Hostname": node_name(i),
             }
             used = rng.randint(1000, 70000)
+            bad = sick and g == 3
+            if samples:
+                metrics.extend(_history(labels, used, bad, samples, rng))
+                continue
             metrics.append({"metric": {"__name__": "DCGM_FI_DEV_FB_USED", **labels}, "values": [[0, used]]})
             metrics.append(
                 {"metric": {"__name__": "DCGM_FI_DEV_FB_FREE", **labels}, "values": [[0, 81559 - used]]}
@@ -173,10 +222,10 @@ def make_fleet(
             metrics.append(
                 {
                     "metric": {"__name__": "DCGM_FI_DEV_XID_ERRORS", **labels},
-                    "values": [[0, 79 if sick and g == 3 else 0]],
+                    "values": [[0, 79 if bad else 0]],
                 }
             )
-            rows = [[-86000, 0], [-3600, 12], [0, 14]] if sick and g == 3 else [[-86000, 2], [0, 2]]
+            rows = [[-86000, 0], [-3600, 12], [0, 14]] if bad else [[-86000, 2], [0, 2]]
             metrics.append(
                 {"metric": {"__name__": "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", **labels}, "values": rows}
             )

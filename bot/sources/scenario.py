@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
+import msgspec
 import yaml
 
 from bot.sources.scenario_model import Scenario, ScenarioError, parse_now, rfc3339, show
@@ -127,17 +128,44 @@ def _read_text(text: str, source: str) -> object:
         raise ScenarioError(source, "", f"YAML error: {e}") from None
 
 
+def _decode_json_fast(buf: bytes) -> dict[str, Any] | None:
+    """A JSON scenario decoded by msgspec, the metric entries left as JSON text.
+
+    None when the file is not a well-formed scenario mapping: the standard decoder then
+    reads it again and reports the mistake exactly (line, key path).
+    """
+    try:
+        top = msgspec.json.decode(buf, type=dict[str, msgspec.Raw])
+        data: dict[str, Any] = {}
+        for key, raw in top.items():
+            if key == "metrics":  # each entry is decoded when read (read_metrics)
+                data[key] = msgspec.json.decode(raw, type=list[msgspec.Raw] | None)
+            else:
+                data[key] = msgspec.json.decode(raw)
+        return data
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
 def load_scenario(path: str | Path) -> Scenario:
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        buf = Path(path).read_bytes()
+        text: str | None = None
+        if not (source.endswith(".json") or buf.lstrip()[:1] == b"{"):
+            text = buf.decode("utf-8")
     except UnicodeDecodeError:
         raise ScenarioError(source, "", "cannot read the file: not UTF-8 text") from None
     except OSError as e:
         raise ScenarioError(source, "", f"cannot read the file: {e.strerror or e}") from None
     with _fleet_sized_data() as size:
-        data = _read_text(text, source)
-        del text  # 84 MB at 5,000 nodes: not needed once decoded
+        data: object = _decode_json_fast(buf) if text is None else None
+        if data is None:
+            try:
+                data = _read_text(text if text is not None else buf.decode("utf-8"), source)
+            except UnicodeDecodeError:
+                raise ScenarioError(source, "", "cannot read the file: not UTF-8 text") from None
+        del buf, text  # 70 MB at 2,000 nodes: not needed once decoded
         scenario = parse_scenario(data, source, consume=True)
         size.append(_size(scenario))
     return scenario

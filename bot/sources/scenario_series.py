@@ -6,8 +6,12 @@ increasing and not after `now`; labels are checked as Prometheus' are, each seri
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from typing import Any
+
+import msgspec
 
 from bot.sources.exposition import ExpositionError, parse_exposition
 from bot.sources.scenario_model import ABSOLUTE_SECONDS, ScenarioError, number, parse_time, rfc3339, show
@@ -18,13 +22,15 @@ _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 
 
 def _labels(
-    raw: object, source: str, path: str, checked: set[str], strings: dict[str, str]
+    raw: object, source: str, path: str, checked: set[str], strings: dict[str, str], own: bool = False
 ) -> dict[str, str]:
     """`checked`: label names already found valid; they repeat across a fleet's series.
-    `strings`: one copy of each label value (a node's name is in 48 series of a fleet)."""
+    `strings`: one copy of each label value (a node's name is in 48 series of a fleet).
+    `own`: `raw` was decoded for this series alone and becomes its labels (no second dict)."""
     if not isinstance(raw, dict):
         raise ScenarioError(source, path, f"expected a label mapping with __name__, got {show(raw)}")
-    labels: dict[str, str] = {}
+    labels: dict[str, str] = raw if own else {}
+    empty: list[str] = []
     for name, value in raw.items():
         if name not in checked:
             if not isinstance(name, str) or not _LABEL_NAME.match(name):
@@ -38,6 +44,10 @@ def _labels(
             value = str(value)  # `gpu: 3` written unquoted
         if value != "":  # Prometheus: an empty label value is no label
             labels[name] = strings.setdefault(value, value)
+        elif own:
+            empty.append(name)
+    for name in empty:
+        del labels[name]
     metric = labels.get("__name__")
     if not metric:
         raise ScenarioError(source, path, "expected `__name__` (the metric name)")
@@ -89,8 +99,68 @@ def _points(raw: object, now: float, source: str, path: str) -> list[tuple[float
     return points
 
 
+class RawEntry(msgspec.Struct, forbid_unknown_fields=True):
+    """A `metrics` entry decoded but for its points, kept as JSON text until a query reads them."""
+
+    metric: Any = None
+    values: msgspec.Raw = msgspec.Raw()
+    value: msgspec.Raw = msgspec.Raw()
+
+
+_ENTRY = msgspec.json.Decoder(RawEntry)
+
+
+def _entry(raw: msgspec.Raw) -> RawEntry | object:
+    """One `metrics` entry of the JSON fast path, its points left as text (an own copy, so the
+    file's buffer can go). An entry off the usual shape is decoded whole, for the exact message."""
+    try:
+        entry = _ENTRY.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _decode(raw)
+    entry.values, entry.value = entry.values.copy(), entry.value.copy()
+    return entry
+
+
+def _decode(raw: msgspec.Raw) -> object:
+    try:
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        # Numbers past a double (1e400), which the standard decoder reads as inf.
+        return json.loads(bytes(raw))
+
+
+class _PointsText:
+    """An entry's points as JSON text, decoded and checked when called (a slotted object:
+    a closure per series would cost ~50 MB on a 240,000-series fleet)."""
+
+    __slots__ = ("index", "now", "raw", "source")
+
+    def __init__(self, raw: msgspec.Raw, now: float, source: str, index: int) -> None:
+        self.raw, self.now, self.source, self.index = raw, now, source, index
+
+    def __call__(self) -> list[tuple[float, float]]:
+        return _points(_decode(self.raw), self.now, self.source, f"metrics[{self.index}].values")
+
+
+def _lazy_points(
+    raw: msgspec.Raw, instant: bool, now: float, source: str, index: int
+) -> _PointsText | list[tuple[float, float]]:
+    """The reader of an entry's points; decoded at once when they are not a JSON list (or
+    are short), so a malformed entry is still reported when the file is read."""
+    where = f"metrics[{index}]"
+    if instant or len(raw) < 8 or bytes(memoryview(raw)[:1]) != b"[":  # short: at most one point
+        value = _decode(raw) if len(raw) else None
+        path = f"{where}.value" if instant else f"{where}.values"
+        return _points([value] if instant else value, now, source, path)
+    return _PointsText(raw, now, source, index)
+
+
 def read_metrics(raw: object, now: float, source: str, consume: bool = False) -> list[SeriesData]:
-    """`consume`: the list is the caller's to spend; each entry is dropped once read (peak memory)."""
+    """`consume`: the list is the caller's to spend; each entry is dropped once read (peak memory).
+
+    Entries are dicts, or msgspec.Raw from the JSON fast path (bot/sources/scenario.py):
+    decoded one at a time, their points kept as text and checked when first read (same
+    messages, at that moment)."""
     if not isinstance(raw, list):
         raise ScenarioError(
             source, "metrics", f"expected a list of {{metric: ..., values: ...}}, got {show(raw)}"
@@ -102,16 +172,28 @@ def read_metrics(raw: object, now: float, source: str, consume: bool = False) ->
     strings: dict[str, str] = {}
     for i, entry in enumerate(raw):
         where = f"metrics[{i}]"
-        if not isinstance(entry, dict):
-            raise ScenarioError(source, where, f"expected {{metric: ..., values: ...}}, got {show(entry)}")
-        unknown = sorted(set(map(str, entry)) - {"metric", "values", "value"})
-        if unknown:
-            raise ScenarioError(source, f"{where}.{unknown[0]}", "unknown key (expected metric and values)")
-        labels = _labels(entry.get("metric"), source, f"{where}.metric", checked, strings)
-        if "value" in entry:  # a pasted Prometheus instant-query result
-            points = _points([entry["value"]], now, source, f"{where}.value")
+        points: _PointsText | list[tuple[float, float]]
+        if type(entry) is msgspec.Raw:
+            entry = _entry(entry)
+        if type(entry) is RawEntry:
+            labels = _labels(entry.metric, source, f"{where}.metric", checked, strings, own=True)
+            instant = len(entry.value) > 0
+            points = _lazy_points(entry.value if instant else entry.values, instant, now, source, i)
         else:
-            points = _points(entry.get("values"), now, source, f"{where}.values")
+            if not isinstance(entry, dict):
+                raise ScenarioError(
+                    source, where, f"expected {{metric: ..., values: ...}}, got {show(entry)}"
+                )
+            unknown = sorted(set(map(str, entry)) - {"metric", "values", "value"})
+            if unknown:
+                raise ScenarioError(
+                    source, f"{where}.{unknown[0]}", "unknown key (expected metric and values)"
+                )
+            labels = _labels(entry.get("metric"), source, f"{where}.metric", checked, strings)
+            if "value" in entry:  # a pasted Prometheus instant-query result
+                points = _points([entry["value"]], now, source, f"{where}.value")
+            else:
+                points = _points(entry.get("values"), now, source, f"{where}.values")
         # Keyed by the label set's hash (an int) rather than the set itself: a fleet has
         # 240,000 series, and their frozensets alone would take ~250 MB at the peak.
         key = frozenset(labels.items())
@@ -126,7 +208,11 @@ def read_metrics(raw: object, now: float, source: str, consume: bool = False) ->
                 raise ScenarioError(
                     source, where, f"same labels as metrics[{first_seen}]: expected one entry per series"
                 )
-        series.append(SeriesData(labels, points))  # series[i] is metrics[i]
+        # series[i] is metrics[i]
+        if isinstance(points, _PointsText):
+            series.append(SeriesData(labels, read=points))
+        else:
+            series.append(SeriesData(labels, points))
         if consume:
             raw[i] = None
     return series

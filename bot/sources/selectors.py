@@ -110,3 +110,12 @@ def parse_field_selector(selector: str | None) -> Callable[[Mapping[str, Any]], 
         path, op, value = m.groups()
         checks.append(_field_equals(path, value, negate=op == "!="))
     return lambda o: all(c(o) for c in checks)
+
+
+def node_named(selector: str | None) -> str | None:
+    """X when the field selector requires `spec.nodeName=X` (the pods of one node), else None."""
+    for term in (selector or "").split(","):
+        m = re.match(r"^\s*spec\.nodeName\s*==?\s*(.*?)\s*$", term)
+        if m:
+            return m.group(1)
+    return None

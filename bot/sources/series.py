@@ -12,19 +12,49 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from layers.sources import RangeSeries, Sample, Selector
 
 LOOKBACK_MS = 5 * 60 * 1000  # Prometheus' default --query.lookback-delta
 
 
-@dataclass(frozen=True)
 class SeriesData:
-    """One series: its labels (with `__name__`) and (unix seconds, value) points in time order."""
+    """One series: its labels (with `__name__`) and (unix seconds, value) points in time order.
 
-    labels: dict[str, str]
-    points: list[tuple[float, float]] = field(default_factory=list)
+    The points may come from `read`, called once, when they are first used: a replayed
+    fleet of 240,000 series decodes only those of the nodes a layer reads.
+    """
+
+    __slots__ = ("_points", "_read", "labels")
+
+    def __init__(
+        self,
+        labels: dict[str, str],
+        points: list[tuple[float, float]] | None = None,
+        *,
+        read: Callable[[], list[tuple[float, float]]] | None = None,
+    ) -> None:
+        self.labels = labels
+        self._read = read
+        self._points = points if points is not None or read is not None else []
+
+    @property
+    def points(self) -> list[tuple[float, float]]:
+        if self._points is None:
+            assert self._read is not None
+            self._points = self._read()
+            self._read = None
+        return self._points
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SeriesData):
+            return NotImplemented
+        return self.labels == other.labels and self.points == other.points
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
+
+    def __repr__(self) -> str:
+        return f"SeriesData(labels={self.labels!r}, points={self.points!r})"
 
 
 def prom_labels(labels: Mapping[str, str]) -> dict[str, str]:
@@ -37,12 +67,34 @@ def to_ms(t: float) -> int:
 
 
 class _Series:
-    __slots__ = ("labels", "times", "values")
+    """A series with its points in milliseconds, converted when a query first reaches it."""
 
-    def __init__(self, labels: dict[str, str], times: list[int], values: list[float]) -> None:
+    __slots__ = ("_data", "_times", "_values", "labels")
+
+    def __init__(self, labels: dict[str, str], data: SeriesData) -> None:
         self.labels = labels
-        self.times = times
-        self.values = values
+        self._data: SeriesData | None = data
+        self._times: list[int] = []
+        self._values: list[float] = []
+
+    def _convert(self) -> None:
+        assert self._data is not None
+        points = self._data.points  # a bad point in a lazily read file raises here, every time
+        self._times = [to_ms(t) for t, _ in points]
+        self._values = [float(v) for _, v in points]
+        self._data = None
+
+    @property
+    def times(self) -> list[int]:
+        if self._data is not None:
+            self._convert()
+        return self._times
+
+    @property
+    def values(self) -> list[float]:
+        if self._data is not None:
+            self._convert()
+        return self._values
 
     def window(self, start_ms: int, end_ms: int) -> tuple[int, int]:
         """Index range of samples with start <= t <= end."""
@@ -157,9 +209,7 @@ class SeriesTelemetry:
             # Shared with the SeriesData when already clean: a fleet's labels are not copied twice.
             labels = s.labels if "" not in s.labels.values() else prom_labels(s.labels)
             name = labels.get("__name__", "")
-            times = [to_ms(t) for t, _ in s.points]
-            values = [float(v) for _, v in s.points]
-            self._families.setdefault(name, _Family()).add(_Series(labels, times, values))
+            self._families.setdefault(name, _Family()).add(_Series(labels, s))
 
     @property
     def source(self) -> str:

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from bot.sources.selectors import parse_field_selector, parse_label_selector
+from bot.sources.selectors import node_named, parse_field_selector, parse_label_selector
 from layers.sources import DraKind, K8sObject, SourceError
 
 # Custom resources the layers read, by plural, as (group, kind).
@@ -65,6 +65,7 @@ class SnapshotCluster:
         self._events_by_object: dict[tuple[str, str, str], list[K8sObject]] = defaultdict(list)
         self._lock = threading.Lock()
         self._unsorted: set[tuple[str, str]] = set()
+        self._pods_by_node: dict[str, list[K8sObject]] | None = None
         self._resource_version = 1
         for obj in objects:
             self.add(obj)
@@ -79,6 +80,8 @@ class SnapshotCluster:
         meta.setdefault("resourceVersion", str(self._resource_version))
         self._by_kind[(group, kind)].append(obj)
         self._unsorted.add((group, kind))
+        if kind == "Pod" and group == "":
+            self._pods_by_node = None
         self._named[(group, kind, meta.get("namespace") or "", meta.get("name") or "")] = obj
         if kind == "Event" and group == "":
             inv = obj.get("involvedObject") or {}
@@ -93,6 +96,18 @@ class SnapshotCluster:
                     self._by_kind[(group, kind)].sort(key=_storage_key)
                     self._unsorted.discard((group, kind))
         return self._by_kind.get((group, kind), [])
+
+    def _pods_on(self, node: str) -> list[K8sObject]:
+        """The pods bound to a node, in list order: walks read pods node by node."""
+        by_node = self._pods_by_node
+        if by_node is None:
+            pods = self._kind("", "Pod")
+            with self._lock:
+                by_node = defaultdict(list)
+                for p in pods:
+                    by_node[str((p.get("spec") or {}).get("nodeName") or "")].append(p)
+                self._pods_by_node = by_node
+        return by_node.get(node, [])
 
     @property
     def objects(self) -> list[K8sObject]:
@@ -115,7 +130,8 @@ class SnapshotCluster:
         match_labels = parse_label_selector(label_selector)
         match_fields = parse_field_selector(field_selector)
         out = []
-        for obj in self._kind(group, kind):
+        node = node_named(field_selector) if (group, kind) == ("", "Pod") else None
+        for obj in self._kind(group, kind) if node is None else self._pods_on(node):
             meta = obj.get("metadata", {})
             if namespace is not None and meta.get("namespace") != namespace:
                 continue
