@@ -382,7 +382,7 @@ def selector_unsatisfied(
         f"no candidate node publishes GPUs that satisfy the selectors and count of {needs[0].claim}: "
         "change the selector or add such GPUs",
         evidence=[*(f"selector: {e}" for e in exprs), *listed(lines), *_published_values(exprs, devices)],
-        commands=[SLICES_CMD + " -o yaml", "kubectl get deviceclasses -o yaml"],
+        commands=[SLICES_CMD.replace("-o wide", "-o yaml"), "kubectl get deviceclasses -o yaml"],
         node=one_node(list(fitting)),
     )
 
@@ -624,6 +624,16 @@ def domain_not_ready(ctx: WalkContext, cd: K8sObject, used: Sequence[reads.PodCl
             evidence.append(f"daemon {o.namespace(p)}/{o.name(p)} on {where}: {_pod_state(p)}")
     missing = _missing(wanted, joined)
     evidence += [f"claim: {s.label}" for s in used]
+    # The kubelet's own words: it cannot prepare the channel until this node's daemon is ready.
+    pod = ctx.pod
+    if pod is not None:
+        try:
+            events = ctx.events("Pod", o.namespace(pod), o.name(pod))
+        except SourceError as err:
+            evidence.append(f"events of the pod not read: {err}")
+            events = []
+        prepare = [e for e in events if e.get("reason") == "FailedPrepareDynamicResources"]
+        evidence += [sig.event_line(e) for e in sorted(prepare, key=sig.event_time)[-2:]]
     return finding(
         "L2_COMPUTE_DOMAIN_NOT_READY",
         f"ComputeDomain {ns}/{name} is not Ready: {len(ready)} of {wanted if wanted is not None else '?'} "
