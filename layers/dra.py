@@ -18,7 +18,7 @@ from layers.facts import dra
 from layers.facts import drareads as reads
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
-from layers.facts.context import WalkContext
+from layers.facts.context import STANDALONE_NAMES, WalkContext, component
 from layers.facts.devicecel import compile_selector
 from layers.facts.dra import Device, Inventory, Matcher, Request
 from layers.facts.placement import (
@@ -624,6 +624,7 @@ def domain_not_ready(ctx: WalkContext, cd: K8sObject, used: Sequence[reads.PodCl
             evidence.append(f"daemon {o.namespace(p)}/{o.name(p)} on {where}: {_pod_state(p)}")
     missing = _missing(wanted, joined)
     evidence += [f"claim: {s.label}" for s in used]
+    evidence += _controllers_down(ctx)
     # The kubelet's own words: it cannot prepare the channel until this node's daemon is ready.
     pod = ctx.pod
     if pod is not None:
@@ -645,6 +646,28 @@ def domain_not_ready(ctx: WalkContext, cd: K8sObject, used: Sequence[reads.PodCl
         ],
         node=ctx.bound_node,
     )
+
+
+def _controllers_down(ctx: WalkContext) -> list[str]:
+    """The DRA driver's controller creates each domain's IMEX daemons: is it running?"""
+    names = ",".join(n for n, c in STANDALONE_NAMES.items() if c == "dra-driver")
+    try:
+        pods = ctx.cluster.list_pods(label_selector=f"app.kubernetes.io/name in ({names})")
+    except SourceError as err:
+        return [f"DRA driver controller not read: {err}"]
+    out = []
+    for p in pods:
+        if component(p) != "dra-controller" or o.pod_ready(p):
+            continue
+        out.append(f"DRA controller {o.namespace(p)}/{o.name(p)} is not Ready: {_pod_state(p)}")
+        for c in o.containers(p):
+            try:
+                text = ctx.log(o.namespace(p) or "", o.name(p), str(c.get("name")), previous=True)
+            except SourceError as err:
+                out.append(f"its log not read: {err}")
+                break
+            out += [f"{c.get('name')} (previous): {line}" for line in sig.tail(text, 2)]
+    return out
 
 
 def _missing(wanted: object, joined: Sequence[dict[str, object]]) -> str:

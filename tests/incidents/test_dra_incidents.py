@@ -136,3 +136,12 @@ def test_series_labelled_by_claim_only_are_the_pods() -> None:
     [f] = findings("dra-dcgm-claim-labels-oom", "L4_FB_RESERVED_NORMAL")
     assert f.node == "l40s-dra-01" and "GPU 2 (" in f.summary
     assert f.evidence[0].startswith("GPU 2 (") and "used by the pod" in f.evidence[0]
+
+
+def test_a_domain_without_status_names_the_crashing_controller() -> None:
+    [f] = findings("dra-compute-domain-controller-crashloop", "L2_COMPUTE_DOMAIN_NOT_READY")
+    assert "0 of 2 IMEX daemons ready, 2 node(s) never joined" in f.summary
+    assert any(
+        "is not Ready: container compute-domain CrashLoopBackOff, restarts 19" in e for e in f.evidence
+    )
+    assert any("error creating informer factory: Unauthorized" in e for e in f.evidence)
