@@ -36,6 +36,7 @@ from layers.digest import (
     ROW_REMAP_FAILURE,
     Digest,
     FlaggedNode,
+    ResourceCount,
 )
 
 DIAGNOSE = "digest_diagnose"  # public action id (spec/interfaces.md lists the fixed ones)
@@ -80,8 +81,15 @@ def parse_button_value(value: str) -> tuple[str, str]:
 # --- text (the CLI and the attached full list) --------------------------------------------
 
 
+def _replicas(r: ResourceCount) -> str:
+    """What time-sliced numbers mean: they count replicas, the person counts GPUs."""
+    if r.replicas <= 1:
+        return ""
+    return f" replicas = {r.gpu_allocatable} of {r.gpu_capacity} GPUs"
+
+
 def _numbers(f: FlaggedNode) -> str:
-    gaps = ", ".join(f"{r.resource} {r.capacity}/{r.allocatable}" for r in f.gaps)
+    gaps = ", ".join(f"{r.resource} {r.capacity}/{r.allocatable}{_replicas(r)}" for r in f.gaps)
     return gaps or "-"
 
 
@@ -131,7 +139,9 @@ def _node_text(f: FlaggedNode) -> str:
     state = " · _cordoned_" if f.cordoned else ""
     parts = [f"{emoji} *{escape(f.node)}*{state} · " + " · ".join(f"`{r}`" for r in f.reasons)]
     if f.gaps:
-        gaps = ", ".join(f"{escape(r.resource)} {r.allocatable} of {r.capacity}" for r in f.gaps)
+        gaps = ", ".join(
+            f"{escape(r.resource)} {r.allocatable} of {r.capacity}{_replicas(r)}" for r in f.gaps
+        )
         parts.append(f"allocatable {f.allocatable} of {f.capacity} ({gaps})")
     if f.correctable_rows_24h or f.uncorrectable_rows_24h:
         parts.append(

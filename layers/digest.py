@@ -56,15 +56,33 @@ class ResourceCount:
     resource: str
     capacity: int
     allocatable: int
+    replicas: int = 1  # units per GPU on a time-sliced node (capacity and allocatable count replicas)
+
+    @property
+    def gpu_capacity(self) -> int:
+        return -(-self.capacity // self.replicas)
+
+    @property
+    def gpu_allocatable(self) -> int:
+        """GPUs left: a GPU marked unhealthy takes all its replicas, so a partial one is lost."""
+        lost = self.capacity - self.allocatable
+        return self.gpu_capacity - (-(-lost // self.replicas) if lost > 0 else 0)
 
     def to_dict(self) -> dict[str, object]:
-        return {"resource": self.resource, "capacity": self.capacity, "allocatable": self.allocatable}
+        out: dict[str, object] = {
+            "resource": self.resource,
+            "capacity": self.capacity,
+            "allocatable": self.allocatable,
+        }
+        if self.replicas > 1:
+            out["replicas_per_gpu"] = self.replicas
+        return out
 
 
 @dataclass(frozen=True)
 class FlaggedNode:
     node: str
-    capacity: int  # all GPU units the node advertises (whole GPUs, MIG instances, shared replicas)
+    capacity: int  # GPUs (and MIG instances) the node advertises; time-sliced replicas counted as GPUs
     allocatable: int
     reasons: tuple[str, ...]
     correctable_rows_24h: int = 0
@@ -135,7 +153,7 @@ def _resources(node: K8sObject) -> tuple[ResourceCount, ...]:
     cap = o.gpu_resources(node, "capacity")
     alloc = o.gpu_resources(node, "allocatable")
     names = sorted(r for r in set(cap) | set(alloc) if cap.get(r, 0) > 0 or alloc.get(r, 0) > 0)
-    return tuple(ResourceCount(r, cap.get(r, 0), alloc.get(r, 0)) for r in names)
+    return tuple(ResourceCount(r, cap.get(r, 0), alloc.get(r, 0), o.replicas_per_gpu(node, r)) for r in names)
 
 
 def _dra_resources(
@@ -170,8 +188,8 @@ def _flag(
         gpus = tuple(g.label for g in health.gpus if g.rows_rising or (g.row_remap_failure or 0) > 0)
     return FlaggedNode(
         node=name,
-        capacity=sum(r.capacity for r in resources),
-        allocatable=sum(r.allocatable for r in resources),
+        capacity=sum(r.gpu_capacity for r in resources),
+        allocatable=sum(r.gpu_allocatable for r in resources),
         reasons=tuple(reasons),
         correctable_rows_24h=row_count(health.correctable_rows_24h) if health else 0,
         uncorrectable_rows_24h=row_count(health.uncorrectable_rows_24h) if health else 0,

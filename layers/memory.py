@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from layers.facts import gpufacts as gf
+from layers import framebuffer as fbj
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts import walkfacts as wf
@@ -23,9 +23,7 @@ from layers.findings import Finding, LayerResult, finding, unknown
 from layers.sources import K8sObject, SourceError
 
 LAYER = 4
-FB_CEILING = 0.95
 
-_VLLM = re.compile(r"vllm", re.IGNORECASE)
 _EVIDENCE_LINES = 5
 _KV_CACHE = re.compile(r"memory for the cache blocks|available KV cache memory", re.IGNORECASE)
 
@@ -40,20 +38,29 @@ def check(ctx: WalkContext) -> LayerResult:
     if pod is not None:
         findings += oomkilled(ctx, pod)
         findings += gpu_oom_in_logs(ctx, pod)
-        findings += framebuffer(ctx, pod, facts)
+        fb = fbj.pod_framebuffer(ctx, pod, facts)
+    else:  # a walk about a node: every GPU on it (spec, layer 4)
+        fb = fbj.node_framebuffer(ctx, ctx.target.node or "", facts)
+    findings += fb.findings
     findings += no_telemetry(facts, nodes, ctx)
     for node in nodes:
         findings += time_slicing(ctx, node)
     if not findings:
-        where = ", ".join(nodes) if len(nodes) <= 3 else f"{len(nodes)} examined GPU nodes"
-        findings.append(
-            finding(
-                "L4_OK",
-                f"no memory problem: no OOMKilled container, no GPU OOM, framebuffer below the ceiling ({where})",
-                node=ctx.bound_node,
-            )
-        )
+        findings.append(_ok(ctx, nodes, fb.read))
     return LayerResult.build(LAYER, fold(findings))
+
+
+def _ok(ctx: WalkContext, nodes: list[str], fb_read: int) -> Finding:
+    """L4_OK saying only what was checked: a framebuffer never read is not "below the ceiling"."""
+    where = ", ".join(nodes) if len(nodes) <= 3 else f"{len(nodes)} examined GPU nodes"
+    checked = [] if ctx.pod is None else ["no OOMKilled container", "no GPU OOM in its logs"]
+    if fb_read:
+        checked.append(f"framebuffer below the ceiling on {fb_read} GPU(s)")
+    elif ctx.pod is not None and not ctx.bound_node:
+        checked.append("framebuffer not judged (the pod runs on no GPU yet)")
+    else:
+        checked.append("framebuffer not judged (no FB_USED/FB_FREE series read for its GPUs)")
+    return finding("L4_OK", f"no memory problem found: {', '.join(checked)} ({where})", node=ctx.bound_node)
 
 
 def _ref(ctx: WalkContext) -> tuple[str, str]:
@@ -193,118 +200,6 @@ def _oom_summary(container: str, hits: list[str]) -> str:
         f"{container} ran out of GPU memory ({said}): the framebuffer, not the pod's memory limit — "
         "reduce batch size/model size, or give it a GPU to itself"
     )
-
-
-# --- framebuffer (DCGM) and vLLM preemptions -----------------------------------------
-
-
-def is_inference_server(pod: K8sObject, vllm: wf.VllmFacts | None) -> tuple[bool, str]:
-    """(is it, why): vLLM series for the pod, or a container whose image/command/args names vLLM."""
-    if vllm is not None:
-        return True, "the pod exports vLLM metrics"
-    for c in o.containers(pod):
-        words = [str(c.get("image", ""))] + [str(x) for x in (c.get("command") or []) + (c.get("args") or [])]
-        for word in words:
-            if _VLLM.search(word):
-                return True, f"container {c.get('name')} runs {word!r}"
-    return False, ""
-
-
-def _fb_ratio(g: gf.GpuFacts, node: K8sObject | None) -> tuple[float | None, str]:
-    """used / (used + free), else used / the node's nvidia.com/gpu.memory label (MiB)."""
-    if g.fb_ratio is not None:
-        return g.fb_ratio, f"FB_USED {g.fb_used_mib:g} MiB, FB_FREE {g.fb_free_mib:g} MiB"
-    total = o.quantity(o.labels(node).get("nvidia.com/gpu.memory", "")) if node else 0
-    if g.fb_used_mib is not None and total > 0:
-        return g.fb_used_mib / float(total), (
-            f"FB_USED {g.fb_used_mib:g} MiB of {total} MiB (node label nvidia.com/gpu.memory; FB_FREE not exported)"
-        )
-    return None, ""
-
-
-def framebuffer(ctx: WalkContext, pod: K8sObject, facts: wf.WalkFacts) -> list[Finding]:
-    ns, name = _ref(ctx)
-    node = ctx.bound_node
-    vllm = facts.vllm.get((ns, name))
-    server, why = is_inference_server(pod, vllm)
-    out: list[Finding] = []
-    pod_q = f'namespace="{ns}",pod="{name}"'
-    if vllm is not None and (vllm.preemption_rate or 0) > 0:
-        out.append(
-            finding(
-                "L4_PREEMPTIONS",
-                f"vLLM in {ns}/{name} is preempting requests ({vllm.preemption_rate:.3g}/s over 5 m): its KV cache "
-                "is too small — raise gpu_memory_utilization, add GPUs (tensor parallel) or lower max_num_seqs",
-                evidence=[
-                    f"rate(vllm:num_preemptions_total{{{pod_q}}}[5m]) = {vllm.preemption_rate:.4g}",
-                    f"gpu_memory_utilization = {vllm.gpu_memory_utilization or 'not exported'}",
-                ],
-                commands=[f"sum by (model_name) (rate(vllm:num_preemptions_total{{{pod_q}}}[5m])) > 0"],
-                node=node,
-            )
-        )
-    if facts.error is not None or not node:
-        return out
-    own = facts.of_pod((ns, name))
-    if not own and not o.pod_requests(pod):
-        return out  # no GPU requested and none mapped to it: no framebuffer of its own to judge
-    gpus = own or facts.on(node)
-    node_obj = _node(ctx, node)
-    for g in gpus:
-        ratio, numbers = _fb_ratio(g, node_obj)
-        if ratio is None or ratio <= FB_CEILING:
-            continue
-        whose = (
-            "used by the pod" if own else "on the pod's node (the exporter does not map GPUs to pods here)"
-        )
-        evidence = [f"{g.label} {whose}: {numbers} → {ratio:.1%}"]
-        others = [f"{p_ns}/{p}" for p_ns, p in g.pods if (p_ns, p) != (ns, name)]
-        if others:
-            evidence.append(f"shared GPU: the value is the whole GPU's, also used by {', '.join(others)}")
-        m = g.matcher()
-        commands = [
-            f"DCGM_FI_DEV_FB_USED{m} / (DCGM_FI_DEV_FB_USED{m} + DCGM_FI_DEV_FB_FREE{m}) > 0.95",
-            f"sum by (namespace, pod) (DCGM_FI_DEV_FB_USED{g.matcher(with_gpu=False)})",
-        ]
-        if server and (vllm is None or not (vllm.preemption_rate or 0) > 0):
-            util = vllm.gpu_memory_utilization if vllm else None
-            evidence.append(f"inference server: {why}")
-            evidence.append(
-                f"gpu_memory_utilization = {util}" if util else "gpu_memory_utilization: not exported"
-            )
-            if vllm is None:
-                evidence.append("vLLM metrics not found for the pod: preemptions could not be checked")
-            commands.append(f"sum by (model_name) (rate(vllm:num_preemptions_total{{{pod_q}}}[5m])) > 0")
-            out.append(
-                finding(
-                    "L4_FB_RESERVED_NORMAL",
-                    f"{g.label} at {ratio:.0%} framebuffer is vLLM's up-front reservation"
-                    + (f" (gpu_memory_utilization {util})" if util else "")
-                    + " with no preemptions: normal, not a memory problem",
-                    evidence=evidence,
-                    commands=commands,
-                    node=node,
-                )
-            )
-        elif not server:
-            out.append(
-                finding(
-                    "L4_FB_SATURATED",
-                    f"{g.label} framebuffer at {ratio:.0%} (> 95%): GPU memory exhausted — allocations will fail; "
-                    "reduce the workload's memory or move it to a larger/unshared GPU",
-                    evidence=evidence,
-                    commands=commands,
-                    node=node,
-                )
-            )
-    return out
-
-
-def _node(ctx: WalkContext, name: str) -> K8sObject | None:
-    try:
-        return ctx.node(name)
-    except SourceError:
-        return None
 
 
 def no_telemetry(facts: wf.WalkFacts, nodes: Iterable[str], ctx: WalkContext) -> list[Finding]:

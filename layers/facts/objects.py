@@ -84,6 +84,37 @@ def allocatable_gaps(node: K8sObject) -> dict[str, tuple[int, int]]:
     return {r: (c, alloc.get(r, 0)) for r, c in cap.items() if c > alloc.get(r, 0)}
 
 
+def replicas_per_gpu(node: K8sObject, resource: str = GPU_RESOURCE) -> int:
+    """How many units of `resource` one physical GPU (or MIG instance) counts for on this node.
+
+    Time-slicing and MPS advertise each GPU `replicas` times, so capacity and allocatable count
+    replicas (spec: layer 5, time-sliced nodes). GFD says so in `nvidia.com/gpu.replicas`
+    (`nvidia.com/mig-<profile>.replicas` for a MIG resource); where only the sharing labels say it
+    (`nvidia.com/gpu.sharing-strategy`, a `-SHARED` product) it is capacity over the GPU count.
+    1 when the GPUs are not shared. The one place every layer and the digest ask.
+    """
+    lab = labels(node)
+    prefix = resource if resource.startswith(MIG_PREFIX) else "nvidia.com/gpu"
+    replicas = int(quantity(lab.get(f"{prefix}.replicas", "")))
+    if replicas > 1:
+        return replicas
+    strategy = str(lab.get("nvidia.com/gpu.sharing-strategy", "")).strip().lower()
+    shared = strategy in ("time-slicing", "mps") or str(
+        lab.get("nvidia.com/gpu.product", "")
+    ).upper().endswith("-SHARED")
+    count = int(quantity(lab.get(f"{prefix}.count", "")))
+    cap = gpu_resources(node, "capacity").get(resource, 0)
+    if shared and count > 0 and cap > count and cap % count == 0:
+        return cap // count
+    return 1
+
+
+def gpus_of(node: K8sObject, resource: str, units: int) -> int:
+    """Replicas as GPUs: a GPU marked unhealthy takes all its replicas, so a part counts as one."""
+    replicas = replicas_per_gpu(node, resource)
+    return -(-units // replicas) if units > 0 else 0
+
+
 def has_nvidia_labels(node: K8sObject) -> bool:
     return any(k.startswith("nvidia.com/") for k in labels(node))
 

@@ -178,10 +178,13 @@ def test_vllm_preemptions_are_the_fault_not_usage() -> None:
 def test_vllm_by_image_without_its_metrics_is_not_saturated() -> None:
     p = workload("vllm-0", image=VLLM_IMAGE)
     result = run([b.gpu_node(NODE), p], fb(78000, 1000, ("ml", "vllm-0")), pod="vllm-0")
-    [f] = result.findings
-    assert f.code == "L4_FB_RESERVED_NORMAL" and any(
-        "preemptions could not be checked" in e for e in f.evidence
-    )
+    # Spec: a reservation judged without the preemption check also says unknown, and what to scrape.
+    assert sorted(codes(result)) == ["L4_FB_RESERVED_NORMAL", "L4_UNKNOWN"]
+    f = next(x for x in result.findings if x.code == "L4_FB_RESERVED_NORMAL")
+    assert any("preemptions could not be checked" in e for e in f.evidence)
+    u = next(x for x in result.findings if x.code == "L4_UNKNOWN")
+    assert "vllm:num_preemptions_total" in u.summary and "ml/vllm-0" in u.summary
+    assert result.status.label == "unknown"
 
 
 SHARED_NODE = "gke-gpu-share-test-a100-inference-mps-b3fc3d0e-3bpg"
@@ -204,7 +207,8 @@ def test_shared_gpu_whole_gpu_value_sample_39(memory_label: str, saturated: bool
     assert f.code == "L4_FB_SATURATED"
     assert any("also used by vllm-inference/vllm-medgemma-4b-it-d599b4c99-f95nk" in e for e in f.evidence)
     ctx = b.ctx([node, burn, vllm], telemetry=tel, pod=("vllm-inference", vllm["metadata"]["name"]))
-    assert codes(memory.check(ctx)) == ["L4_FB_RESERVED_NORMAL"]
+    # Sample 39 has no vLLM series: the reservation is normal, the preemption check could not run.
+    assert sorted(codes(memory.check(ctx))) == ["L4_FB_RESERVED_NORMAL", "L4_UNKNOWN"]
 
 
 @pytest.mark.parametrize(
@@ -256,8 +260,29 @@ def test_node_walk_checks_sharing_and_telemetry_only() -> None:
     node = b.gpu_node(NODE, labels={"nvidia.com/gpu.sharing-strategy": "time-slicing"})
     tel = telemetry(fb(80000, 1000), NOW)
     result = memory.check(b.ctx([node, workload()], telemetry=tel, node=NODE))
-    assert codes(result) == ["L4_TIME_SLICING"]  # no pod: its memory is not judged
-    assert "ml/trainer-0" in result.findings[0].evidence[-1]
+    # Spec: a walk about a node checks the framebuffer of every GPU on it (98.8 % here).
+    assert codes(result) == ["L4_FB_SATURATED", "L4_TIME_SLICING"]
+    assert "ml/trainer-0" in result.findings[1].evidence[-1]
+
+
+def test_node_walk_judges_each_gpu_by_the_pod_its_series_name() -> None:
+    node = b.gpu_node(NODE)
+    vllm = workload("vllm-0", image=VLLM_IMAGE)
+    data = fb(78000, 1000, ("ml", "vllm-0")) + fb(1000, 78000, None, gpu="1", UUID="GPU-1")
+    result = memory.check(b.ctx([node, vllm], telemetry=telemetry(data, NOW), node=NODE))
+    assert sorted(codes(result)) == ["L4_FB_RESERVED_NORMAL", "L4_UNKNOWN"]
+
+
+def test_ok_never_claims_a_framebuffer_it_did_not_read() -> None:
+    node = b.gpu_node(NODE)
+    quiet = memory.check(b.ctx([node], telemetry=telemetry(fb(1000, 78000), NOW), node=NODE))
+    [ok] = quiet.findings
+    assert ok.code == "L4_OK" and "below the ceiling on 1 GPU(s)" in ok.summary
+    # Only an Xid series for the node: telemetry is there, the framebuffer is not.
+    xid_only = [series("DCGM_FI_DEV_XID_ERRORS", GPU, [(0, 0)], NOW)]
+    blind = memory.check(b.ctx([node], telemetry=telemetry(xid_only, NOW), node=NODE))
+    [ok] = blind.findings
+    assert ok.code == "L4_OK" and "below the ceiling" not in ok.summary and "not judged" in ok.summary
 
 
 # --- variants: OOM lines from the frameworks as users posted them --------------------------
