@@ -66,6 +66,7 @@ class Fleet:
     logs: dict[str, str] = field(default_factory=dict)
     metrics: list[dict[str, Any]] = field(default_factory=list)
     noise: list[str] = field(default_factory=list)  # nodes whose faults must never decide the walk
+    decides: str | None = None  # a positive control's one sick candidate, whose fault must decide
     _nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     _plugins: dict[str, str] = field(default_factory=dict)  # node -> device plugin pod
 
@@ -93,7 +94,7 @@ class Fleet:
         advertise: bool = True,
         taints: list[dict[str, str]] | None = None,
         labels: dict[str, str] | None = None,
-        operands: bool = True,
+        operands: bool | str = True,  # True: the operands; "plugin": the device plugin only
         driver: str = "570.158.01",
         cuda: str = "12.8",
         plugin_version: str = PLUGIN_VERSION,
@@ -127,7 +128,7 @@ class Fleet:
         if taints:
             node["spec"]["taints"] = taints
         if operands:
-            self.operands(name, plugin_version)
+            self.operands(name, plugin_version, plugin_only=operands == "plugin")
         if series:
             self.gpu_series(name, model, gpus)
         return node
@@ -175,7 +176,9 @@ class Fleet:
 
     # --- operands -----------------------------------------------------------------------
 
-    def operands(self, node: str, plugin_version: str = PLUGIN_VERSION) -> None:
+    def operands(self, node: str, plugin_version: str = PLUGIN_VERSION, *, plugin_only: bool = False) -> None:
+        """The operator's device plugin, validator and dcgm-exporter on the node (large noise fleets keep
+        only the device plugin, whose log carries the noise, so the files stay small)."""
         val = f"nvcr.io/nvidia/cloud-native/gpu-operator-validator:{OPERATOR_VERSION}"
         plugin = f"nvidia-device-plugin-daemonset-{_suffix(node, 'dp')}"
         self.objects.append(
@@ -183,6 +186,11 @@ class Fleet:
                  [("nvidia-device-plugin", f"nvcr.io/nvidia/k8s-device-plugin:{plugin_version}")],
                  [("toolkit-validation", val)])
         )  # fmt: skip
+        self._plugins[node] = plugin
+        day = self.now[5:7] + "23"
+        self.logs[f"{NS}/{plugin}/nvidia-device-plugin"] = PLUGIN_START.format(d=day, v=plugin_version)
+        if plugin_only:
+            return
         self.objects.append(
             _pod(f"nvidia-operator-validator-{_suffix(node, 'val')}", NS, node,
                  {"app": "nvidia-operator-validator"},
@@ -195,9 +203,6 @@ class Fleet:
                  [("nvidia-dcgm-exporter", "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04")],
                  [("toolkit-validation", val)])
         )  # fmt: skip
-        self._plugins[node] = plugin
-        day = self.now[5:7] + "23"
-        self.logs[f"{NS}/{plugin}/nvidia-device-plugin"] = PLUGIN_START.format(d=day, v=plugin_version)
 
     def mig_manager(self, node: str, log: str) -> str:
         """The MIG manager operand on the node, with its log."""
@@ -392,6 +397,8 @@ class Fleet:
         if self.metrics:
             out["metrics"] = self.metrics
         out["x-noise"] = sorted(self.noise)
+        if self.decides:
+            out["x-decides"] = self.decides
         out["x-expect"] = expect
         return out
 
