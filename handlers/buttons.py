@@ -316,11 +316,11 @@ class Buttons:
         return self.service.node_walk(f"{did}.{node}", node, click.channel, click.message_ts)
 
     def _diagnose(self, click: Click, walk: Walk) -> str:
-        node = walk.target.node or ""
+        node = walk.target.node or walk.target.label  # a storm summary's row may name a pod
         # A started walk has its root posted; the claim only covers the run itself (a dead replica's
         # claim expires after the service's claim_s instead of blocking the button for the whole retention).
         if walk.root_ts is not None or not self._claim(walk, "diagnose", click.user, self.service.claim_s):
-            self._tell(click, f"{escape(node)} is already being diagnosed in this digest's thread.")
+            self._tell(click, f"{escape(node)} is already being diagnosed in this message's thread.")
             return REPEATED
         self._audit(walk, click, f"asked to diagnose `{escape(node)}`")
         started = self.service.start(

@@ -23,7 +23,7 @@ from bot.slack.transport import start_http
 from tests.alertmanager import alert, body, payload
 from tests.fakes.slack_api import Call, FakeSlack, serve_slack
 from tests.services import RedisServer
-from tests.slack_harness import HOSTILE, inprocess_bot, wait_for, write_scenario
+from tests.slack_harness import HOSTILE, action_body, dispatch, inprocess_bot, wait_for, write_scenario
 
 TOKEN = "test-alert-token-0123456789abcdef"
 CHANNEL = "C0ALERTS"
@@ -353,3 +353,100 @@ def _summary_ts(slack: FakeSlack, summary: Call) -> str:
         c for c in slack.calls[index + 1 :] if c.method == "chat.update" and "Alert storm" in blocks_text(c)
     ]
     return str(later[0].params["ts"]) if later else ""
+
+
+def test_a_diagnose_click_on_the_storm_summary_walks_that_subject_in_its_thread(
+    bot: Any, slack: FakeSlack, store: RedisState
+) -> None:
+    for node in ("gpu-1", "gpu-2", "gpu-3", "gpu-7"):  # the fixture's maximum is 3 threads an hour
+        bot.clock.now += 1
+        send(bot, body([alert("GPUXidError", Hostname=node, gpu="0")]))
+    bot.clock.now += 1
+    send(bot, body([alert("GPUPodPending", namespace="ml", pod="trainer-0")]))
+    idle(bot)
+    [summary] = [c for c in slack.calls_to("chat.update") if "Alert storm" in blocks_text(c)]
+    ts = str(summary.params["ts"])
+    raw = summary.params["blocks"]
+    rows = [b for b in (json.loads(raw) if isinstance(raw, str) else raw) if "accessory" in b]
+    [button] = [r["accessory"] for r in rows if "ml/trainer-0" in r["text"]["text"]]
+    assert button["action_id"] == "digest_diagnose"
+    response = dispatch(bot, action_body("digest_diagnose", button["value"], channel=CHANNEL, message_ts=ts))
+    assert response.status == 200
+    wait_for(
+        "the pod's walk in the summary's thread",
+        lambda: [c for c in in_thread(slack, ts) if str(c.params.get("text", "")).startswith("Layer 1 ")],
+    )
+    assert any("ml/trainer-0" in str(c.params.get("text")) for c in in_thread(slack, ts))
+
+
+def test_slack_429_on_the_root_is_waited_out_and_posts_once(bot: Any, slack: FakeSlack) -> None:
+    slack.fail("chat.postMessage", 429, times=1, retry_after=1)
+    assert send(bot, body([alert("GPUXidError", **XID)]))[0] == 200
+    idle(bot)
+    first, second = slack.calls_to("chat.postMessage")[:2]
+    assert second.at - first.at >= 1.0  # Retry-After honoured
+    assert len(roots(slack)) == 2  # the refused attempt, then the one that landed
+    assert len({json.dumps(c.params.get("blocks")) for c in roots(slack)}) == 1
+    assert len([c for c in slack.calls_to("chat.postMessage") if c.params.get("thread_ts")]) >= 2
+
+
+@pytest.mark.parametrize("down", ["everything", "pods"])
+def test_kubernetes_down_the_thread_says_what_could_not_run(
+    slack: FakeSlack, store: RedisState, tmp_path: Path, down: str
+) -> None:
+    from bot.ops.config import load_config
+    from bot.slack.app import build_app
+    from bot.slack.post import Poster
+    from bot.sources.opener import open_sources
+    from bot.sources.scenario import build_sources, load_scenario
+    from tests.fakes.kube_api import serve
+    from tests.slack_harness import BOT_TOKEN, bot_env
+
+    snapshot, _ = build_sources(load_scenario(write_scenario(tmp_path)))
+    with serve(snapshot) as api:
+        api.fail("/pods" if down == "pods" else ".", status=503)
+        cfg = load_config(
+            bot_env(slack.url, GPUBOT_ALERT_TOKEN=TOKEN, GPUBOT_ALERT_CHANNEL=CHANNEL),
+            need_slack=True,
+            http=True,
+        )
+        poster = Poster(BOT_TOKEN, slack.url, backoff_s=0.01)
+        b = build_app(cfg, open_sources(cfg, kubeconfig=api.kubeconfig), store, poster, client=poster.client)
+        server = start_http(b, "127.0.0.1", 0, events=True)
+        b.url = f"http://127.0.0.1:{server.server_address[1]}"
+        slack.reset()
+        try:
+            assert send(b, body([alert("GPUXidError", **XID)]))[0] == 200
+            wait_for("the walk to end", lambda: not b.pending, timeout=60)
+        finally:
+            server.shutdown()
+            server.server_close()
+            b.shutdown()
+    [root] = roots(slack)
+    assert "gpu-7" in blocks_text(root)  # the subject as the labels name it
+    thread = " ".join(str(c.params.get("text")) + blocks_text(c) for c in in_thread(slack, thread_of(slack)))
+    final = blocks_text(updates(slack, thread_of(slack))[-1])
+    if down == "everything":
+        assert "could not read node gpu-7" in thread
+        assert "The walk could not run" in final and "no layer ran" in final
+    else:
+        # The node reads, the pod reads fail: the layers ran and say which checks could not.
+        assert "Layer 1 " in thread and "Layer 5 " in thread
+        assert "L5_UNKNOWN" in thread and "could not list the operator pods" in thread and "503" in thread
+        assert "*Verdict* (layer 5)" in final
+
+
+def test_a_replica_that_died_before_slack_leaves_the_incident_for_the_next(
+    bot: Any, slack: FakeSlack, store: RedisState
+) -> None:
+    from handlers.alert_payload import parse_payload
+
+    data = body([alert("GPUXidError", **XID)])
+    # Recorded (the webhook answered 200), then the process died before posting anything.
+    assert bot.alerts.service.receive(parse_payload(data)) == ["node:gpu-7"]
+    assert not roots(slack)
+    # Alertmanager's next delivery (here: at once, a duplicate) finds the work and does it.
+    bot.clock.now += 1
+    assert send(bot, data)[0] == 200
+    idle(bot)
+    assert len(roots(slack)) == 1

@@ -21,7 +21,16 @@ from aiohttp import WSMsgType, web
 
 from tests.fakes.slack_api import FakeSlack, serve_slack
 from tests.services import free_port
-from tests.slack_harness import APP_TOKEN, BotProcess, bot_env, get, slash_body, wait_for, write_scenario
+from tests.slack_harness import (
+    APP_TOKEN,
+    BotProcess,
+    bot_env,
+    get,
+    post,
+    slash_body,
+    wait_for,
+    write_scenario,
+)
 
 
 class SlackSocket:
@@ -81,7 +90,13 @@ def slack() -> Iterator[FakeSlack]:
 def test_socket_mode_round_trip(slack: FakeSlack, tmp_path: Path) -> None:
     socket = SlackSocket()
     slack.socket_url = socket.url
-    env = bot_env(slack.url, SLACK_APP_TOKEN=APP_TOKEN)
+    alert_token = "socket-alert-token-0123456789"
+    env = bot_env(
+        slack.url,
+        SLACK_APP_TOKEN=APP_TOKEN,
+        GPUBOT_ALERT_TOKEN=alert_token,
+        GPUBOT_ALERT_CHANNEL="C0SOCKETALERTS",
+    )
     env.pop("SLACK_SIGNING_SECRET")  # Socket Mode needs no signing secret
     bot = BotProcess(["--scenario", str(write_scenario(tmp_path))], env, tmp_path / "bot.log", http=False)
     try:
@@ -111,6 +126,17 @@ def test_socket_mode_round_trip(slack: FakeSlack, tmp_path: Path) -> None:
                 for c in slack.calls_to("chat.postMessage")
                 if c.params.get("channel") == "C0SOCKET"
                 and str(c.params.get("text", "")).startswith("Layer 5 (")
+            ],
+        )
+        # Alertmanager's webhook is on the same (health) port in Socket Mode: no public Slack endpoint needed.
+        alert = {"status": "firing", "labels": {"alertname": "GPUXidError", "Hostname": "gpu-7"}}
+        hook = json.dumps({"version": "4", "alerts": [alert]})
+        auth = {"Authorization": f"Bearer {alert_token}", "Content-Type": "application/json"}
+        assert post(bot.url + "/alertmanager", hook, auth)[0] == 200
+        wait_for(
+            "the alert's incident root",
+            lambda: [
+                c for c in slack.calls_to("chat.postMessage") if c.params.get("channel") == "C0SOCKETALERTS"
             ],
         )
     finally:
