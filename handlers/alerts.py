@@ -264,7 +264,9 @@ class AlertService:
             inc.root["channel"], None, inc.subject.target, thread_ts=inc.root["ts"], walk_id=walk_id
         )
         if walk is None:
-            verdict: dict[str, Any] = {"failed": f"no layer ran (walk {walk_id}): {inc.subject.label} could not be read"}
+            verdict: dict[str, Any] = {
+                "failed": f"no layer ran (walk {walk_id}): {inc.subject.label} could not be read"
+            }
         else:
             verdict = verdict_of(self.walks.walk_result(walk).verdict)
 

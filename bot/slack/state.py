@@ -147,7 +147,11 @@ class RedisState:
     def lock(self, name: str, timeout_s: float, wait_s: float = 10.0) -> Iterator[None]:
         # redis-py's Lock: SET NX PX with a random token, released by a Lua compare-and-delete,
         # so a holder that outlived its timeout cannot release someone else's lock.
-        lk = self._redis.lock(self._key("lock:" + name), timeout=timeout_s, blocking_timeout=wait_s)
+        # Polled every 5 ms (redis-py sleeps 100 ms by default): a webhook waits on a busy subject in
+        # milliseconds, not a tenth of a second.
+        lk = self._redis.lock(
+            self._key("lock:" + name), timeout=timeout_s, sleep=0.005, blocking_timeout=wait_s
+        )
         got = self._do(f"take lock {name}", lambda: lk.acquire(blocking=True))
         if not got:
             raise LockNotAcquired(f"lock {name} is held elsewhere (waited {wait_s:g}s)")
