@@ -230,6 +230,13 @@ class AlertService:
             inc = got
         assert inc.root is not None
         root = PostRef(inc.root["channel"], inc.root["ts"])
+        if inc.dropped:
+            lost = inc.dropped
+            note = (
+                f":warning: {lost} earlier update(s) of this incident were not kept while Slack refused them"
+            )
+            self.poster.post(root.channel, note, [_context(note)], thread_ts=root.ts)
+            inc = self._update(key, inc.id, lambda i: setattr(i, "dropped", max(0, i.dropped - lost))) or inc
         posted = []
         for line in inc.outbox:
             self.poster.post(root.channel, line["text"], [_context(line["text"])], thread_ts=root.ts)
