@@ -37,10 +37,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bot.scenario import build_sources, parse_scenario  # noqa: E402
-
-from bot.sources import resolve_scenario  # noqa: E402
-from layers import objects as o  # noqa: E402
+from bot.sources.opener import resolve_scenario  # noqa: E402
+from bot.sources.scenario import build_sources, parse_scenario  # noqa: E402
+from layers.facts import objects as o  # noqa: E402
 from tests.fakes.kube_api import serve  # noqa: E402
 from tests.services import start_prometheus  # noqa: E402
 
@@ -112,7 +111,7 @@ def load_small_cluster(name: str) -> Any:
 
 
 def operand_pods(objects: list[Any], node: str) -> dict[str, str]:
-    from layers.context import component
+    from layers.facts.context import component
 
     return {
         str(component(p)): o.name(p)

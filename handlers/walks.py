@@ -11,6 +11,10 @@ claimed with `set_if_absent` before it runs, so two clicks never run it twice.
 completes and the root's layer track updated in place. The observer port
 counts walks, layer durations and findings, and tags every log line of a
 walk with its id.
+
+Past 400 lines on purpose: it is one class, and every method reads or writes the
+same walk keys and claims in the state store; cut in two (say, running and
+posting), each half would need the other's keys and locks.
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ from layers.findings import Finding, Severity, finding, unknown
 from layers.sources import K8sObject, SourceError
 
 LAYER = 2  # these checks are layer 2's (layers/runtime.py)
-VALIDATOR_STAGES = ("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation")
 STAGE_MEANING = {
     "driver-validation": "the driver is not ready on the node (see layer 3)",
     "toolkit-validation": "the NVIDIA Container Toolkit cannot run nvidia-smi in a container",

@@ -297,44 +297,6 @@ def vllm_match(scope: GatherScope) -> list[Selector]:
     return gf.pod_selector(*scope.target) if scope.target else []
 
 
-@dataclass(frozen=True)
-class BundleFile:
-    name: str
-    what: str
-    script: str  # the hack/must-gather.sh equivalent, or "—" when the script has none
-
-
-# What a bundle holds, against the operator's hack/must-gather.sh (README table, manifest).
-BUNDLE_FILES: tuple[BundleFile, ...] = (
-    BundleFile("cluster_policy.yaml / .missing", "ClusterPolicy objects", "cluster_policy.yaml / .missing"),
-    BundleFile("nvidiadrivers.yaml", "NVIDIADriver objects", "nvidiadrivers.yaml"),
-    BundleFile("gpu_nodes.labels", "labels of the GPU nodes in scope", "gpu_nodes.labels"),
-    BundleFile("gpu_nodes.status", "`get nodes -o wide` plus GPU capacity/allocatable", "gpu_nodes.status"),
-    BundleFile("gpu_nodes.descr", "`describe nodes`-like text", "gpu_nodes.descr"),
-    BundleFile("gpu_nodes.events", "events of the GPU nodes in scope", "—"),
-    BundleFile("gpu_operator_pod.{status,yaml,log,previous.log}", "the operator pod", "same names"),
-    BundleFile("gpu_operand_pods.{status,yaml}", "operand pods in scope", "same names"),
-    BundleFile("gpu_operand_pod_images.txt", "image of every operand container", "same name"),
-    BundleFile(
-        "logs/<pod>/<container>{,.previous}.log",
-        "one file per container, current and previous",
-        "gpu_operand_pod_<pod>{,.previous}.log (all containers in one file)",
-    ),
-    BundleFile("gpu_operand_ds.{status,yaml}", "operand DaemonSets", "same names"),
-    BundleFile("gpu_operator_events.txt", "events of the operator namespace", "—"),
-    BundleFile("target/{pod.yaml,events.txt}", "the target pod and its events", "—"),
-    BundleFile("dcgm/<node>.openmetrics", "the node's DCGM series over 24 h", "—"),
-    BundleFile(
-        "nvidia-bug-report_<node>.log.gz", "with --with-bug-report, when pods/exec is allowed", "same"
-    ),
-    BundleFile("summary.md", "the walk's findings for the target or node", "—"),
-    BundleFile("scenario.yaml", "everything above as a scenario: `gpubot why --bundle`", "—"),
-    BundleFile(
-        "manifest.json / errors.txt", "what was collected, skipped, cut; failed reads", "must-gather.log"
-    ),
-)
-
-
 @dataclass
 class Manifest:
     """What a bundle holds, for manifest.json: filled in as the collector goes."""

@@ -64,10 +64,6 @@ class XidEntry:
     severity: Severity
     advice: str
 
-    @property
-    def in_catalog(self) -> bool:
-        return catalog().get(self.number) == self
-
 
 def action_for(bucket: str) -> XidAction:
     """Map a catalog immediate-action bucket onto an XidAction."""
@@ -133,10 +129,6 @@ def lookup(xid: int) -> XidEntry:
         severity=Severity.WARN,
         advice="Look it up in NVIDIA's current Xid catalog; collect diagnostics and watch for repeats",
     )
-
-
-def severity_for(xid: int) -> Severity:
-    return lookup(xid).severity
 
 
 # "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"

@@ -33,4 +33,6 @@ python -m ruff format --check .
 python -m mypy
 # The architecture: the import contracts in pyproject.toml ([tool.importlinter]).
 lint-imports --no-cache
+# Dead code over the packages; what it cannot see used is listed, with why, in [tool.vulture].
+python -m vulture
 python -m pytest "$@"

@@ -233,5 +233,5 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("kubernete
     assert out.returncode == 0, out.stderr[-2000:]
     modules = json.loads(out.stdout.splitlines()[-1])
     assert not [m for m in modules if m.startswith("kubernetes")]
-    assert "bot.kube" not in modules  # the adapter over the kubernetes client
+    assert "bot.sources.kube" not in modules  # the adapter over the kubernetes client
     assert len(queued(clean, "eu-1")) == 2  # the walk, and the digest's part

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from bot.sources.scenario import ScenarioError, build_sources, load_scenario, parse_scenario
-from bot.sources.scenario_write import dump_scenario, scenario_to_dict
+from tests.scenario_write import dump_scenario, scenario_to_dict
 
 SAMPLES = Path("/work/shared/samples")
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC).timestamp()

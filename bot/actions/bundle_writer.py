@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.actions.gather import Archive, Caps, Collector, ExecFn, Progress
+from bot.actions.archive import Archive, Caps
+from bot.actions.bundle_yaml import write_scenario
+from bot.actions.gather import Collector, ExecFn, Progress
 from bot.actions.redact import mask_text
 from layers import remedy as rm
 from layers.facts import objects as o
@@ -161,9 +163,15 @@ def collect_bundle(
         # The walk quotes raw log lines: masked like every other file of the bundle.
         archive.add("summary.md", mask_text(_summary(manifest, walk, notes)), essential=True)
         say("scenario.yaml")
-        c.write_scenario(
-            f"must-gather {label}",
-            f"must-gather of {label}, collected {manifest.created} from {manifest.source}",
+        write_scenario(
+            archive,
+            manifest,
+            name=f"must-gather {label}",
+            description=f"must-gather of {label}, collected {manifest.created} from {manifest.source}",
+            now=c.now,
+            objects=c.objects.values(),
+            logs=c.logs,
+            series=c.series,
         )
         errors_txt = "".join(f"{e['read']}: {e['error']}\n" for e in manifest.errors) or "no read failed\n"
         archive.add("errors.txt", mask_text(errors_txt), essential=True)

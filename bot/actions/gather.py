@@ -1,26 +1,21 @@
-"""The must-gather collector's inner workings: the archive with its size budget, and the reads.
+"""The must-gather collector's reads: what is collected, masked and written, file by file.
 
 bot/actions/bundle_writer.py is the entry point (collect_bundle); this module does
-the reading, masking and writing, in the order of hack/must-gather.sh.
+the reading, masking and writing, in the order of hack/must-gather.sh. The archive
+and its budget are bot/actions/archive.py; scenario.yaml is bot/actions/bundle_yaml.py.
 """
 
 from __future__ import annotations
 
 import io
-import json
-import os
-import tarfile
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Any
-
-import yaml
+from typing import Any
 
 from bot.actions import bundle_text as bt
+from bot.actions.archive import Archive
+from bot.actions.bundle_yaml import log_entry
 from bot.actions.redact import mask_object, mask_text
-from bot.sources.bundle_reader import SCENARIO_MEMBER
 from layers import remedy as rm
 from layers.facts import dra
 from layers.facts import objects as o
@@ -28,63 +23,6 @@ from layers.sources import Cluster, K8sObject, SourceError, Telemetry, Telemetry
 
 ExecFn = Callable[[str, str, str, Sequence[str]], bytes]
 Progress = Callable[[str], None]
-
-_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-
-@dataclass(frozen=True)
-class Caps:
-    log_tail_lines: int = 10_000
-    log_bytes: int = 5 * 2**20
-    total_bytes: int = 50 * 2**20
-    series_step_s: int = rm.SERIES_STEP_S
-
-
-class Archive:
-    """A tar.gz written member by member, with a budget on the uncompressed total."""
-
-    def __init__(self, path: Path, caps: Caps, manifest: rm.Manifest, now: float) -> None:
-        self.tar = tarfile.open(path, "w:gz")  # noqa: SIM115 - closed by close()
-        self.caps = caps
-        self.manifest = manifest
-        self.now = now
-        self.used = 0
-        self.prepaid = 0  # scenario.yaml bytes already counted as their logs were spooled
-
-    def left(self) -> int:
-        return self.caps.total_bytes - self.used
-
-    def _member(self, name: str, size: int, data: IO[bytes]) -> None:
-        info = tarfile.TarInfo(name)
-        info.size, info.mtime, info.mode = size, int(self.now), 0o644
-        self.tar.addfile(info, data)
-        self.used += size
-        self.manifest.files.append({"name": name, "bytes": size})
-
-    def add(self, name: str, text: str | bytes, *, essential: bool = False, reserve: int = 0) -> bool:
-        """Add one file unless it would pass the total cap (`reserve` = bytes it will cost elsewhere)."""
-        data = text.encode() if isinstance(text, str) else text
-        if not essential and len(data) + reserve > self.left():
-            self.manifest.cut.append(
-                {
-                    "file": name,
-                    "reason": "total size cap",
-                    "bytes_dropped": len(data),
-                    "cap": self.caps.total_bytes,
-                }
-            )
-            return False
-        self._member(name, len(data), io.BytesIO(data))
-        return True
-
-    def add_spooled(self, name: str, spool: IO[bytes]) -> None:
-        size = spool.seek(0, os.SEEK_END)
-        spool.seek(0)
-        self._member(name, size, spool)
-        self.used -= min(self.prepaid, size)
-
-    def close(self) -> None:
-        self.tar.close()
 
 
 class Collector:
@@ -167,10 +105,7 @@ class Collector:
         # Twice the size: the readable file and its copy in scenario.yaml.
         if self.archive.add(file, data, reserve=len(data)):
             key = f"{ns}/{pod}/{container}" + ("#previous" if previous else "")
-            entry = yaml.dump(
-                {key: text}, Dumper=_Dumper, allow_unicode=True, width=1 << 20, default_style=None
-            )
-            self.logs.write(_literal(key, text) if _literal_ok(text) else _indent(entry))
+            self.logs.write(log_entry(key, text))
             self.archive.used += len(data)
             self.archive.prepaid += len(data)
 
@@ -426,62 +361,3 @@ class Collector:
         if not drivers:
             self.manifest.skipped.append({"what": "nvidia-bug-report", "why": "no driver pod in scope"})
         return notes
-
-    # --- scenario.yaml ------------------------------------------------------------------
-
-    def write_scenario(self, name: str, description: str) -> None:
-        from bot.sources.scenario import rfc3339
-
-        head: dict[str, Any] = {
-            "kind": "Scenario",
-            "name": name,
-            "description": description,
-            "now": rfc3339(self.now),
-        }
-        head["x-bundle"] = {"source": self.manifest.source, "scope": self.manifest.scope}
-        with tempfile.TemporaryFile() as spool:
-            spool.write(
-                yaml.dump(head, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120).encode()
-            )
-            spool.write(
-                yaml.dump(
-                    {"objects": list(self.objects.values())},
-                    Dumper=_Dumper,
-                    sort_keys=False,
-                    allow_unicode=True,
-                    width=120,
-                ).encode()
-            )
-            if self.logs.tell():
-                spool.write(b"logs:\n")
-                self.logs.seek(0)
-                while chunk := self.logs.read(1 << 20):
-                    spool.write(chunk)
-            else:
-                spool.write(b"logs: {}\n")
-            spool.write(
-                yaml.dump(
-                    {"metrics": self.series},
-                    Dumper=_Dumper,
-                    sort_keys=False,
-                    default_flow_style=None,
-                    width=1 << 20,
-                ).encode()
-            )
-            self.archive.add_spooled(SCENARIO_MEMBER, spool)
-
-
-def _literal_ok(text: str) -> bool:
-    """Text a YAML literal block keeps byte for byte (else PyYAML's quoting is used)."""
-    if not text.endswith("\n") or text.endswith("\n\n") or text[0] in " \n":
-        return False
-    return all(line.isprintable() and line == line.rstrip(" ") for line in text[:-1].split("\n"))
-
-
-def _literal(key: str, text: str) -> bytes:
-    body = "".join(f"    {line}\n" if line else "\n" for line in text[:-1].split("\n"))
-    return f"  {json.dumps(key)}: |\n{body}".encode()
-
-
-def _indent(entry: str) -> bytes:
-    return "".join(f"  {line}" if line.strip() else line for line in entry.splitlines(keepends=True)).encode()

@@ -2,7 +2,7 @@
 
 It reads `gpubot:requests:<cluster>` in the consumer group `agents` and runs
 each request through the same walk service and button handlers as the single
-process (bot/app.py `build_services`), posting to Slack itself. Delivery is
+process (bot/slack/app.py `build_services`), posting to Slack itself. Delivery is
 at-least-once from the stream and effectively-once in Slack:
 
 - an entry is acknowledged (XACK) only once its work is posted, and marked

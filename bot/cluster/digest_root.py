@@ -1,7 +1,7 @@
 """The many-cluster digest: one root message a day from the gateway, one part per cluster under it.
 
 The gateway posts the root (exactly once a day across gateway replicas: the
-same lock and per-day done key as the single process, bot/scheduler.py), then
+same lock and per-day done key as the single process, bot/slack/scheduler.py), then
 queues a `digest_part` request on every registered cluster's stream; one
 agent of each cluster posts that cluster's digest in the root's thread, once
 (bot/cluster/kinds.py). A cluster whose agents are silent when the root is

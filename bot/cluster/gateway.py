@@ -36,7 +36,7 @@ from bot.cluster.kinds import click_request, why_request
 from bot.cluster.routing import NoRoute, Route, clusters_text, route
 from bot.cluster.streams import ClusterStreams, Request, StreamsUnavailable
 from bot.ops.config import Config
-from handlers.buttons import Click, click_from_payload, click_problem, clicker
+from handlers.clicks import Click, click_from_payload, click_problem, clicker
 from handlers.commands import USAGE, Clusters, CommandError, Digest, Help, Why, parse_command, usage_reply
 from handlers.digest import cluster_of, parse_button_value
 from handlers.escape import escape
@@ -95,7 +95,7 @@ class Gateway:
         fut.add_done_callback(lambda f: self._forget(f))
 
     def tell(self, channel: str, user: str, text: str) -> None:
-        """An ephemeral answer, posted off the request path (bot/slackroute.py's refusals)."""
+        """An ephemeral answer, posted off the request path (bot/slack/slackroute.py's refusals)."""
         self.submit(f"answer to {user}", self.poster.ephemeral, channel, user, text)
 
     def _forget(self, fut: Future[None]) -> None:

@@ -5,7 +5,7 @@ thread where what became of it is said (a poison entry, an unknown kind).
 
 - `why`: `/gpu why` for a pod. The walk id is chosen by the gateway, so a
   walk taken over after its agent died resumes its own thread.
-- `click`: a button click, as bot/app.py hands it to the button handlers.
+- `click`: a button click, as bot/slack/app.py hands it to the button handlers.
 - `digest_part`: this cluster's part of a digest, under the root the gateway
   posted; posted once per run and cluster however many agents take it.
 """
@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.cluster.streams import Request
-from handlers.buttons import Buttons, Click
+from handlers.buttons import Buttons
+from handlers.clicks import Click
 from handlers.ports import StateStore
 from handlers.walks import WalkService
 from handlers.walkstate import WalkGone

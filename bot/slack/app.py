@@ -36,16 +36,8 @@ from bot.sources.opener import Sources
 from handlers.alert_subjects import ClusterDirectory
 from handlers.alerts import AlertService, AlertSettings
 from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
-from handlers.buttons import (
-    Bundle,
-    Buttons,
-    Operators,
-    Outcome,
-    click_from_payload,
-    click_problem,
-    clicker,
-    walk_id_of,
-)
+from handlers.buttons import Bundle, Buttons, Operators, Outcome
+from handlers.clicks import click_from_payload, click_problem, clicker, walk_id_of
 from handlers.commands import (
     USAGE,
     Clusters,

@@ -27,7 +27,7 @@ from slack_bolt import App
 from slack_bolt.request import BoltRequest
 
 from bot.slack.httpserver import RateLimitedLog, Request, Response
-from handlers.buttons import click_problem, clicker
+from handlers.clicks import click_problem, clicker
 from handlers.ports import StateStore, StateUnavailable
 
 log = logging.getLogger("gpubot.slack.events")

@@ -1,7 +1,7 @@
 """What a scenario is: its data, its one-line error, and how its times are read.
 
 Shared by reading (bot/sources/scenario.py, bot/sources/scenario_series.py) and
-writing (bot/sources/scenario_write.py) scenario files; it imports neither.
+writing (tests/scenario_write.py) scenario files; it imports neither.
 """
 
 from __future__ import annotations

@@ -127,8 +127,6 @@ CAUSES: tuple[Cause, ...] = (
              r"failed to run .*(?:nvidia-installer|dkms|mkprecompiled)"),
     ),
 )  # fmt: skip
-# Kept for callers that iterate (signature, advice) pairs.
-BUILD_FAILURES: tuple[tuple[Signature, str], ...] = tuple((c.signature, c.advice) for c in CAUSES)
 _RANK = {c.advice: i for i, c in enumerate(CAUSES)}
 ADVICE = {c.name: c.advice for c in CAUSES}
 # apt warnings (`W: Failed to fetch …`) let the install go on: evidence only, never a failure alone.

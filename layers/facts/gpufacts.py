@@ -383,13 +383,6 @@ def by_node(facts: Iterable[GpuFacts]) -> dict[str, list[GpuFacts]]:
     return out
 
 
-def read_node_facts(
-    telemetry: Telemetry, hostmap: HostMap, nodes: Sequence[str]
-) -> dict[str, list[GpuFacts]]:
-    """read_gpu_facts grouped by node; a node without series is absent."""
-    return by_node(read_gpu_facts(telemetry, hostmap, nodes))
-
-
 # --- the digest's fleet read ----------------------------------------------------------
 
 

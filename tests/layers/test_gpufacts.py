@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bot.sources.prom import PrometheusTelemetry
@@ -12,13 +14,19 @@ from tests.layers import builders as b
 from tests.layers.fake_telemetry import CountingTelemetry, exposition, sample_text, series, telemetry
 from tests.services import PrometheusFactory
 
+
+def node_facts(telemetry: Any, hostmap: gf.HostMap, nodes: list[str]) -> dict[str, list[gf.GpuFacts]]:
+    """The walk's read (gpufacts.read_gpu_facts) grouped by node, as these tests look at it."""
+    return gf.by_node(gf.read_gpu_facts(telemetry, hostmap, nodes))
+
+
 NOW = 1_795_953_600.0  # 2026-11-29T12:00:00Z
 DAY = 86400
 
 
 def test_capital_hostname_maps_to_node_sample_27() -> None:
     tel = telemetry(exposition(sample_text("27_"), NOW), NOW)
-    facts = gf.read_node_facts(tel, gf.host_map(["k8s-gpu1"], []), ["k8s-gpu1"])
+    facts = node_facts(tel, gf.host_map(["k8s-gpu1"], []), ["k8s-gpu1"])
     [gpu] = facts["k8s-gpu1"]
     assert (gpu.gpu, gpu.uuid, gpu.model) == ("0", "GPU-7ad09335-aadb-19c3-e3a8", "NVIDIA RTX A5000")
     assert gpu.fb_used_mib == 21383 and gpu.fb_free_mib is None and gpu.fb_ratio is None
@@ -30,20 +38,20 @@ def test_lowercase_hostname_holding_the_exporter_pod_maps_through_its_node_sampl
     hostmap = gf.host_map(["a30-node", "other"], [exporter])
     assert hostmap.hosts_for(["a30-node"]) == ["a30-node", "dcgm-exporter-wwwjh"]
     tel = telemetry(exposition(sample_text("40_"), NOW), NOW)
-    facts = gf.read_node_facts(tel, hostmap, ["a30-node"])
+    facts = node_facts(tel, hostmap, ["a30-node"])
     gpus = {(g.gpu, g.mig_instance): g for g in facts["a30-node"]}
     ada = gpus[("1", None)]
     assert ada.fb_free_mib == 11275 and ada.host == "dcgm-exporter-wwwjh" and ada.host_key == "hostname"
     mig = gpus[("2", "1g.6gb/3")]
     assert mig.fb_free_mib == 2207 and mig.pods == (("default", "triton-server-f7cb5d77-95xcf"),)
     # Without the exporter pod the series cannot be placed on the node.
-    assert gf.read_node_facts(tel, gf.host_map(["a30-node"], []), ["a30-node"]) == {}
+    assert node_facts(tel, gf.host_map(["a30-node"], []), ["a30-node"]) == {}
 
 
 def test_shared_gpu_series_fold_into_one_gpu_with_both_pods_sample_39() -> None:
     node = "gke-gpu-share-test-a100-inference-mps-b3fc3d0e-3bpg"
     tel = telemetry(exposition(sample_text("39_"), NOW), NOW)
-    [gpu] = gf.read_node_facts(tel, gf.host_map([node], []), [node])[node]
+    [gpu] = node_facts(tel, gf.host_map([node], []), [node])[node]
     assert gpu.fb_used_mib == 15866  # the whole GPU's value, not a per-pod share
     assert gpu.pods == (
         ("default", "gpu-burn-deployment-1-85dc8ff699-clvh5"),
@@ -53,7 +61,7 @@ def test_shared_gpu_series_fold_into_one_gpu_with_both_pods_sample_39() -> None:
 
 def test_a100_with_mig_instance_sample_30() -> None:
     tel = telemetry(exposition(sample_text("30_"), NOW), NOW)
-    gpus = gf.read_node_facts(tel, gf.host_map(["ub20-a100-k8s"], []), ["ub20-a100-k8s"])["ub20-a100-k8s"]
+    gpus = node_facts(tel, gf.host_map(["ub20-a100-k8s"], []), ["ub20-a100-k8s"])["ub20-a100-k8s"]
     whole = next(g for g in gpus if g.mig_instance is None)
     assert whole.fb_ratio == pytest.approx(4845 / (4845 + 35690))
     assert whole.last_xid == 0  # value 0 means no Xid
@@ -71,7 +79,7 @@ def test_exp_xid_and_clock_event_counts_by_label_sample_29(suffix: str) -> None:
             "DCGM_EXP_CLOCK_EVENTS_COUNT": f"DCGM_EXP_CLOCK_EVENTS_{suffix}",
         },
     )
-    facts = gf.read_node_facts(telemetry(data, NOW), gf.host_map([], []), ["workstation", "home"])
+    facts = node_facts(telemetry(data, NOW), gf.host_map([], []), ["workstation", "home"])
     assert facts["workstation"][0].xid_counts_24h == {42: 1}
     assert facts["home"][0].clock_events_24h == {"gpu_idle": 2, "hw_thermal": 1, "sw_thermal": 1}
 
@@ -85,7 +93,7 @@ def test_counts_peak_over_the_day_and_zero_series_without_xid_are_ignored() -> N
         series("DCGM_EXP_XID_ERRORS_COUNT", {**labels, "xid": "13"}, [(-2 * DAY, 5)], NOW),  # older than 24 h
         series("DCGM_EXP_XID_ERRORS_COUNT", labels, [(0, 0)], NOW),  # "no Xid" series
     ]
-    [gpu] = gf.read_node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
+    [gpu] = node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
     assert gpu.xid_counts_24h == {79: 2}
 
 
@@ -96,7 +104,7 @@ def test_remapped_rows_now_and_increase_over_24h() -> None:
         series("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", labels, [(-DAY, 1), (0, 1)], NOW),
         series("DCGM_FI_DEV_ROW_REMAP_FAILURE", labels, [(-DAY, 0), (-600, 1), (0, 1)], NOW),
     ]
-    [gpu] = gf.read_node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
+    [gpu] = node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
     assert gpu.correctable_rows == 14 and gpu.correctable_rows_24h == pytest.approx(14, rel=0.01)
     assert gpu.uncorrectable_rows == 1 and gpu.uncorrectable_rows_24h == 0
     assert gpu.rows_rising and gpu.row_remap_failure == 1
@@ -122,7 +130,7 @@ def test_exporter_scrape_pod_label_is_not_a_workload() -> None:
             NOW,
         ),
     ]
-    facts = gf.read_node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], [exporter]), ["gpu-7"])["gpu-7"]
+    facts = node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], [exporter]), ["gpu-7"])["gpu-7"]
     assert [g.pods for g in facts] == [(), (("ml", "trainer-0"),)]
 
 
@@ -138,7 +146,7 @@ def test_clock_event_label_variants(raw: str, name: str) -> None:
 
 def test_telemetry_down_raises_telemetry_error() -> None:
     with pytest.raises(TelemetryError):
-        gf.read_node_facts(NoTelemetry(NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])
+        node_facts(NoTelemetry(NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])
 
 
 def _fleet(nodes: int) -> list:
@@ -185,8 +193,8 @@ def test_fleet_health_costs_at_most_six_calls_whatever_the_fleet_size(nodes: int
 def test_node_facts_cost_does_not_grow_with_the_nodes_asked() -> None:
     one, many = CountingTelemetry(telemetry(_fleet(20), NOW)), CountingTelemetry(telemetry(_fleet(20), NOW))
     hostmap = gf.host_map([f"node-{n}" for n in range(20)], [])
-    gf.read_node_facts(one, hostmap, ["node-3"])
-    facts = gf.read_node_facts(many, hostmap, [f"node-{n}" for n in range(10)])
+    node_facts(one, hostmap, ["node-3"])
+    facts = node_facts(many, hostmap, [f"node-{n}" for n in range(10)])
     assert one.total == many.total == 10
     assert sorted(facts) == [f"node-{n}" for n in range(10)]
 
@@ -256,7 +264,7 @@ def test_exporter_pod_hostname_with_empty_pod_labels_sample_28() -> None:
         labels={"app.kubernetes.io/name": "dcgm-exporter"},
     )  # fmt: skip
     data = exposition(sample_text("28_"), NOW, rename={"DCGM_FI_DEV_SM_CLOCK": "DCGM_FI_DEV_FB_USED"})
-    facts = gf.read_node_facts(telemetry(data, NOW), gf.host_map(["titan-node"], [exporter]), ["titan-node"])
+    facts = node_facts(telemetry(data, NOW), gf.host_map(["titan-node"], [exporter]), ["titan-node"])
     gpus = facts["titan-node"]
     assert len(gpus) >= 5 and all(g.pods == () for g in gpus)
     assert {g.host for g in gpus} == {"dcgm-exporter-lcxpl"} and gpus[0].node == "titan-node"
@@ -272,7 +280,7 @@ def test_old_prometheus_chart_pod_labels_name_the_workload() -> None:
             NOW,
         )
     ]
-    [gpu] = gf.read_node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
+    [gpu] = node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
     assert gpu.pods == (("ml", "trainer-0"),)
     assert {"kubernetes_namespace": ["ml"], "kubernetes_pod_name": ["trainer-0"]} in gf.pod_selector(
         "ml", "trainer-0"
@@ -291,7 +299,7 @@ def test_nan_readings_are_no_reading() -> None:
         series("DCGM_FI_DEV_ROW_REMAP_FAILURE", {**labels, "pod": "b", "namespace": "x"}, [(0, 1)], NOW),
         series("DCGM_FI_DEV_FB_USED", labels, [(0, float("nan"))], NOW),
     ]
-    [gpu] = gf.read_node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
+    [gpu] = node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
     assert gpu.row_remap_failure == 1 and gpu.fb_used_mib is None
 
 
@@ -302,5 +310,5 @@ def test_pre_rename_clock_throttle_metric_and_label_pr_254() -> None:
         'throttle_reason="sw_thermal",window_size_in_ms="300000"} 1\n'
     )
     tel = telemetry(exposition(text, NOW), NOW)
-    [gpu] = gf.read_node_facts(tel, gf.host_map(["localhost"], []), ["localhost"])["localhost"]
+    [gpu] = node_facts(tel, gf.host_map(["localhost"], []), ["localhost"])["localhost"]
     assert gpu.clock_events_24h == {"sw_thermal": 1}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from layers.findings import Severity
-from layers.xid import XidAction, action_for, catalog, lookup, parse_recovery_action, severity_for
+from layers.xid import XidAction, action_for, catalog, lookup, parse_recovery_action
 
 # spec/findings.md L5_XID: immediate action RESTART_APP or IGNORE → warn.
 WARN_XIDS = [13, 31, 43, 63, 68, 69, 92, 94]
@@ -37,7 +37,7 @@ REFERENCE_CSV = Path("/work/shared/reference/xid-catalog.csv")
 def test_application_level_xids_are_warn(xid: int) -> None:
     entry = lookup(xid)
     assert entry.action in (XidAction.RESTART_APP, XidAction.IGNORE)
-    assert severity_for(xid) is Severity.WARN
+    assert lookup(xid).severity is Severity.WARN
 
 
 @pytest.mark.parametrize("xid", FAULT_XIDS)
@@ -49,7 +49,7 @@ def test_reset_restart_workflow_xids_are_fault(xid: int) -> None:
         XidAction.WORKFLOW,
         XidAction.CONTACT_SUPPORT,
     )
-    assert severity_for(xid) is Severity.FAULT
+    assert lookup(xid).severity is Severity.FAULT
 
 
 def test_specific_actions_from_the_catalog() -> None:
@@ -65,20 +65,20 @@ def test_specific_actions_from_the_catalog() -> None:
 
 def test_xid_45_cleanup_is_warn_although_its_bucket_is_a_workflow() -> None:
     assert lookup(45).immediate_action == "WORKFLOW_XID_45"
-    assert severity_for(45) is Severity.WARN
+    assert lookup(45).severity is Severity.WARN
 
 
 def test_xid_154_is_info() -> None:
     assert lookup(154).action is XidAction.INFO
-    assert severity_for(154) is Severity.INFO
+    assert lookup(154).severity is Severity.INFO
 
 
 def test_no_action_in_the_catalog_is_warn() -> None:
     # 162-172 carry no action in the catalog.
     for xid in (162, 167, 171, 172):
         assert lookup(xid).action is XidAction.NONE
-        assert lookup(xid).in_catalog
-        assert severity_for(xid) is Severity.WARN
+        assert catalog().get(xid) == lookup(xid)
+        assert lookup(xid).severity is Severity.WARN
 
 
 def test_unknown_number_gets_a_warn_placeholder() -> None:
@@ -86,14 +86,14 @@ def test_unknown_number_gets_a_warn_placeholder() -> None:
     assert entry.name == "Xid 9999 (not in the catalog)"
     assert entry.severity is Severity.WARN
     assert entry.action is XidAction.NONE
-    assert not entry.in_catalog
+    assert catalog().get(entry.number) != entry
     assert entry.advice
 
 
 @pytest.mark.parametrize("xid", GPU_STACK_XIDS)
 def test_every_xid_of_the_playbook_is_in_the_catalog(xid: int) -> None:
     entry = lookup(xid)
-    assert entry.in_catalog
+    assert catalog().get(entry.number) == entry
     assert entry.meaning and entry.advice
     assert "not in the catalog" not in entry.name
 

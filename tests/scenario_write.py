@@ -1,4 +1,4 @@
-"""Writing a scenario back out: what a must-gather bundle's scenario.yaml holds.
+"""Writing a scenario back out (a test helper: tests round-trip scenarios through it; bundles write theirs in bot/actions/bundle_yaml.py).
 
 Readable YAML: logs as literal blocks, each sample as a one-line [time, value]
 pair relative to `now`, each series' labels on one line.
