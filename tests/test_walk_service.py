@@ -318,3 +318,32 @@ def test_walk_all_is_freed_when_done_and_claims_are_short(slack: FakeSlack, scen
         assert len([c for c in posts(slack, "C0DAY", thread) if c.params["text"].startswith("Layer ")]) == 5
     finally:
         bot.shutdown()
+
+
+# --- resume: a walk taken over from an agent that died (bot/cluster/agent.py) ----------------------------
+
+
+def test_resume_runs_what_is_left_and_posts_a_layer_stored_but_never_posted(
+    slack: FakeSlack, scenario: Any
+) -> None:
+    state = MemoryState()
+    bot = inprocess_bot(slack.url, scenario, state=state)
+    try:
+        dispatch(bot, slash_body("why ml/trainer-0", channel="C0RESUME"))
+        _root, walk_id = walk_of(slack, "C0RESUME")
+        settle(bot)
+        service = bot.service
+        walk = service.load(walk_id)
+        # As an agent killed mid-walk leaves it: layer 1 stored and marked posted; layer 5 never run.
+        state.delete(f"walk:{walk_id}:layer:5")
+        state.delete(f"walk:{walk_id}:claim:layer:5")
+        assert [r.layer for r in service.resume(walk)] == [5]
+        assert len(layer_posts(slack, "C0RESUME", 5)) == 2 and len(layer_posts(slack, "C0RESUME", 1)) == 1
+        # Stored but not marked posted (killed between the two): posted on resume, nothing re-run.
+        state.delete(f"walk:{walk_id}:claim:layer:1")
+        assert service.resume(walk) == []
+        assert len(layer_posts(slack, "C0RESUME", 1)) == 2
+        assert state.get(f"walk:{walk_id}:claim:layer:1") == "done"
+        assert service.resume(walk) == [] and len(layer_posts(slack, "C0RESUME", 1)) == 2  # once only
+    finally:
+        bot.shutdown()
