@@ -27,8 +27,10 @@ from bot.sources.opener import open_sources
 from tests.slack_harness import BOT_TOKEN, bot_env, scenario_doc
 
 FAST = {
-    "GPUBOT_HEARTBEAT_SECONDS": "0.2",
-    "GPUBOT_CLAIM_IDLE_SECONDS": "1.5",
+    # Tight for tests, yet a takeover needs 3 s without renewal: a loaded CI machine can stall an
+    # agent's ticker for a second or more, and a live agent must never be taken over.
+    "GPUBOT_HEARTBEAT_SECONDS": "0.25",
+    "GPUBOT_CLAIM_IDLE_SECONDS": "3",
     "GPUBOT_AGENT_SILENT_SECONDS": "1",
     "GPUBOT_DIGEST_PART_WAIT_SECONDS": "1.5",
 }

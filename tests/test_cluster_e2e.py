@@ -4,7 +4,7 @@ Each agent reads its own fake Kubernetes API server (the real kubernetes client
 over a kubeconfig), all post to one fake Slack Web API, and a REAL redis-server
 (append-only file on) carries the streams. The gateway is given a kubeconfig
 of a third fake API server, which must see no request at all. Intervals are
-tight through settings (heartbeat 0.2 s, takeover after 1.5 s idle), never
+tight through settings (heartbeat 0.2 s, takeover after 3 s idle), never
 sleeps of a minute. The faults: an agent SIGKILLed mid-walk (another agent of
 its cluster finishes it; the restarted agent does too), the gateway restarted
 with requests queued, Redis restarted mid-stream.
