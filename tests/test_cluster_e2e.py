@@ -149,6 +149,17 @@ def holder_pid(redis_url: str, cluster: str) -> int:
     return int(str(rows[0]["consumer"]).rsplit("-", 1)[1])
 
 
+def layer_one_recorded(slack: FakeSlack, redis_url: str, channel: str) -> bool:
+    """Layer 1 is in the thread and its claim says "done" (posted and recorded)."""
+    layer1 = [c for c in posts(slack, channel) if str(c.params["text"]).startswith("Layer 1 (")]
+    if not layer1:
+        return False
+    blocks = layer1[0].params["blocks"]
+    walk_id = next(e["value"] for b in blocks if b["type"] == "actions" for e in b["elements"])
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    return r.get(f"gpubot:walk:{walk_id}:claim:layer:1") == '"done"'
+
+
 def one_walk_each(slack: FakeSlack, channel: str) -> None:
     assert len(roots(slack, channel)) == 1
     assert thread_texts(slack, channel) == ["Layer 1 (scheduling): fault", "Layer 5 (the card): fault"]
@@ -256,7 +267,8 @@ def test_an_agent_killed_mid_walk_is_taken_over_and_the_thread_has_one_of_each(
     channel = "C0E2EKILL"
     kube_eu.fail(PLUGIN_LOG, delay=4.0, times=1)  # the first walk to read the plugin log hangs there
     ack_text(gw, "why eu-1/ml/trainer-0", channel)
-    wait_for("the root", lambda: roots(slack, channel))
+    # Killed at a known point: layer 1 posted and recorded, the agent hanging in layer 5's log read.
+    wait_for("layer 1 recorded", lambda: layer_one_recorded(slack, redis_aof.url, channel))
     pid = holder_pid(redis_aof.url, "eu-1")
     victim = next(p for k, p in fleet.items() if k.startswith("eu-") and p.proc.pid == pid)
     os.kill(pid, signal.SIGKILL)
@@ -281,7 +293,7 @@ def test_a_restarted_agent_and_a_restarted_gateway_lose_nothing(
     channel = "C0E2ERESTART"
     kube_us.fail(PLUGIN_LOG, delay=4.0, times=1)
     ack_text(fleet["gateway"], "why us-1/ml/trainer-0", channel)
-    wait_for("the root", lambda: roots(slack, channel))
+    wait_for("layer 1 recorded", lambda: layer_one_recorded(slack, redis_aof.url, channel))
     old: BotProcess = fleet["us"]
     assert holder_pid(redis_aof.url, "us-1") == old.proc.pid
     os.kill(old.proc.pid, signal.SIGKILL)
