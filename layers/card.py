@@ -207,7 +207,9 @@ def _nodes_to_read(ctx: WalkContext, nodes: list[str], facts: wf.WalkFacts) -> s
         except SourceError:
             obj = None
         gpus = facts.on(node)
-        signal = any(g.last_xid or g.xid_counts_24h or g.rows_rising or g.row_remap_failure for g in gpus)
+        signal = any(
+            g.last_xid_recent or g.xid_counts_24h or g.rows_rising or g.row_remap_failure for g in gpus
+        )
         (suspects if signal or (obj is not None and o.allocatable_gaps(obj)) else quiet).append(node)
     return set(suspects) | set(quiet[: max(0, LOG_NODE_LIMIT - len(suspects))])
 
@@ -246,13 +248,14 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
     out += xid_findings(node, log, gpus, facts.error, taints)
     out += row_remaps(node, gpus)
     out += clock_events(node, gpus)
+    history = old_last_xids(node, gpus, log)
     if not out and not read_log:
-        return out  # counted in the layer's one finding for the nodes whose log was not read
+        return history  # counted in the layer's one finding for the nodes whose log was not read
     if not out:
         out.append(
             finding(
                 "L5_OK",
-                f"node {node}: no unhealthy device, Xid, remapped-row growth or slowdown clock events "
+                f"node {node}: no unhealthy device, Xid in the last 24 h, remapped-row growth or slowdown clock events "
                 "(device plugin log and DCGM both read)",
                 evidence=[
                     f"device plugin log read: {', '.join(log.read) if log else 'no'}",
@@ -261,7 +264,7 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
                 node=node,
             )
         )
-    return out
+    return [*out, *history]
 
 
 def allocatable_below_capacity(node: str, obj: dict[str, object]) -> list[Finding]:
@@ -324,13 +327,13 @@ def xid_findings(
         texts.setdefault(number, []).extend(lines)
     quiet -= set(log.xids if log else ())
     for g in gpus:
-        quiet -= {g.last_xid, *g.xid_counts_24h}
-        if g.last_xid > 0:
+        quiet -= {g.last_xid if g.last_xid_recent else 0, *g.xid_counts_24h}
+        if g.last_xid > 0 and g.last_xid_recent:
             devices.setdefault(g.last_xid, set()).add(g.uuid or g.label)
             msg = f" ({g.last_xid_message})" if g.last_xid_message else ""
             seen.setdefault(g.last_xid, []).append(
-                f"DCGM_FI_DEV_XID_ERRORS{g.matcher()} = {g.last_xid}{msg}: the last Xid on {g.label} "
-                "(the gauge does not reset: it may predate the last 24 h)"
+                f"DCGM_FI_DEV_XID_ERRORS{g.matcher()} = {g.last_xid}{msg}: the last Xid on {g.label}, "
+                "set within the last 24 h (the gauge does not reset; it changed or its series began in the window)"
             )
             if g.last_xid_message:
                 texts.setdefault(g.last_xid, []).append(g.last_xid_message)
@@ -365,6 +368,33 @@ def xid_findings(
                     f"catalog action: {entry.immediate_action or 'none'} (investigate: {entry.investigatory_action or 'none'})",
                 ],
                 commands=_xid_commands(node, gpus, log),
+                node=node,
+            )
+        )
+    return out
+
+
+def old_last_xids(node: str, gpus: list[gf.GpuFacts], log: PluginLog | None) -> list[Finding]:
+    """DCGM's last-Xid gauge never resets: a value unchanged over 24 h is history, one info line per Xid."""
+    held: dict[int, list[gf.GpuFacts]] = {}
+    for g in gpus:
+        if g.last_xid > 0 and not g.last_xid_recent:
+            held.setdefault(g.last_xid, []).append(g)
+    out = []
+    for number, old in sorted(held.items()):
+        where = ", ".join(g.uuid or g.label for g in old)
+        m = old[0].matcher(with_gpu=False)
+        out.append(
+            finding(
+                "L5_XID",
+                f"last Xid {number} on {node} ({where}), before the last 24 h: {xid.lookup(number).name} — "
+                "DCGM's last-Xid gauge never resets, so it is history, not a current fault",
+                severity=Severity.INFO,
+                evidence=[
+                    f"DCGM_FI_DEV_XID_ERRORS{g.matcher()} = {number}, unchanged over the last 24 h ({g.label})"
+                    for g in old
+                ],
+                commands=[f"changes(DCGM_FI_DEV_XID_ERRORS{m}[24h])", *(log.commands if log else [])],
                 node=node,
             )
         )

@@ -151,6 +151,9 @@ class ClusterWriter(Protocol):
 # into `m{a=~"x|y"} or m{b=~"x|y"}` and the in-memory one into a filter.
 Selector = Mapping[str, Sequence[str]]
 
+# Telemetry.changed: a series with a sample in this long before the window existed before it.
+BEFORE_WINDOW_S = 3600
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -214,6 +217,17 @@ class Telemetry(Protocol):
         self, metric: str, window_s: int, step_s: int, match: Sequence[Selector] = ()
     ) -> list[RangeSeries]: ...
 
+    def changed(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+        """Series whose value changed within the window or that began in it, valued by
+        `changes(m[w])`. A series *began* in the window when it has no sample in the hour
+        before it (an exporter restart of a few minutes is not a new series): PromQL
+        `changes(m[w]) > 0 or (changes(m[w]) unless last_over_time(m[1h] offset w))`.
+
+        For gauges that hold a last value and never reset (DCGM's last Xid): whether
+        today's value is news or weeks old.
+        """
+        ...
+
     def count(self, metric: str, match: Sequence[Selector] = ()) -> int:
         """How many series exist now (PromQL `count(m)`): presence without moving them."""
         ...
@@ -258,6 +272,9 @@ class NoTelemetry:
     def range(
         self, metric: str, window_s: int, step_s: int, match: Sequence[Selector] = ()
     ) -> list[RangeSeries]:
+        return self._fail()
+
+    def changed(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
         return self._fail()
 
     def count(self, metric: str, match: Sequence[Selector] = ()) -> int:

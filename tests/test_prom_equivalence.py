@@ -56,6 +56,38 @@ def irregular_history() -> list[SeriesData]:
     ]
 
 
+def last_xid_history() -> list[SeriesData]:
+    """DCGM's last-Xid gauge as fleets show it: weeks-old values that never change, a value that
+    changed today, a series that began today, one with a gap over the window's start, one that
+    stopped (a GPU gone), and the same labels under a second name for the union's rules."""
+    minutes = [AT - 26 * H + 60 * i for i in range(26 * 60 + 1)]
+
+    def gpu(n: int) -> dict[str, str]:
+        return {**NODE_A, "gpu": str(n), "UUID": f"GPU-5d1c7e0a-0000-4000-8000-00000000000{n}"}
+
+    name = "DCGM_FI_DEV_XID_ERRORS"
+    return [
+        SeriesData({"__name__": name, **gpu(0)}, [(t, 48.0) for t in minutes]),  # weeks old
+        SeriesData({"__name__": name, **gpu(1)}, [(t, 0.0 if t < AT - 3 * H else 79.0) for t in minutes]),
+        SeriesData({"__name__": name, **gpu(2)}, [(t, 31.0) for t in minutes if t >= AT - 2 * H]),  # began
+        SeriesData(  # no sample in the hour before AT - 24 h: it began (again) inside the window
+            {"__name__": name, **gpu(3)}, [(t, 13.0) for t in minutes if not AT - 25.5 * H < t < AT - 23 * H]
+        ),
+        SeriesData(  # a 20-minute exporter outage across AT - 24 h: the same old value, not news
+            {"__name__": name, **gpu(6)},
+            [(t, 43.0) for t in minutes if not AT - 24.2 * H < t < AT - 23.9 * H],
+        ),
+        SeriesData(
+            {"__name__": name, **gpu(4)}, [(t, 0.0 if t < AT - 9 * H else 94.0) for t in minutes][:-240]
+        ),
+        SeriesData({"__name__": "DCGM_FI_DEV_XID_ERRORS_ACTIVE", **gpu(0)}, [(t, 7.0) for t in minutes]),
+        SeriesData(
+            {"__name__": "DCGM_FI_DEV_XID_ERRORS_ACTIVE", **gpu(5)},
+            [(t, 0.0 if t < AT - 30 * 60 else 45.0) for t in minutes],
+        ),
+    ]
+
+
 WINDOWS = (
     ("instant", 0),
     ("increase", 24 * H),
@@ -63,6 +95,8 @@ WINDOWS = (
     ("rate", 300),
     ("max_over_time", 24 * H),
     ("max_over_time", 300),
+    ("changed", 24 * H),
+    ("changed", H),
 )
 
 
@@ -133,6 +167,14 @@ def test_irregular_history_reads_the_same(telemetries: Any) -> None:
     assert _assert_same(prom, mem, series) >= 15
     # the lookback edge is really exercised: one stopped series is current, the other is not
     assert [s.labels["model_name"] for s in prom.instant("vllm:num_requests_running")] == ["a"]
+
+
+def test_last_xid_gauge_changes_read_the_same(telemetries: Any) -> None:
+    prom, mem, series = telemetries(last_xid_history(), AT)
+    assert _assert_same(prom, mem, series) >= 10
+    # what the layers rely on: the weeks-old value is not news, the others are
+    fresh = {s.labels["gpu"] for s in prom.changed("DCGM_FI_DEV_XID_ERRORS", 24 * H)}
+    assert fresh == {"1", "2", "3", "4"}
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])

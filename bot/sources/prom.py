@@ -24,7 +24,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from layers.sources import RangeSeries, Sample, Selector, TelemetryError
+from layers.sources import BEFORE_WINDOW_S, RangeSeries, Sample, Selector, TelemetryError
 
 METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -82,6 +82,23 @@ def build_query(func: str | None, metric: str, window_s: int | None, match: Sequ
             sel = f"{name}{{{','.join(m)}}}" if m else name
             terms.append(f"{func}({sel}[{window_s}s])")
     return " or ".join(terms)
+
+
+def build_changed_query(metric: str, window_s: int, match: Sequence[Selector]) -> str:
+    """Series that changed within the window or began in it (Telemetry.changed).
+
+    Set operators match on every label but the name; `last_over_time` drops it too.
+    """
+    changes = build_query("changes", metric, window_s, match)
+    alts: list[list[str]] = [_matchers(a) for a in match] if match else [[]]
+    before = " or ".join(
+        f"last_over_time({name}{{{','.join(m)}}}[{BEFORE_WINDOW_S}s] offset {window_s}s)"
+        if m
+        else f"last_over_time({name}[{BEFORE_WINDOW_S}s] offset {window_s}s)"
+        for name in metric.split("|")
+        for m in alts
+    )
+    return f"({changes}) > 0 or (({changes}) unless ({before}))"
 
 
 class PrometheusTelemetry:
@@ -170,6 +187,9 @@ class PrometheusTelemetry:
     ) -> list[Sample]:
         return self._vector("max_over_time", metric, window_s, match, above)
 
+    def changed(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+        return self._vector("changed", metric, window_s, match)
+
     def count(self, metric: str, match: Sequence[Selector] = ()) -> int:
         query, local = self._plan(None, metric, None, match)
         if query is None:
@@ -226,9 +246,15 @@ class PrometheusTelemetry:
         live = [alt for alt in match if all(alt.values())]  # an empty value list matches no series
         if match and not live:
             return None, False
-        query = build_query(func, metric, window_s, live)
+
+        def build(alts: Sequence[Selector]) -> str:
+            if func == "changed":
+                return build_changed_query(metric, window_s or 0, alts)
+            return build_query(func, metric, window_s, alts)
+
+        query = build(live)
         if live and len(quote(query)) > MAX_ENCODED_QUERY:
-            return build_query(func, metric, window_s, ()), True
+            return build(()), True
         return query, False
 
     def _vector(

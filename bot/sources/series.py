@@ -9,11 +9,12 @@ touches the series it selects.
 
 from __future__ import annotations
 
+import itertools
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from layers.sources import RangeSeries, Sample, Selector
+from layers.sources import BEFORE_WINDOW_S, RangeSeries, Sample, Selector
 
 LOOKBACK_MS = 5 * 60 * 1000  # Prometheus' default --query.lookback-delta
 
@@ -193,6 +194,15 @@ def max_of(values: Sequence[float]) -> float:
     return best
 
 
+def changes_of(values: Sequence[float]) -> int:
+    """PromQL `changes()` over a window's samples (2.42: NaN to NaN is no change)."""
+    n = 0
+    for prev, current in itertools.pairwise(values):
+        if current != prev and not (math.isnan(current) and math.isnan(prev)):
+            n += 1
+    return n
+
+
 def _without_name(labels: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in labels.items() if k != "__name__"}
 
@@ -303,6 +313,36 @@ class SeriesTelemetry:
         self, metric: str, window_s: int, match: Sequence[Selector] = (), *, above: float | None = None
     ) -> list[Sample]:
         return self._over_window(metric, window_s, match, lambda s, lo, hi: max_of(s.values[lo:hi]), above)
+
+    def changed(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+        """`changes(m[w]) > 0 or (changes(m[w]) unless last_over_time(m[1h] offset w))`, as
+        PromQL evaluates it: the name alternatives' union keeps the left series on an identical
+        label set, and `unless` removes a series when any name has it (labels but the name)
+        in the hour before the window."""
+        start_ms = self._now_ms - window_s * 1000
+        names = [n.strip() for n in metric.split("|")]
+        selected = [(name, s) for name in names if (f := self._families.get(name)) for s in f.select(match)]
+
+        def existed(s: _Series) -> bool:
+            lo, hi = s.window(start_ms - BEFORE_WINDOW_S * 1000, start_ms)
+            return hi > lo
+
+        before = {frozenset(_without_name(s.labels).items()) for _, s in selected if existed(s)}
+        out: list[Sample] = []
+        seen: set[frozenset[tuple[str, str]]] = set()
+        for _name, s in selected:
+            lo, hi = s.window(start_ms, self._now_ms)
+            if hi <= lo:
+                continue  # no sample in the window: changes() has no value for it
+            labels = _without_name(s.labels)
+            key = frozenset(labels.items())
+            if key in seen:
+                continue
+            seen.add(key)
+            n = changes_of(s.values[lo:hi])
+            if n > 0 or key not in before:
+                out.append(Sample(labels, float(n)))
+        return out
 
     def count(self, metric: str, match: Sequence[Selector] = ()) -> int:
         return len(self.instant(metric, match))

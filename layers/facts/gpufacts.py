@@ -2,7 +2,7 @@
 
 Reads are one Telemetry call per signal for every requested node at once, never
 per node or per GPU: the walk asks about one or a few nodes, the daily digest
-about the whole fleet (80,000 GPUs) in at most six calls.
+about the whole fleet (80,000 GPUs) in at most seven calls.
 
 Which series belong to which node (spec/findings.md, layer 4): label
 `Hostname` or `hostname` equal to the node name; where the exporter runs
@@ -162,6 +162,8 @@ class GpuFacts:
     fb_free_mib: float | None = None
     last_xid: int = 0  # DCGM_FI_DEV_XID_ERRORS: the last Xid ever seen, it does not reset; 0 = none
     last_xid_message: str | None = None  # the exporter's err_msg label, where exported
+    # The gauge changed in the last 24 h or its series began then: only then is last_xid news.
+    last_xid_recent: bool = False
     xid_counts_24h: Mapping[int, float] = field(default_factory=dict)  # peak windowed count per Xid
     correctable_rows: float | None = None
     uncorrectable_rows: float | None = None
@@ -211,6 +213,7 @@ class _Gpu:
         self.numbers: dict[str, float] = {}
         self.last_xid = 0
         self.last_xid_message: str | None = None
+        self.last_xid_recent = False
         self.xids: dict[int, float] = {}
         self.clocks: dict[str, float] = {}
         self.pods: set[PodRef] = set()
@@ -229,6 +232,7 @@ class _Gpu:
             fb_free_mib=n("fb_free_mib"),
             last_xid=self.last_xid,
             last_xid_message=self.last_xid_message,
+            last_xid_recent=self.last_xid_recent,
             xid_counts_24h=dict(sorted(self.xids.items())),
             correctable_rows=n("correctable_rows"),
             uncorrectable_rows=n("uncorrectable_rows"),
@@ -274,7 +278,7 @@ class _Assembly:
         self.claim_pods = claim_pods or {}
         self.gpus: dict[tuple[str, str, str, str], _Gpu] = {}
 
-    def _gpu(self, labels: Mapping[str, str]) -> _Gpu:
+    def _node_of(self, labels: Mapping[str, str]) -> str | None:
         node = self.hostmap.node_of(labels)
         pod = pod_of(labels)
         if (pod is None or pod[1] in self.hostmap.exporters) and self.claim_pods:
@@ -284,6 +288,11 @@ class _Assembly:
             )
         if node is None and pod is not None and pod in self.pod_nodes:
             node = self.pod_nodes[pod]  # a series without host label, found by its pod labels
+        return node
+
+    def _gpu(self, labels: Mapping[str, str]) -> _Gpu:
+        node = self._node_of(labels)
+        pod = pod_of(labels)
         key = _gpu_key(labels, node)
         gpu = self.gpus.get(key)
         if gpu is None:
@@ -309,6 +318,17 @@ class _Assembly:
             if number > 0 and not gpu.last_xid:
                 gpu.last_xid = number
                 gpu.last_xid_message = s.labels.get("err_msg") or None
+
+    def read_last_xid(self, telemetry: Telemetry, match: Sequence[Selector], above: float | None) -> None:
+        """The last-Xid gauge, and whether each non-zero value changed within 24 h (one more
+        call, made only when some GPU has one)."""
+        self.put_last_xid(telemetry.instant(LAST_XID, match, above=above))
+        if not any(g.last_xid for g in self.gpus.values()):
+            return
+        for s in telemetry.changed(LAST_XID, DAY_S, match):
+            gpu = self.gpus.get(_gpu_key(s.labels, self._node_of(s.labels)))
+            if gpu is not None:
+                gpu.last_xid_recent = True
 
     def put_xid_counts(self, samples: Iterable[Sample]) -> None:
         for s in samples:
@@ -341,7 +361,8 @@ def read_gpu_facts(
     pods: Mapping[PodRef, str | None] | None = None,
     claims: Mapping[ClaimRef, PodRef] | None = None,
 ) -> list[GpuFacts]:
-    """Every signal the layers need, for these nodes (and these pods' series): ten calls.
+    """Every signal the layers need, for these nodes (and these pods' series): ten calls,
+    eleven when some GPU holds a last Xid.
 
     `pods` maps (namespace, pod) → its node, so series that carry pod labels but
     no host label are found and placed; `claims` maps a pod's DRA ResourceClaims to it, for
@@ -363,7 +384,7 @@ def read_gpu_facts(
     nz = 0.0 if len(nodes) > SPARSE_READ_NODES else None
     asm.put("fb_used_mib", telemetry.instant(FB_USED, match))
     asm.put("fb_free_mib", telemetry.instant(FB_FREE, match))
-    asm.put_last_xid(telemetry.instant(LAST_XID, match, above=nz))
+    asm.read_last_xid(telemetry, match, nz)
     asm.put_xid_counts(telemetry.max_over_time(XID_COUNT, DAY_S, match, above=nz))
     asm.put("correctable_rows", telemetry.instant(CORRECTABLE_ROWS, match, above=nz))
     asm.put("uncorrectable_rows", telemetry.instant(UNCORRECTABLE_ROWS, match, above=nz))
@@ -411,16 +432,18 @@ class NodeHealth:
 
     @property
     def xids_24h(self) -> list[int]:
-        """Xids from the exporter's counts and the last-Xid gauge (which does not reset)."""
+        """Xids from the exporter's counts and the last-Xid gauge where it changed in the 24 h
+        (it never resets: an unchanged value is an old Xid)."""
         seen = {x for g in self.gpus for x in g.xid_counts_24h}
-        seen.update(g.last_xid for g in self.gpus if g.last_xid > 0)
+        seen.update(g.last_xid for g in self.gpus if g.last_xid > 0 and g.last_xid_recent)
         return sorted(seen)
 
 
 def read_fleet_health(
     telemetry: Telemetry, hostmap: HostMap, nodes: Sequence[str] | None = None
 ) -> dict[str, NodeHealth]:
-    """Remapped-row growth, row-remap failures and Xids for the whole fleet in five calls.
+    """Remapped-row growth, row-remap failures and Xids for the whole fleet in five calls
+    (six when some GPU holds a last Xid).
 
     With `nodes` None no selector is sent (every series); otherwise only those nodes'.
     Raises TelemetryError when the source is down.
@@ -432,7 +455,7 @@ def read_fleet_health(
     asm.put("correctable_rows_24h", telemetry.increase(CORRECTABLE_ROWS, DAY_S, match, above=0))
     asm.put("uncorrectable_rows_24h", telemetry.increase(UNCORRECTABLE_ROWS, DAY_S, match, above=0))
     asm.put("row_remap_failure", telemetry.max_over_time(ROW_REMAP_FAILURE, DAY_S, match, above=0))
-    asm.put_last_xid(telemetry.instant(LAST_XID, match, above=0))
+    asm.read_last_xid(telemetry, match, 0)
     asm.put_xid_counts(telemetry.max_over_time(XID_COUNT, DAY_S, match, above=0))
     grouped = by_node(asm.facts())
     return {node: NodeHealth(node, tuple(gpus)) for node, gpus in sorted(grouped.items())}

@@ -93,6 +93,10 @@ class CountingTelemetry:
         self._count("range", metric)
         return self.inner.range(metric, window_s, step_s, match)
 
+    def changed(self, metric: str, window_s: int, match: Sequence[Selector] = ()) -> list[Sample]:
+        self._count("changed", metric)
+        return self.inner.changed(metric, window_s, match)
+
     def count(self, metric: str, match: Sequence[Selector] = ()) -> int:
         self._count("count", metric)
         return self.inner.count(metric, match)

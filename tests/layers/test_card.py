@@ -499,3 +499,46 @@ def test_remapped_rows_flat_after_exporter_restart_are_not_rising() -> None:
     ]
     result = run([b.gpu_node(NODE)], "", NOW_V, data)
     assert not by_code(result, "L5_REMAPPED_ROWS_RISING")
+
+
+# --- DCGM's last-Xid gauge never resets (spec/findings.md, layer 5) ------------------------
+
+
+def _gauge(points: list[tuple[float, float]], gpu: str = "0") -> Any:
+    labels = {**GPU, "gpu": gpu, "UUID": f"GPU-adb24b25-1db1-436e-d958-ddee5da83d0{gpu}"}
+    return series("DCGM_FI_DEV_XID_ERRORS", labels, points, NOW_V)
+
+
+def test_weeks_old_last_xid_is_an_info_line_and_the_node_is_ok() -> None:
+    hourly = [(-3600.0 * h, 48.0) for h in range(30, -1, -1)]  # 48 for 30 h, never changed
+    result = run([b.gpu_node(NODE)], "I0101 00:00:00.000000 1 main.go:1] Starting\n", NOW_V, [_gauge(hourly)])
+    [x] = by_code(result, "L5_XID")
+    assert x.severity == Severity.INFO and x.summary.startswith(f"last Xid 48 on {NODE}")
+    assert "before the last 24 h" in x.summary
+    assert any("unchanged over the last 24 h" in e for e in x.evidence)
+    assert by_code(result, "L5_OK") and result.status == Severity.INFO
+
+
+@pytest.mark.parametrize(
+    "points",
+    [
+        [(-25 * 3600.0, 0.0), (-23 * 3600.0, 0.0), (-3600.0, 48.0), (0.0, 48.0)],  # changed today
+        [(-2 * 3600.0, 48.0), (0.0, 48.0)],  # the series began today
+    ],
+    ids=["changed", "began"],
+)
+def test_last_xid_set_within_24h_is_a_fault(points: list[tuple[float, float]]) -> None:
+    result = run([b.gpu_node(NODE)], "", NOW_V, [_gauge(points)])
+    [x] = by_code(result, "L5_XID")
+    assert x.severity == Severity.FAULT and x.summary.startswith("Xid 48 ")
+    assert not by_code(result, "L5_OK")
+
+
+def test_old_gauge_beside_a_fresh_xid_on_another_gpu() -> None:
+    old = _gauge([(-3600.0 * h, 48.0) for h in range(30, -1, -1)])
+    new = _gauge([(-30 * 3600.0, 0.0), (-600.0, 79.0), (0.0, 79.0)], gpu="1")
+    xids = by_code(run([b.gpu_node(NODE)], "", NOW_V, [old, new]), "L5_XID")
+    assert {(f.summary.split(" on ")[0], f.severity) for f in xids} == {
+        ("last Xid 48", Severity.INFO),
+        ("Xid 79", Severity.FAULT),
+    }

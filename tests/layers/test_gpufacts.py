@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from bot.sources.prom import PrometheusTelemetry
+from bot.sources.series import SeriesData
 from layers.facts import gpufacts as gf
 from layers.facts import walkfacts as wf
 from layers.sources import NoTelemetry, TelemetryError
@@ -195,7 +196,8 @@ def test_node_facts_cost_does_not_grow_with_the_nodes_asked() -> None:
     hostmap = gf.host_map([f"node-{n}" for n in range(20)], [])
     node_facts(one, hostmap, ["node-3"])
     facts = node_facts(many, hostmap, [f"node-{n}" for n in range(10)])
-    assert one.total == many.total == 10
+    assert one.total == 10
+    assert many.total == 11  # node-6 holds a last Xid: one more call asks whether it changed in 24 h
     assert sorted(facts) == [f"node-{n}" for n in range(10)]
 
 
@@ -312,3 +314,17 @@ def test_pre_rename_clock_throttle_metric_and_label_pr_254() -> None:
     tel = telemetry(exposition(text, NOW), NOW)
     [gpu] = node_facts(tel, gf.host_map(["localhost"], []), ["localhost"])["localhost"]
     assert gpu.clock_events_24h == {"sw_thermal": 1}
+
+
+def test_digest_xids_leave_out_a_last_xid_gauge_unchanged_for_24h() -> None:
+    def gauge(node: str, points: list[tuple[float, float]]) -> SeriesData:
+        labels = {"Hostname": node, "gpu": "0", "UUID": f"GPU-{node}", "modelName": "NVIDIA H100 80GB HBM3"}
+        return series("DCGM_FI_DEV_XID_ERRORS", labels, points, NOW)
+
+    data = [
+        gauge("old", [(-3600.0 * h, 48.0) for h in range(40, -1, -1)]),
+        gauge("changed", [(-30 * 3600.0, 31.0), (-3 * 3600.0, 79.0), (0.0, 79.0)]),
+        gauge("began", [(-1800.0, 94.0), (0.0, 94.0)]),
+    ]
+    health = gf.read_fleet_health(telemetry(data, NOW), gf.host_map(["old", "changed", "began"], []))
+    assert {n: h.xids_24h for n, h in health.items()} == {"old": [], "changed": [79], "began": [94]}
