@@ -96,6 +96,7 @@ CODES: dict[str, CodeSpec] = {
         _spec("L2_WAITING_FOR_DRIVER", F, 3),
         _spec("L2_VALIDATOR_STUCK", F, None),  # 3 when the stage is driver-validation
         _spec("L2_DEVICE_PLUGIN_NVML_FAILED", F, 3, 2),  # the cause; a stuck validator is its symptom
+        _spec("L2_CONTAINER_START_FAILED", F, None, 2),  # 3 when the message names the driver or CUDA
         _spec("L2_APP_SEES_NO_GPU", F, None),
         _spec("L2_OPERAND_FAILING", W, None),
         _spec("L2_COMPUTE_DOMAIN_NOT_READY", F, STOP, 2),
@@ -108,6 +109,7 @@ CODES: dict[str, CodeSpec] = {
         _spec("L3_DRIVER_VERSION_SKEW", W, None),
         _spec("L3_KERNEL_SKEW", W, None),
         _spec("L3_DRIVER_UPGRADE_FAILED", W, None, 2),  # explains the version skew it leaves behind
+        _spec("L3_DRIVER_TOO_OLD", F, STOP, 3),  # the cause of the start failure layer 2 reports
         _spec("L3_OK", O, None),
         _spec("L3_UNKNOWN", U, None),
         # Layer 4 — memory

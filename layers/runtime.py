@@ -10,11 +10,13 @@ and the target pod's own logs.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection, Sequence
 
 from layers import dra
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
+from layers.facts.startfail import StartFailure, walk_start_failures
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.operands import Reads, no_runtime_finding, node_checks, runtime_lines
 from layers.sources import K8sObject, SourceError
@@ -54,7 +56,11 @@ def check(ctx: WalkContext) -> LayerResult:
             )
         )
     sandbox = target_runtime_evidence(w)
-    findings.extend(app_sees_no_gpu(w))
+    refused = walk_start_failures(ctx)
+    for what, why in refused.errors:
+        w.cannot(what, why, ctx.bound_node)
+    findings.extend(container_start_failed(refused.failures))
+    findings.extend(app_sees_no_gpu(w, {f.container for f in refused.failures}))
     findings.extend(dra.compute_domains(ctx))
     if operator:
         by_node: dict[str, list[K8sObject]] = defaultdict(list)
@@ -122,7 +128,85 @@ def target_runtime_evidence(w: Reads) -> dict[str, list[str]]:
     return {node: lines} if lines else {}
 
 
-def app_sees_no_gpu(w: Reads) -> list[Finding]:
+_CAUSE_TEXT = {
+    "driver-not-loaded": "the NVIDIA driver is not loaded on {node}",
+    "driver-rpc": "the NVIDIA driver on {node} does not answer (driver rpc error{detail}): the GPU or driver "
+    "is hung or still initialising",
+    "driver-library": "the NVIDIA driver's library ({detail}) is not on {node}: the driver is not installed "
+    "there, or the toolkit looks for it under the wrong root",
+    "driver-error": "the NVIDIA driver on {node} refused the request ({detail})",
+    "cdi-unresolvable": "the runtime knows no CDI device {detail} on {node}: the node's CDI specs lack the "
+    "device the device plugin or DRA driver allocated — regenerate them (the toolkit's CDI refresh / "
+    "nvidia-ctk cdi generate) and restart the plugin",
+    "unknown-device": "the runtime hook was asked for device {detail}, which {node} does not have: the "
+    "allocated GPU is gone, or NVIDIA_VISIBLE_DEVICES names a device the node lacks",
+    "hook-failed": "the NVIDIA runtime hook failed on {node} ({detail}): read the container toolkit's log",
+}
+
+
+def _cause_text(f: StartFailure) -> str:
+    node = f.node or "the node"
+    if f.requirement is not None:
+        req = f.requirement
+        if req.what in ("cuda", "driver"):
+            return (
+                f"the image requires {req}, which the NVIDIA driver on {node} does not satisfy: run it on a node "
+                "with a newer driver or use an image built for an older CUDA (layer 3 compares the fleet)"
+            )
+        return f"the image requires {req}, which the GPUs of {node} do not satisfy"
+    detail = f.detail if f.cause != "driver-rpc" else (f": {f.detail}" if f.detail else "")
+    return _CAUSE_TEXT[f.cause].format(node=node, detail=detail)
+
+
+def container_start_failed(failures: Sequence[StartFailure]) -> list[Finding]:
+    """L2_CONTAINER_START_FAILED: one finding per pod, its refused containers as evidence."""
+    by_pod: dict[tuple[str, str], list[StartFailure]] = defaultdict(list)
+    for f in failures:
+        by_pod[(f.namespace, f.pod)].append(f)
+    out = []
+    for (ns, name), group in by_pod.items():
+        first = next((f for f in group if f.names_driver), group[0])
+        containers = sorted({f.container for f in group if f.container})
+        what = (
+            f"container{'s' if len(containers) > 1 else ''} {', '.join(containers)}"
+            if containers
+            else "its sandbox"
+        )
+        evidence: list[str] = []
+        for key in dict.fromkeys((f.container, f.core) for f in group):
+            f = next(g for g in group if (g.container, g.core) == key)
+            who = f"container {f.container}" if f.container else "pod"
+            evidence.append(f"{who} ({f.reason}): {f.core}")
+        evidence += list(
+            dict.fromkeys(f"{'event' if f.where == 'event' else 'status message'}: {f.raw}" for f in group)
+        )
+        commands = [
+            f"kubectl describe pod -n {ns} {name} | sed -n '/Events:/,$p'",
+            f"kubectl get pod -n {ns} {name} -o jsonpath='{{range .status.containerStatuses[*]}}"
+            '{.name}{"\\t"}{.state}{"\\n"}{end}\'',
+        ]
+        if any(f.names_driver for f in group):
+            commands.append(
+                "kubectl get nodes -L nvidia.com/cuda.driver-version.full,nvidia.com/cuda.runtime-version.full"
+            )
+        if any(f.cause in ("cdi-unresolvable", "hook-failed", "unknown-device") for f in group):
+            commands.append(
+                "kubectl logs -n gpu-operator -l app=nvidia-container-toolkit-daemonset -c nvidia-container-toolkit-ctr"
+            )
+        out.append(
+            finding(
+                "L2_CONTAINER_START_FAILED",
+                f"{ns}/{name} cannot start {what}: {_cause_text(first)}",
+                evidence=evidence,
+                commands=commands,
+                node=first.node,
+                next=3 if any(f.names_driver for f in group) else None,
+            )
+        )
+    return out
+
+
+def app_sees_no_gpu(w: Reads, refused: Collection[str] = ()) -> list[Finding]:
     pod, node = w.ctx.pod, w.ctx.bound_node
     if pod is None or not node:
         return []
@@ -132,6 +216,8 @@ def app_sees_no_gpu(w: Reads) -> list[Finding]:
     commands: list[str] = []
     for c in [*o.containers(pod, init=True), *o.containers(pod)]:
         cname = str(c.get("name"))
+        if cname in refused:
+            continue  # it never ran: no log to read (layer 2's start failure says why)
         st = statuses.get(cname, {})
         restarted = bool(st.get("restartCount")) or bool((st.get("lastState") or {}).get("terminated"))
         for previous in (False, True) if restarted else (False,):

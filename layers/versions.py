@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from layers.driver_too_old import driver_too_old
 from layers.facts import driverlogs as dl
 from layers.facts import fleet as fl
 from layers.facts import objects as o
@@ -401,6 +402,7 @@ def check(ctx: WalkContext) -> LayerResult:
         findings += _driver_findings(reads, node, node_obj)
         findings += _fabric_manager(reads, node)
         findings += fl.upgrade_failed(node, node_obj, _upgrade_events(reads, node, node_obj))
+    findings += driver_too_old(ctx, lambda pod, c, previous: reads.log(pod, c, previous, ctx.bound_node))
     findings += fl.skews(spreads, examined)
     findings = fl.fold(findings) + list(reads.unknowns.values())
     if not findings:
@@ -412,7 +414,7 @@ def check(ctx: WalkContext) -> LayerResult:
         findings.append(
             finding(
                 "L3_OK",
-                f"No driver build, host-driver, fabric-manager or version-skew problem on {one or 'the examined nodes'}",
+                f"No driver build, host-driver, fabric-manager, driver-age or version-skew problem on {one or 'the examined nodes'}",
                 evidence=facts,
                 commands=[
                     "kubectl get nodes -L nvidia.com/cuda.driver-version.full,nvidia.com/cuda.runtime-version.full"

@@ -53,6 +53,7 @@ def test_default_walk_gives_the_expected_diagnosis(path: Path) -> None:
 
 def digest_of(stem: str) -> dict[str, Any]:
     from bot.scenario import build_sources, load_scenario
+
     from layers.digest import collect_digest
 
     cluster, tel = build_sources(load_scenario(HERE / f"{stem}.yaml"))
@@ -73,3 +74,59 @@ def test_weeks_old_last_xid_is_history_in_the_walk_and_left_out_of_the_digest() 
     # one GPU short since an Xid 79 three days ago, another GPU holding the old 48: neither is of the last 24 h
     assert flagged["h100-03"]["reasons"] == ["ALLOCATABLE_BELOW_CAPACITY"]
     assert flagged["h100-03"]["xids_24h"] == []
+
+
+# --- item 2: containers the NVIDIA runtime refuses to start ---------------------------------------
+
+
+def test_cuda_requirement_is_read_from_the_status_and_the_kubelet_event() -> None:
+    stem = "triton-cuda129-on-driver-550-a100-pool"
+    [f] = findings(stem, "L2_CONTAINER_START_FAILED")
+    assert f.next == 3 and f.node == "a100-pcie-04" and "container triton" in f.summary
+    assert f.evidence[0] == (
+        "container triton (StartError): nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.9, "
+        "please update your driver to a newer version, or use an earlier cuda container"
+    )
+    assert any(
+        e.startswith("event: Warning Failed (x7) kubelet: Error: failed to create containerd task")
+        for e in f.evidence
+    )
+    [old] = findings(stem, "L3_DRIVER_TOO_OLD")
+    assert "CUDA >= 12.9" in old.summary and "(550.90.07) supports CUDA 12.4" in old.summary
+    fleet = next(e for e in old.evidence if e.startswith("GPU nodes whose driver would do"))
+    assert (
+        "(8 of 14)" in fleet
+        and "h100-sxm-01 (driver 575.57.08, CUDA 12.9)" in fleet
+        and "a100-pcie" not in fleet
+    )
+
+
+def test_crio_wrapped_driver_not_loaded_sends_the_walk_to_the_driver_build() -> None:
+    stem = "crio-driver-not-loaded-new-kernel-ubuntu24"
+    [f] = findings(stem, "L2_CONTAINER_START_FAILED")
+    assert f.next == 3 and "the NVIDIA driver is not loaded on gpu-l40s-06" in f.summary
+    assert f.evidence[0] == (
+        "container cycles (CreateContainerError): nvidia-container-cli: initialization error: nvml error: driver not loaded"
+    )
+    assert not findings(stem, "L3_DRIVER_TOO_OLD")
+
+
+def test_cdi_refusal_names_the_device_and_names_no_layer() -> None:
+    [f] = findings("cdi-unresolvable-gpu-uuid-rke2-rocky9", "L2_CONTAINER_START_FAILED")
+    assert f.next is None and f.node == "rke2-t4-2"
+    assert "unresolvable CDI devices management.nvidia.com/gpu=GPU-" in f.evidence[0]
+    assert any("nvidia-container-toolkit-ctr" in c for c in f.commands)
+
+
+def test_node_walk_reads_the_start_failures_of_the_pods_on_the_node() -> None:
+    """The digest's "diagnose node" walk: no target pod, the node's own workloads are the evidence."""
+    from bot.scenario import build_sources, load_scenario
+
+    from layers.walk import open_node, run_layer
+
+    cluster, tel = build_sources(load_scenario(HERE / "unknown-device-after-xid79-dgx-a100.yaml"))
+    result = run_layer(open_node(cluster, tel, "dgx-a100-07"), 2)
+    refused = [f for f in result.findings if f.code == "L2_CONTAINER_START_FAILED"]
+    assert sorted(f.summary.split(" ")[0] for f in refused) == ["llm/nemo-eval-0", "llm/nemo-sft-worker-1"]
+    assert all(f.node == "dgx-a100-07" and f.next is None for f in refused)
+    assert all("unknown device" in f.evidence[0] for f in refused)

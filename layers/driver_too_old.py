@@ -1,0 +1,190 @@
+"""Layer 3: the image needs a newer CUDA than the node's driver supports (L3_DRIVER_TOO_OLD).
+
+The requirement comes from the runtime hook's refusal (`unsatisfied condition: cuda>=12.9`, read
+by layers/startfail.py) or from the application's own words (`CUDA driver version is
+insufficient for CUDA runtime version`, PyTorch's `The NVIDIA driver on your system is too old
+(found version 12040)`); what the node supports is GFD's `nvidia.com/cuda.runtime-version.*`
+(the CUDA version its driver supports) and `nvidia.com/cuda.driver-version.*`. Versions compare
+as numbers: 12.10 is newer than 12.9.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from layers.facts import fleet as fl
+from layers.facts import objects as o
+from layers.facts.context import WalkContext
+from layers.facts.logsigs import clip, lines_of
+from layers.facts.startfail import parse_version, walk_start_failures
+from layers.findings import Finding, finding, unknown
+from layers.sources import K8sObject, SourceError
+
+LAYER = 3
+_TOO_OLD = re.compile(
+    r"NVIDIA\s+driver\s+on\s+your\s+system\s+is\s+too\s+old\s*\(found\s+version\s+(\d{4,6})\)", re.I
+)
+_INSUFFICIENT = re.compile(
+    r"CUDA\s+driver\s+version\s+is\s+insufficient\s+for\s+CUDA\s+runtime\s+version", re.I
+)
+# The CUDA version an image is built for, from its tag: nvidia/cuda:12.9.0-…, …-cuda12.8-…, cu128.
+_IMAGE_CUDA = (
+    re.compile(r"(?<![a-z])cuda[:_-]?(\d{1,2})\.(\d{1,2})", re.I),
+    re.compile(r"(?<![a-z])cu(1\d)(\d)(?!\d)", re.I),
+)
+MAX_LISTED = 10
+
+Version = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Need:
+    """What the target needs of a node's driver, and the words that say so."""
+
+    node: str
+    what: str  # "cuda" or "driver"
+    at_least: Version | None  # None: only "newer than the node's" is known
+    newer_than: Version | None  # the version the application found (its "found version")
+    said: str  # the line or message that says it
+    where: str  # "container X (status)", "container X log" …
+
+
+def _fmt(v: Version | None) -> str:
+    return ".".join(map(str, v)) if v else "?"
+
+
+def cuda_of_int(n: int) -> Version:
+    """CUDA's integer version (cudaDriverGetVersion): 12040 → 12.4."""
+    return (n // 1000, (n % 1000) // 10)
+
+
+def image_cuda(images: Iterable[str]) -> Version | None:
+    """The CUDA version an image's tag names, when it names one (the newest among the images)."""
+    found: list[Version] = []
+    for image in images:
+        tag = image.rsplit("/", 1)[-1]
+        for pattern in _IMAGE_CUDA:
+            m = pattern.search(tag)
+            if m:
+                found.append((int(m.group(1)), int(m.group(2))))
+                break
+    return max(found) if found else None
+
+
+def _node_has(node: K8sObject | None, what: str) -> Version | None:
+    if node is None:
+        return None
+    return parse_version(fl.runtime_version(node) if what == "cuda" else fl.driver_version(node))
+
+
+def needs(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str | None]) -> list[Need]:
+    """What the target's start failures and logs say it needs, per node."""
+    out: list[Need] = []
+    for f in walk_start_failures(ctx).failures:
+        req = f.requirement
+        if (
+            req is None
+            or req.what not in ("cuda", "driver")
+            or not f.node
+            or req.op not in (">=", ">", "=", "==")
+        ):
+            continue
+        need = Need(f.node, req.what, req.version, None, f.core, f"container {f.container} ({f.reason})")
+        if all((n.node, n.what, n.at_least) != (need.node, need.what, need.at_least) for n in out):
+            out.append(need)  # the status and the kubelet's event say it twice
+    pod, node = ctx.pod, ctx.bound_node
+    if pod is None or not node or out:
+        return out
+    images = [str(c.get("image") or "") for c in [*o.containers(pod, init=True), *o.containers(pod)]]
+    statuses = {str(s.get("name")): s for _i, s in o.iter_all_statuses(pod)}
+    for c in [*o.containers(pod, init=True), *o.containers(pod)]:
+        name = str(c.get("name"))
+        st = statuses.get(name, {})
+        restarted = bool(st.get("restartCount")) or bool((st.get("lastState") or {}).get("terminated"))
+        for previous in (False, True) if restarted else (False,):
+            for line in lines_of(log(pod, name, previous)):
+                hit = _TOO_OLD.search(line) or _INSUFFICIENT.search(line)
+                if hit is None:
+                    continue
+                have = cuda_of_int(int(hit.group(1))) if hit.re is _TOO_OLD else None
+                tag = image_cuda([str(c.get("image") or "")]) or image_cuda(images)
+                at_least = tag if tag and (have is None or tag > have) else None
+                where = f"container {name}{' (previous)' if previous else ''} log"
+                return [Need(node, "cuda", at_least, have, clip(line, hit.start()), where)]
+    return out
+
+
+def satisfies(node: K8sObject, need: Need) -> bool:
+    have = _node_has(node, need.what)
+    if have is None:
+        return False
+    if need.at_least is not None:
+        return have >= need.at_least
+    return need.newer_than is not None and have > need.newer_than
+
+
+def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str | None]) -> list[Finding]:
+    out: list[Finding] = []
+    for need in needs(ctx, log):
+        node_obj = ctx.node(need.node)
+        have = _node_has(node_obj, need.what)
+        label = "CUDA" if need.what == "cuda" else "driver"
+        wanted = (
+            f"{label} >= {_fmt(need.at_least)}"
+            if need.at_least
+            else f"a newer {label} than {_fmt(need.newer_than or have)}"
+        )
+        floor = need.newer_than or have
+        probe = Need(need.node, need.what, need.at_least, floor, need.said, need.where)
+        if have is not None and need.at_least is not None and have >= need.at_least:
+            out.append(
+                unknown(
+                    LAYER,
+                    f"{need.where} says the image needs {wanted}, yet {need.node}'s labels say its driver "
+                    f"supports {label} {_fmt(have)}: the GFD labels may be stale (restart GFD on the node)",
+                    node=need.node,
+                    evidence=[need.said],
+                )
+            )
+            continue
+        try:
+            fleet_nodes = ctx.gpu_nodes()
+        except SourceError:
+            fleet_nodes = []
+        good = [n for n in fleet_nodes if o.name(n) != need.node and satisfies(n, probe)]
+        driver = fl.driver_version(node_obj or {}) or "unknown (no GFD label)"
+        cuda = fl.runtime_version(node_obj or {}) or "unknown (no GFD label)"
+        listed = ", ".join(
+            f"{o.name(n)} (driver {fl.driver_version(n)}, CUDA {fl.runtime_version(n)})"
+            for n in good[:MAX_LISTED]
+        ) + (f" … and {len(good) - MAX_LISTED} more" if len(good) > MAX_LISTED else "")
+        fleet_line = (
+            f"GPU nodes whose driver would do ({len(good)} of {len(fleet_nodes)}): {listed}"
+            if good
+            else f"no GPU node of the fleet ({len(fleet_nodes)}) has a driver that would do: upgrade the driver "
+            "(ClusterPolicy or NVIDIADriver spec.version) or use an image built for an older CUDA"
+        )
+        where_to = (
+            f"run it on {', '.join(o.name(n) for n in good[:3])}" if good else "upgrade the node's driver"
+        )
+        out.append(
+            finding(
+                "L3_DRIVER_TOO_OLD",
+                f"the image needs {wanted} but the driver on {need.node} ({driver}) supports CUDA {cuda}: "
+                f"{where_to}, or use an image built for CUDA {cuda}",
+                evidence=[
+                    f"requirement ({need.where}): {need.said}",
+                    f"{need.node}: nvidia.com/cuda.driver-version.full={driver}, "
+                    f"nvidia.com/cuda.runtime-version.full={cuda}",
+                    fleet_line,
+                ],
+                commands=[
+                    "kubectl get nodes -l nvidia.com/gpu.present=true "
+                    "-L nvidia.com/cuda.driver-version.full,nvidia.com/cuda.runtime-version.full",
+                ],
+                node=need.node,
+            )
+        )
+    return out

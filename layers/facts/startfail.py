@@ -1,0 +1,231 @@
+"""Containers the NVIDIA runtime hook or CDI refused to start, from status and kubelet events.
+
+A container refused at creation never ran, so it has no log: the evidence is its waiting or
+terminated `message` and the kubelet's `Failed` / `FailedCreatePodSandBox` events, where the
+runtime wraps the hook's one line in its own OCI error text. containerd:
+`failed to create containerd task: failed to create shim task: OCI runtime create failed: runc
+create failed: … error running hook #0: error running hook: exit status 1, stdout: , stderr:
+Auto-detected mode as 'legacy'\\nnvidia-container-cli: requirement error: unsatisfied condition:
+cuda>=12.9, please update your driver …: unknown`; CRI-O/crun: `container create failed: error
+executing hook `/usr/local/nvidia/toolkit/nvidia-container-runtime-hook` (exit code: 1)`; Docker
+(cri-dockerd) nests the same line in escaped quotes. One reader, shared by layer 2 (the target
+pod), layer 3 (what the image requires) and a node walk (the pods on the node).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from layers.facts import objects as o
+from layers.facts.context import WalkContext, component
+from layers.facts.logsigs import event_line, event_message
+from layers.sources import K8sObject, SourceError
+
+# Waiting reasons under which the kubelet reports a refused create/start; a container in
+# CrashLoopBackOff after a refused start keeps the refusal in lastState (reason StartError).
+START_REASONS = frozenset({"CreateContainerError", "RunContainerError", "StartError"})
+EVENT_REASONS = frozenset({"Failed", "FailedCreatePodSandBox", "FailedStart", "BackOff"})
+
+_VERSION = r"\d{1,4}(?:\.\d{1,4}){0,3}"
+# The hook's requirement check (libnvidia-container): "unsatisfied condition: cuda>=12.9", with
+# or without spaces ("cuda >= 9.0" before 1.0), for cuda, driver, brand or arch.
+_REQUIREMENT = re.compile(
+    r"requirement\s+error:\s*unsatisfied\s+condition:\s*"
+    rf"(?P<what>[a-z]{{1,12}})\s*(?P<op>>=|<=|==|!=|=|>|<)\s*(?P<value>{_VERSION}|[\w.-]{{1,40}})",
+    re.IGNORECASE,
+)
+_CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE))
+    for name, pattern in (
+        ("driver-not-loaded", r"nvml\s+error:\s*driver\s+not\s+loaded"),
+        ("driver-rpc", r"driver\s+rpc\s+error(?::\s*(?P<detail>[\w ]{1,40}))?"),
+        ("driver-library", r"load\s+library\s+failed:\s*(?P<detail>libnvidia-ml\.so[\w.]{0,8})"),
+        ("driver-error", r"initialization\s+error:\s*driver\s+error:\s*(?P<detail>[\w ]{1,60})"),
+        (
+            "cdi-unresolvable",
+            r"unresolvable\s+CDI\s+devices?\s+(?P<detail>[^\s,:]{1,200}(?:,\s*[^\s,:]{1,200}){0,15})",
+        ),
+        ("unknown-device", r"device\s+error:\s*(?P<detail>[^:\s]{1,120}):\s*unknown\s+device"),
+        (
+            "hook-failed",
+            r"error\s+executing\s+hook\s+[`'\"]?(?P<detail>[^\s`'\"]{0,200}nvidia[^\s`'\"]{0,60})",
+        ),
+        ("hook-failed", r"nvidia-container-cli(?:\.real)?:\s*(?P<detail>[a-z ]{1,30}error:[^\n]{0,200})"),
+    )
+)
+# Where the hook's own words start inside the runtime's wrapping.
+_CORE = re.compile(
+    r"nvidia-container-cli(?:\.real)?:|unresolvable\s+CDI|error\s+executing\s+hook|CDI\s+device\s+injection",
+    re.IGNORECASE,
+)
+_ESCAPED = re.compile(r"\\+[nt]|\\+\"")
+DRIVER_CAUSES = frozenset({"driver-not-loaded", "driver-rpc", "driver-library", "driver-error"})
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What the image asks of the node, e.g. cuda >= 12.9 (from NVIDIA_REQUIRE_CUDA)."""
+
+    what: str  # "cuda", "driver", "brand", "arch"
+    op: str
+    value: str
+
+    @property
+    def version(self) -> tuple[int, ...] | None:
+        return parse_version(self.value)
+
+    def __str__(self) -> str:
+        return f"{self.what}{self.op}{self.value}"
+
+
+@dataclass(frozen=True)
+class StartFailure:
+    """One container the NVIDIA runtime hook or CDI refused."""
+
+    namespace: str
+    pod: str
+    node: str | None
+    container: str  # "" when only a sandbox event names the pod
+    reason: str  # CreateContainerError, RunContainerError, StartError, or the event's reason
+    cause: str  # requirement, driver-not-loaded, driver-rpc, driver-library, cdi-unresolvable, …
+    detail: str  # the device, the library, the rpc error …
+    core: str  # the hook's own words, unwrapped
+    where: str  # "status" or "event"
+    raw: str  # the message as the kubelet gave it, whitespace collapsed
+    requirement: Requirement | None = None
+
+    @property
+    def names_driver(self) -> bool:
+        """The message names the driver or a CUDA/driver requirement: layer 3 explains it."""
+        return self.cause in DRIVER_CAUSES or (
+            self.requirement is not None and self.requirement.what.lower() in ("cuda", "driver")
+        )
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    """`12.9` → (12, 9), `570.158.01` → (570, 158, 1): numbers, never compared as strings."""
+    if not text:
+        return None
+    m = re.match(rf"\s*({_VERSION})", text)
+    return tuple(int(p) for p in m.group(1).split(".")) if m else None
+
+
+def unwrap(message: str) -> str:
+    """The hook's own words out of the runtime's wrapping: from `nvidia-container-cli:` (or the CDI /
+    hook error) on, nested escapes undone, without the trailing `: unknown`."""
+    text = " ".join(_ESCAPED.sub(" ", message).replace('"', " ").split())
+    m = _CORE.search(text)
+    core = text[m.start() :] if m else text
+    return re.sub(r"(?::\s*unknown\.?)+\s*$", "", core).strip()
+
+
+def classify(message: str) -> tuple[str, str, Requirement | None] | None:
+    """(cause, detail, requirement) when the message is the NVIDIA hook's or CDI's refusal."""
+    text = _ESCAPED.sub(" ", message)
+    m = _REQUIREMENT.search(text)
+    if m:
+        req = Requirement(m.group("what").lower(), m.group("op"), m.group("value"))
+        return "requirement", str(req), req
+    for cause, pattern in _CAUSES:
+        hit = pattern.search(text)
+        if hit:
+            detail = (hit.groupdict().get("detail") or "").strip()
+            return cause, detail, None
+    return None
+
+
+def _failure(pod: K8sObject, container: str, reason: str, message: str, where: str) -> StartFailure | None:
+    got = classify(message)
+    if got is None:
+        return None
+    cause, detail, req = got
+    return StartFailure(
+        namespace=o.namespace(pod) or "",
+        pod=o.name(pod),
+        node=o.pod_node(pod),
+        container=container,
+        reason=reason,
+        cause=cause,
+        detail=detail,
+        core=unwrap(message),
+        where=where,
+        raw=" ".join(message.split()),
+        requirement=req,
+    )
+
+
+def _status_messages(s: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
+    """(reason, message) of a refused create/start in one container status."""
+    waiting = (s.get("state") or {}).get("waiting") or {}
+    if waiting.get("reason") in START_REASONS and waiting.get("message"):
+        yield str(waiting["reason"]), str(waiting["message"])
+    for key in ("state", "lastState"):
+        term = (s.get(key) or {}).get("terminated") or {}
+        if term.get("message") and (term.get("reason") == "StartError" or term.get("exitCode") == 128):
+            yield str(term.get("reason") or "StartError"), str(term["message"])
+
+
+_FIELD_CONTAINER = re.compile(r"spec\.(?:init)?[cC]ontainers\{(?P<name>[^}]+)\}")
+
+
+def start_failures(pod: K8sObject, events: Iterable[K8sObject] = ()) -> list[StartFailure]:
+    """Every refusal of the pod's containers, from its status and from the kubelet's events:
+    one per container, cause and witness (status first)."""
+    seen: dict[tuple[str, str, str], StartFailure] = {}
+    for _init, s in o.iter_all_statuses(pod):
+        for reason, message in _status_messages(s):
+            f = _failure(pod, str(s.get("name") or ""), reason, message, "status")
+            if f is not None:
+                seen.setdefault((f.container, f.cause, f.where), f)
+    for ev in events:
+        if ev.get("reason") not in EVENT_REASONS:
+            continue
+        field = str((ev.get("involvedObject") or {}).get("fieldPath") or "")
+        m = _FIELD_CONTAINER.search(field)
+        f = _failure(pod, m.group("name") if m else "", str(ev.get("reason")), event_message(ev), "event")
+        if f is not None:
+            # An event's failure keeps the event as `kubectl describe` shows it (count, source).
+            seen.setdefault((f.container, f.cause, f.where), replace(f, raw=event_line(ev)))
+    return list(seen.values())
+
+
+# --- what a walk reads ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WalkStartFailures:
+    """The start failures a walk concerns, read once and shared by layers 2 and 3."""
+
+    failures: tuple[StartFailure, ...]
+    errors: tuple[tuple[str, SourceError], ...] = ()  # (what could not be read, why)
+
+
+def walk_start_failures(ctx: WalkContext) -> WalkStartFailures:
+    """The target pod's refused containers (status and its events); for a node walk, those of the
+    pods on the node that are not the GPU Operator's (statuses only: one list, no event read per pod)."""
+    return ctx.cached("start_failures", lambda: _read(ctx))
+
+
+def _read(ctx: WalkContext) -> WalkStartFailures:
+    pod = ctx.pod
+    if pod is not None:
+        ns, name = o.namespace(pod) or "", o.name(pod)
+        try:
+            events = ctx.events("Pod", ns, name)
+        except SourceError as err:
+            return WalkStartFailures(tuple(start_failures(pod)), ((f"the events of {ns}/{name}", err),))
+        return WalkStartFailures(tuple(start_failures(pod, events)))
+    node = ctx.target.node
+    if not node:
+        return WalkStartFailures(())
+    try:
+        pods = ctx.cached(
+            ("pods_on", node), lambda: ctx.cluster.list_pods(field_selector=f"spec.nodeName={node}")
+        )
+    except SourceError as err:
+        return WalkStartFailures((), ((f"the pods on {node}", err),))
+    found = [f for p in pods if component(p) is None for f in start_failures(p)]
+    return WalkStartFailures(tuple(found))
