@@ -52,8 +52,7 @@ def test_default_walk_gives_the_expected_diagnosis(path: Path) -> None:
 
 
 def digest_of(stem: str) -> dict[str, Any]:
-    from bot.scenario import build_sources, load_scenario
-
+    from bot.sources.scenario import build_sources, load_scenario
     from layers.digest import collect_digest
 
     cluster, tel = build_sources(load_scenario(HERE / f"{stem}.yaml"))
@@ -120,8 +119,7 @@ def test_cdi_refusal_names_the_device_and_names_no_layer() -> None:
 
 def test_node_walk_reads_the_start_failures_of_the_pods_on_the_node() -> None:
     """The digest's "diagnose node" walk: no target pod, the node's own workloads are the evidence."""
-    from bot.scenario import build_sources, load_scenario
-
+    from bot.sources.scenario import build_sources, load_scenario
     from layers.walk import open_node, run_layer
 
     cluster, tel = build_sources(load_scenario(HERE / "unknown-device-after-xid79-dgx-a100.yaml"))
