@@ -278,7 +278,8 @@ class _Assembly:
         self.claim_pods = claim_pods or {}
         self.gpus: dict[tuple[str, str, str, str], _Gpu] = {}
 
-    def _node_of(self, labels: Mapping[str, str]) -> str | None:
+    def _place(self, labels: Mapping[str, str]) -> tuple[str | None, PodRef | None]:
+        """The node and the workload a series belongs to."""
         node = self.hostmap.node_of(labels)
         pod = pod_of(labels)
         if (pod is None or pod[1] in self.hostmap.exporters) and self.claim_pods:
@@ -288,11 +289,10 @@ class _Assembly:
             )
         if node is None and pod is not None and pod in self.pod_nodes:
             node = self.pod_nodes[pod]  # a series without host label, found by its pod labels
-        return node
+        return node, pod
 
     def _gpu(self, labels: Mapping[str, str]) -> _Gpu:
-        node = self._node_of(labels)
-        pod = pod_of(labels)
+        node, pod = self._place(labels)
         key = _gpu_key(labels, node)
         gpu = self.gpus.get(key)
         if gpu is None:
@@ -326,7 +326,7 @@ class _Assembly:
         if not any(g.last_xid for g in self.gpus.values()):
             return
         for s in telemetry.changed(LAST_XID, DAY_S, match):
-            gpu = self.gpus.get(_gpu_key(s.labels, self._node_of(s.labels)))
+            gpu = self.gpus.get(_gpu_key(s.labels, self._place(s.labels)[0]))
             if gpu is not None:
                 gpu.last_xid_recent = True
 
