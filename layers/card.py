@@ -17,9 +17,9 @@ from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts import walkfacts as wf
 from layers.facts.context import WalkContext
+from layers.facts.deployments import plugin_containers, where_looked
 from layers.facts.fleet import fold
 from layers.findings import Finding, LayerResult, Severity, finding, unknown
-from layers.operands import DEVICE_PLUGIN_CONTAINERS
 from layers.sources import SourceError
 
 LAYER = 5
@@ -30,7 +30,7 @@ _EVIDENCE_LINES = 5
 # format, the <= v0.12 log.Printf one, and a key=value spelling of the same fields.
 _XID_CRITICAL = re.compile(
     r"XidCriticalError\b[:\s]*Xid\s*[=:]\s*\"?(?P<xid>\d+)\"?"
-    r"(?:[^;]*?\bDevice\s*[=:]\s*\"?(?P<dev>[^\s;,\"]+))?",
+    r"(?:[^;]*?\b(?:Device|GPU)\s*[=:]\s*\"?(?P<dev>[^\s;,\"]+))?",
     re.IGNORECASE,
 )
 _MARKED = re.compile(
@@ -117,17 +117,14 @@ def read_plugin_log(ctx: WalkContext, node: str) -> tuple[PluginLog | None, list
     if not pods:
         return None, [
             _log_unknown(
-                node, "no device plugin pod found on the node", "check the nvidia-device-plugin-daemonset"
+                node, "no device plugin pod found on the node", f"looked for pods labelled {where_looked()}"
             )
         ]
     log = PluginLog()
     problems: list[Finding] = []
     for pod in pods:
         ns, name = o.namespace(pod) or "default", o.name(pod)
-        spec_names = [str(c.get("name", "")) for c in o.containers(pod)]
-        names = [n for n in spec_names if n in DEVICE_PLUGIN_CONTAINERS]
-        names = names or [n for n in spec_names if "device-plugin" in n] or list(DEVICE_PLUGIN_CONTAINERS)
-        for container in names:
+        for container in plugin_containers(pod):
             log.commands.append(f"kubectl logs -n {ns} {name} -c {container} | grep -iE 'unhealthy|Xid'")
             for previous in (False, True):
                 try:

@@ -17,6 +17,7 @@ from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts import podstatus as ps
 from layers.facts.context import WalkContext, component
+from layers.facts.deployments import plugin_containers
 from layers.findings import Finding, Severity, finding, unknown
 from layers.sources import K8sObject, SourceError
 
@@ -27,8 +28,6 @@ STAGE_MEANING = {
     "cuda-validation": "a CUDA sample workload could not run on the GPU",
     "plugin-validation": "the node does not advertise GPU resources: the device plugin has not registered",
 }
-# Operator install first, standalone Helm chart second (reference §0 note 5).
-DEVICE_PLUGIN_CONTAINERS = ("nvidia-device-plugin", "nvidia-device-plugin-ctr")
 TAIL = 5
 
 
@@ -138,8 +137,11 @@ def node_checks(
     out.append(
         finding(
             "L2_OK",
-            f"the GPU Operator's {len(live)} pod(s) on {node} are Ready"
-            + (" and the validator passed" if validators else " (no validator pod on the node)"),
+            f"the GPU Operator's {len(live)} pod(s) on {node} are Ready and the validator passed"
+            if validators
+            else f"the {len(live)} GPU pod(s) on {node} ({', '.join(sorted({component(p) or '?' for p in live}))}) "
+            "are Ready; there is no validator (a standalone device plugin), so nothing validated the "
+            "driver, toolkit and CUDA stack",
             evidence=[f"{o.name(p)}: {ps.display_status(p)}" for p in live],
             commands=[listing],
             node=node,
@@ -234,15 +236,6 @@ def validator_stuck(w: Reads, node: str, pods: list[K8sObject]) -> list[Finding]
             )
         )
     return out
-
-
-def plugin_containers(pod: K8sObject) -> list[str]:
-    names = [str(c.get("name")) for c in o.containers(pod)]
-    known = [n for n in names if n in DEVICE_PLUGIN_CONTAINERS]
-    if known:
-        return known
-    guess = [n for n in names if "device-plugin" in n and "config" not in n]
-    return guess or names[:1] or list(DEVICE_PLUGIN_CONTAINERS)
 
 
 def _match_at(line: str) -> int:

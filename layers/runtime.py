@@ -16,6 +16,7 @@ from layers import dra
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
+from layers.facts.deployments import where_looked
 from layers.facts.startfail import StartFailure, walk_start_failures
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.operands import Reads, no_runtime_finding, node_checks, runtime_lines
@@ -49,8 +50,9 @@ def check(ctx: WalkContext) -> LayerResult:
                 "no GPU Operator pods in any namespace: install the GPU Operator (or the device plugin) "
                 "before looking further",
                 evidence=[
-                    "no pod labelled app=gpu-operator, app=nvidia-*-daemonset or "
-                    "app.kubernetes.io/name=nvidia-device-plugin in any namespace"
+                    "no pod labelled app=gpu-operator, app=nvidia-*-daemonset, "
+                    f"app.kubernetes.io/name=nvidia-device-plugin or any device plugin ({where_looked()}) "
+                    "in any namespace"
                 ],
                 commands=["kubectl get pods -A -l app=gpu-operator", "kubectl get pods -A | grep -i nvidia"],
             )

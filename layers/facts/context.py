@@ -14,6 +14,12 @@ from typing import TypeVar
 from layers.facts import drareads, migstate
 from layers.facts import objects as o
 from layers.facts.candidates import Candidates, candidate_nodes, carries_requested, pointed_at
+from layers.facts.deployments import (
+    DRA_DRIVER_NAMES,
+    DRA_PLUGIN_CONTAINERS,
+    EXTRA_SELECTORS,
+    device_plugin_of,
+)
 from layers.findings import Target
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry
 
@@ -49,14 +55,9 @@ STANDALONE_NAMES: dict[str, str] = {
     "gpu-feature-discovery": "gfd",
     "dcgm-exporter": "dcgm-exporter",
     "gpu-operator": "operator",
-    # The NVIDIA DRA driver: its chart's old and new names, and its pods under GPUCluster.
-    "nvidia-dra-driver-gpu": "dra-driver",
-    "dra-driver-nvidia-gpu": "dra-driver",
-    "nvidia-dra-driver": "dra-driver",
+    # The NVIDIA DRA driver (layers/facts/deployments.py knows its names).
+    **dict.fromkeys(DRA_DRIVER_NAMES, "dra-driver"),
 }
-# The DRA driver's kubelet plugin runs containers `gpus` and `compute-domains`; its controller
-# `compute-domain` (the chart's kubeletplugin.yaml and controller.yaml).
-DRA_PLUGIN_CONTAINERS = ("gpus", "compute-domains")
 OPERATOR_SELECTORS = (
     "app in (" + ",".join(OPERATOR_APPS) + ")",
     # NVIDIADriver-managed driver pods are named after the CR, not the daemonset;
@@ -65,6 +66,8 @@ OPERATOR_SELECTORS = (
     "app.kubernetes.io/component=nvidia-driver",
     "openshift.driver-toolkit",
     "app.kubernetes.io/name in (" + ",".join(STANDALONE_NAMES) + ")",
+    # Device plugins labelled neither way: the upstream static manifest, GKE's managed plugin.
+    *EXTRA_SELECTORS,
 )
 
 
@@ -76,6 +79,8 @@ def component(pod: K8sObject) -> str | None:
     app = lab.get("app")
     if app in OPERATOR_APPS:
         return OPERATOR_APPS[app]
+    if device_plugin_of(pod) is not None and lab.get("app.kubernetes.io/name") != "nvidia-device-plugin":
+        return "device-plugin"  # the static manifest's and GKE's (their labels name no chart)
     std = lab.get("app.kubernetes.io/name")
     if std in STANDALONE_NAMES:
         # The device plugin's own chart (v0.15+) names its GFD pods after itself too:

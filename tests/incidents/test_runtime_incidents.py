@@ -128,3 +128,24 @@ def test_node_walk_reads_the_start_failures_of_the_pods_on_the_node() -> None:
     assert sorted(f.summary.split(" ")[0] for f in refused) == ["llm/nemo-eval-0", "llm/nemo-sft-worker-1"]
     assert all(f.node == "dgx-a100-07" and f.next is None for f in refused)
     assert all("unknown device" in f.evidence[0] for f in refused)
+
+
+# --- item 3: every way the device plugin is deployed ---------------------------------------------
+
+
+def test_static_manifest_plugin_is_found_and_read_without_an_operator() -> None:
+    stem = "static-manifest-plugin-xid13-no-operator"
+    [ok] = findings(stem, "L2_OK")
+    assert (
+        "there is no validator (a standalone device plugin)" in ok.summary
+        and "validator passed" not in ok.summary
+    )
+    [x] = findings(stem, "L5_XID")
+    assert x.summary.startswith("Xid 13 on gpu-rtx6000-03") and x.severity == Severity.WARN
+    assert any("nvidia-device-plugin-ctr" in c for c in x.commands)
+
+
+def test_gke_managed_plugin_log_names_the_lost_gpu() -> None:
+    [bad] = findings("gke-managed-plugin-xid79-l4-pending", "L5_DEVICE_UNHEALTHY")
+    assert bad.node == "gke-ml-l4-pool-5f1d2c3b-9xkp" and "GPU-" in bad.summary  # "on GPU=…", not all devices
+    assert any("-n kube-system" in c and "-c nvidia-gpu-device-plugin" in c for c in bad.commands)
