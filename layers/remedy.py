@@ -177,8 +177,39 @@ def uncordon_plan(node: K8sObject | None, node_name: str, *, force: bool = False
             f"refused to uncordon {node_name}: it was not cordoned by gpubot (no {CORDONED_BY} annotation); "
             "pass --force to uncordon it anyway",
         )
+    recordoned = _cordoned_again(node) if ours and not force else None
+    if recordoned:
+        return UncordonDecision(
+            "refused",
+            node_name,
+            f"refused to uncordon {node_name}: someone cordoned it again by hand after gpubot did ({recordoned}); "
+            "pass --force to uncordon it anyway",
+        )
     who = _annotations(node).get(CORDONED_BY, "someone else")
     return UncordonDecision("uncordon", node_name, f"uncordon {node_name} (cordoned by {who})", patch=removal)
+
+
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+# The node lifecycle controller adds the unschedulable taint moments after the bot's patch.
+TAINT_GRACE_S = 60
+
+
+def _parse_time(text: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+
+
+def _cordoned_again(node: K8sObject) -> str | None:
+    """Why the cordon is no longer the bot's: the unschedulable taint was added after gpubot's
+    cordoned-at (plus the controller's moment), so a person uncordoned and cordoned it again."""
+    ours = _parse_time(_annotations(node).get(CORDONED_AT))
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        added = _parse_time(taint.get("timeAdded")) if taint.get("key") == UNSCHEDULABLE_TAINT else None
+        if ours is not None and added is not None and (added - ours).total_seconds() > TAINT_GRACE_S:
+            return f"{UNSCHEDULABLE_TAINT} added {taint.get('timeAdded')}, {CORDONED_AT} {rfc3339(ours)}"
+    return None
 
 
 # --- must-gather: what a bundle holds ---------------------------------------------------

@@ -102,3 +102,35 @@ def test_gather_scope_and_log_streams() -> None:
     assert (
         rm.is_driver_pod(drv) and not rm.is_driver_pod(dp) and rm.driver_container(drv) == "nvidia-driver-ctr"
     )
+
+
+def _recordoned(taint_added: str) -> dict:
+    n = node(
+        "gpu-1",
+        8,
+        8,
+        unsched=True,
+        ann={
+            "gpubot/cordoned-by": "U0OPS",
+            "gpubot/cordon-reason": "Xid 79",
+            "gpubot/cordoned-at": "2026-11-28T09:00:00Z",
+        },
+    )
+    n["spec"]["taints"] = [
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": taint_added}
+    ]
+    return n
+
+
+def test_uncordon_refuses_a_cordon_a_person_made_again_after_ours() -> None:
+    # kubectl uncordon on the 28th left our annotations; a person cordoned it again on the 30th.
+    again = _recordoned("2026-11-30T14:12:05Z")
+    d = rm.uncordon_plan(again, "gpu-1")
+    assert (
+        d.action == "refused"
+        and "cordoned it again by hand" in d.message
+        and "2026-11-30T14:12:05Z" in d.message
+    )
+    assert rm.uncordon_plan(again, "gpu-1", force=True).action == "uncordon"
+    # the controller's taint seconds after our own patch is still our cordon
+    assert rm.uncordon_plan(_recordoned("2026-11-28T09:00:02Z"), "gpu-1").action == "uncordon"
