@@ -175,13 +175,20 @@ def check(ctx: WalkContext) -> LayerResult:
     for node in nodes:
         findings += check_node(ctx, node, facts, read_log=node in read_logs)
     if len(read_logs) < len(nodes):
+        unread = [n for n in nodes if n not in read_logs]
+        # Not ok: "no Xid" is never concluded from DCGM alone (79, 119, 120), and these logs were not read.
         findings.append(
-            finding(
-                "L5_OK",
-                f"{len(nodes) - len(read_logs)} examined GPU nodes show no capacity gap and no DCGM signal: "
-                f"their device plugin logs were not read (only the first {LOG_NODE_LIMIT} such nodes are, "
-                "when a pending pod examines the whole fleet)",
-                evidence=[f"device plugin logs read on {len(read_logs)} of {len(nodes)} examined nodes"],
+            unknown(
+                LAYER,
+                f"{len(unread)} examined GPU nodes show no capacity gap and no DCGM signal, but their device "
+                f"plugin logs were not read (only {LOG_NODE_LIMIT} are, when a pending pod examines the whole "
+                "fleet): unhealthy devices and the Xids DCGM cannot report (79, 119, 120) were not checked there "
+                "— walk one of them by name to read its log",
+                evidence=[
+                    f"device plugin logs read on {len(read_logs)} of {len(nodes)} examined nodes",
+                    f"not read: {', '.join(unread[:10])}"
+                    + (f" … and {len(unread) - 10} more" if len(unread) > 10 else ""),
+                ],
             )
         )
     return LayerResult.build(LAYER, fold(findings))

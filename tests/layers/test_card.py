@@ -542,3 +542,21 @@ def test_old_gauge_beside_a_fresh_xid_on_another_gpu() -> None:
         ("last Xid 48", Severity.INFO),
         ("Xid 79", Severity.FAULT),
     }
+
+
+def test_nodes_past_the_plugin_log_cap_are_unknown_never_ok() -> None:
+    names = [f"gpu-{i:02d}" for i in range(60)]
+    plugins = [
+        b.operand("nvidia-device-plugin-daemonset", n, suffix=f"p{i:02d}") for i, n in enumerate(names)
+    ]
+    fb = [series("DCGM_FI_DEV_FB_USED", {**GPU, "Hostname": n}, [(0, 10.0)], NOW_V) for n in names]
+    pending = b.pod("ml", "wide-0", requests={"nvidia.com/gpu": 8})
+    objects = [*(b.gpu_node(n) for n in names), *plugins, pending]
+    logs = {
+        k: v for p in plugins for k, v in b.logs_for(p, "nvidia-device-plugin", "Starting Plugins.\n").items()
+    }
+    result = card.check(b.ctx(objects, logs=logs, pod=("ml", "wide-0"), telemetry=telemetry(fb, NOW_V)))
+    [cap] = [f for f in by_code(result, "L5_UNKNOWN") if "plugin logs were not read" in f.summary]
+    assert cap.summary.startswith(f"{60 - card.LOG_NODE_LIMIT} examined GPU nodes")
+    assert any(e.startswith("not read: ") for e in cap.evidence)
+    assert not [f for f in by_code(result, "L5_OK") if "not read" in f.summary]
