@@ -97,6 +97,15 @@ class SnapshotCluster:
                     self._unsorted.discard((group, kind))
         return self._by_kind.get((group, kind), [])
 
+    def stored(self, group: str, kind: str, node: str | None = None) -> list[K8sObject]:
+        """A kind's objects as stored (for the fake API server); a node's pods when `node` is given."""
+        if node is not None and (group, kind) == ("", "Pod"):
+            return self._pods_on(node)
+        return self._kind(group, kind)
+
+    def named(self, group: str, kind: str, namespace: str, name: str) -> K8sObject | None:
+        return self._named.get((group, kind, namespace, name))
+
     def _pods_on(self, node: str) -> list[K8sObject]:
         """The pods bound to a node, in list order: walks read pods node by node."""
         by_node = self._pods_by_node

@@ -24,8 +24,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from bot.sources.selectors import parse_field_selector, parse_label_selector
-from bot.sources.snapshot import SnapshotCluster, api_group
+from bot.sources.selectors import node_named, parse_field_selector, parse_label_selector
+from bot.sources.snapshot import SnapshotCluster
 from layers.sources import K8sObject, SourceError
 
 TOKEN = "gpubot-test-token"
@@ -323,17 +323,13 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(200, self._list_page(res, m["ns"], req.query))
 
-    def _objects(self, res: Resource) -> list[K8sObject]:
-        return [
-            o for o in self.api.snapshot.objects if o.get("kind") == res.kind and api_group(o) == res.group
-        ]
+    def _objects(self, res: Resource, node: str | None = None) -> list[K8sObject]:
+        # Indexed by kind, and pods by node, as a real API server's watch cache indexes
+        # spec.nodeName: a per-node list must not cost a scan of the whole cluster here.
+        return self.api.snapshot.stored(res.group, res.kind, node)
 
     def _named(self, res: Resource, ns: str, name: str) -> K8sObject | None:
-        for obj in self._objects(res):
-            meta = obj.get("metadata") or {}
-            if meta.get("name") == name and (meta.get("namespace") or "") == ns:
-                return obj
-        return None
+        return self.api.snapshot.named(res.group, res.kind, ns, name)
 
     def _list_page(self, res: Resource, ns: str | None, query: dict[str, str]) -> dict[str, Any]:
         allowed = _FIELD_LABELS.get(res.plural)
@@ -350,7 +346,7 @@ class _Handler(BaseHTTPRequestHandler):
         picked = sorted(
             (
                 ((o["metadata"].get("namespace") or "") + "/" + o["metadata"].get("name", ""), o)
-                for o in self._objects(res)
+                for o in self._objects(res, node_named(query.get("fieldSelector")))
                 if (ns is None or o["metadata"].get("namespace") == ns)
                 and labels(o["metadata"].get("labels") or {})
                 and fields(o)
