@@ -21,7 +21,7 @@ from tests.fakes.kube_api import serve
 
 ROOT = Path(__file__).resolve().parents[1]
 NEVER_FOR_HELP = ("slack_bolt", "slack_sdk", "matplotlib", "kubernetes", "prometheus_api_client", "redis")
-NEVER_FOR_WHY = ("slack_bolt", "matplotlib", "kubernetes.client.models.", "kubernetes.client.api.")
+NEVER_FOR_WHY = ("slack_bolt", "matplotlib", "kubernetes.client.models.", "kubernetes.client.api.", "cel")
 
 
 def imported(*args: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:

@@ -34,7 +34,8 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any
 
-import cel
+# `cel` is imported where an expression is compiled: its package pulls in a REPL
+# (prompt_toolkit, ~120 ms), and most walks have no DRA claim to evaluate.
 
 # The library logs every failing extension call before raising it; the finding says it already.
 logging.getLogger("cel").addHandler(logging.NullHandler())
@@ -338,6 +339,8 @@ def compile_selector(expression: str) -> Selector:
     """Compile once per expression (the claims of one fleet repeat theirs); CelError when it does not parse."""
     if not isinstance(expression, str) or not expression.strip():
         raise CelError("empty CEL expression")
+    import cel
+
     try:
         program = cel.compile(expression)
     except Exception as err:  # parse errors come as ValueError or RuntimeError
