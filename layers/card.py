@@ -30,11 +30,12 @@ _EVIDENCE_LINES = 5
 # format, the <= v0.12 log.Printf one, and a key=value spelling of the same fields.
 _XID_CRITICAL = re.compile(
     r"XidCriticalError\b[:\s]*Xid\s*[=:]\s*\"?(?P<xid>\d+)\"?"
-    r"(?:[^;]*?\b(?:Device|GPU)\s*[=:]\s*\"?(?P<dev>[^\s;,\"]+))?",
+    r"(?:(?:(?!XidCriticalError)[^;])*?\b(?:Device|GPU)\s*[=:]\s*\"?(?P<dev>[^\s;,\"]+))?",
     re.IGNORECASE,
 )
 _MARKED = re.compile(
-    r"""['"]?(?P<res>[\w./-]+)['"]?\s+device marked unhealthy:\s*(?P<dev>[^\s;,]+)""", re.IGNORECASE
+    r"""['"]?(?<![\w./-])(?P<res>[\w./-]+)['"]?\s+device marked unhealthy:\s*(?P<dev>[^\s;,]+)""",
+    re.IGNORECASE,
 )
 # Every other way the plugin takes devices out: "Marking device X as unhealthy", "Marking it
 # unhealthy", "marking device(s) as unhealthy" (ECC / polled checks), "Marking all devices …",
@@ -48,7 +49,9 @@ _ALL_DEVICES = re.compile(r"\ball\s+devices\b", re.IGNORECASE)
 _DEVICE_ID = re.compile(r"\b(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*")
 UNNAMED_DEVICE = "a device the plugin did not name"
 # An Xid the plugin is told to ignore; "Skipping non-nvmlEventTypeXidCriticalError event" is not one.
-_SKIPPING = re.compile(r"Skipping event\s*:?\s*\{.*?EventData:\s*(?P<xid>\d+)", re.IGNORECASE)
+_SKIPPING = re.compile(
+    r"Skipping event\s*:?\s*\{(?:(?!Skipping event).)*?EventData:\s*(?P<xid>\d+)", re.IGNORECASE
+)
 
 
 def unhealthy_device(line: str) -> str | None:

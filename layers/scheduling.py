@@ -174,7 +174,7 @@ def pending_pod(ctx: WalkContext, pod: K8sObject) -> tuple[list[SchedulingFailur
 
 
 GIST_CHARS = 200
-_PREEMPTION = re.compile(r"\.?\s+preemption:", re.IGNORECASE)
+_PREEMPTION = re.compile(r"(?:\.|(?<![\s.]))\s+preemption:", re.IGNORECASE)
 
 
 def scheduler_gist(message: str) -> str:

@@ -133,7 +133,7 @@ def lookup(xid: int) -> XidEntry:
 
 # "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
 _RECOVERY_ACTION = re.compile(
-    r"recovery\s+action\s+changed\s+from\s+\S+(?:\s*\([^)]*\))?\s+to\s+(?:0x[0-9a-f]+\s*)?\(\s*([^)]+?)\s*\)",
+    r"recovery\s+action\s+changed\s+from\s+[^\s(]+(?:\s*\([^)]*\))?\s+to\s+(?:0x[0-9a-f]+\s*)?\(\s*([^)]*[^)\s])\s*\)",
     re.IGNORECASE,
 )
 

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from bot.ops import metrics
-from bot.ops.logs import mask_secrets, setup_logging, walk_scope
+from bot.ops.logs import setup_logging, walk_scope
+from bot.ops.secrets import mask_text as mask_secrets
 from bot.sources.scenario import build_sources, parse_scenario
 from layers.findings import LayerResult, WalkResult
 from layers.walk import open_pod, run_layer

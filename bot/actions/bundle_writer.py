@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.actions.archive import Archive, Caps
+from bot.actions.archive import Archive, Caps, name_part
 from bot.actions.bundle_yaml import write_scenario
 from bot.actions.gather import Collector, ExecFn, Progress
 from bot.actions.redact import mask_text
@@ -137,7 +137,7 @@ def collect_bundle(
         raise SourceError(
             "bad_input", f"cannot write the bundle: no folder {out.parent} (for --out {out_path})"
         )
-    partial = out.with_name(f".{out.name}.partial")
+    partial = out.with_name(f".{name_part(out.name, 200)}.partial")  # the name may be at the limit
     archive = Archive(partial, caps, manifest, now)
     c = Collector(cluster, telemetry, archive, scope, say)
     notes: list[str] = []

@@ -15,6 +15,7 @@ from typing import IO, Any
 import yaml
 
 from bot.actions.archive import Archive
+from bot.actions.redact import MASK, mask_text
 from bot.sources.bundle_reader import SCENARIO_MEMBER
 from layers import remedy as rm
 from layers.sources import K8sObject
@@ -52,20 +53,19 @@ def write_scenario(
     }
     head["x-bundle"] = {"source": manifest.source, "scope": manifest.scope}
     with tempfile.TemporaryFile() as spool:
-        spool.write(yaml.dump(head, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120).encode())
-        spool.write(
-            yaml.dump(
-                {"objects": list(objects)},
-                Dumper=_Dumper,
-                sort_keys=False,
-                allow_unicode=True,
-                width=120,
-            ).encode()
+        # The description quotes the target; objects and logs were masked as they were read.
+        top = mask_text(yaml.dump(head, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120))
+        dumped = yaml.dump(
+            {"objects": list(objects)}, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120
         )
+        masked = top.count(MASK) + dumped.count(MASK)
+        spool.write(top.encode())
+        spool.write(dumped.encode())
         if logs.tell():
             spool.write(b"logs:\n")
             logs.seek(0)
             while chunk := logs.read(1 << 20):
+                masked += chunk.count(MASK.encode())  # a mask split across chunks is not counted
                 spool.write(chunk)
         else:
             spool.write(b"logs: {}\n")
@@ -78,7 +78,7 @@ def write_scenario(
                 width=1 << 20,
             ).encode()
         )
-        archive.add_spooled(SCENARIO_MEMBER, spool)
+        archive.add_spooled(SCENARIO_MEMBER, spool, masked)
 
 
 def _literal_ok(text: str) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bot.actions import bundle_text as bt
-from bot.actions.archive import Archive
+from bot.actions.archive import Archive, name_part
 from bot.actions.bundle_yaml import log_entry
 from bot.actions.redact import mask_object, mask_text
 from layers import remedy as rm
@@ -330,7 +330,9 @@ class Collector:
         for node, series in sorted(by_node.items()):
             out = io.StringIO()
             write_openmetrics(series, out)
-            self.archive.add(f"dcgm/{node}.openmetrics", out.getvalue(), reserve=len(out.getvalue()))
+            self.archive.add(
+                f"dcgm/{name_part(node)}.openmetrics", out.getvalue(), reserve=len(out.getvalue())
+            )
         if not by_node:
             self.manifest.skipped.append(
                 {"what": "DCGM series", "why": f"no series for the scope in {self.telemetry.source}"}
@@ -357,7 +359,7 @@ class Collector:
                     return [msg]
                 self.manifest.errors.append({"read": f"nvidia-bug-report on {node}", "error": str(err)})
                 continue
-            self.archive.add(f"nvidia-bug-report_{node}.log.gz", out)
+            self.archive.add(f"nvidia-bug-report_{name_part(node or o.name(pod))}.log.gz", out)
         if not drivers:
             self.manifest.skipped.append({"what": "nvidia-bug-report", "why": "no driver pod in scope"})
         return notes

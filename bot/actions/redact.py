@@ -1,121 +1,138 @@
-"""Masking secrets in what a must-gather collects: log text and Kubernetes objects.
+"""Masking secrets in what a must-gather collects: by structure in Kubernetes objects, by pattern in text.
 
 A bundle leaves the cluster (it is handed to a vendor, attached to a Slack
-thread), so nothing that authenticates may ride along: bearer tokens,
-passwords, cloud keys, private keys, credentials in URLs, and environment
-values that look like secrets. Secret objects are never read at all; a pod's
-`secretKeyRef` only names a Secret and is kept.
+thread), so nothing that authenticates may ride along. Where there is
+structure it decides, whatever the names say:
+
+- every env `value` of every container, init and ephemeral container is
+  masked (`DB_PASS`, `KAGGLE_KEY`, `SENTRY_DSN` … do not say "token"), except
+  a few GPU-stack settings whose values are evidence (`NVIDIA_VISIBLE_DEVICES`,
+  `MIG_STRATEGY`, `DRIVER_VERSION` …) and still look harmless;
+- in `command` and `args`, the value after a secret-looking flag (`--token X`,
+  `--api-key=X`, `-u user:pass`);
+- a string field whose key ends in a secret-ish word (`password:`);
+- an annotation holding JSON is parsed and masked the same way.
+
+Everything else, and every string above, then goes through the one text
+masker (bot/ops/secrets.py: token prefixes, JWTs, PEM blocks, URL passwords,
+`key=value`). Secret objects are never read at all; a pod's `secretKeyRef`
+only names a Secret and is kept.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any
 
-MASK = "<masked>"  # a valid YAML plain scalar, unlike `***` (an alias)
+from bot.ops.secrets import MASK, mask_text
 
-_KEYWORD = (
-    r"(?:password|passwd|pwd|passphrase|secret|token|credentials?|"
-    r"(?:api|access|secret|private|client)[_-]?key|auth[_-]?key)"
-)
-# key=value / key: value / "key": "value" where the key ends in a secret-ish word. Anchored on the
-# word itself (the rest of the key is left as it is): a leading `[\w.-]*` made this quadratic on big logs.
-_KEY_VALUE = re.compile(r"(?i)(" + _KEYWORD + r")([\"']?[ \t]*[:=][ \t]*[\"']?)([^\s\"',;&}\]]+)")
-_AUTH_HEADER = re.compile(
-    r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(?:(basic|bearer|token|negotiate)\s+)?[^\s\"',]+"
-)
-_BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9\-._~+/]{8,}=*")
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+):[^/\s@]+@")
-_AWS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b")
-_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
-_VENDOR_TOKENS = re.compile(
-    r"\b(?:xox[abposr]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}|gh[pousr]_[A-Za-z0-9]{20,}|"
-    r"github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|glpat-[A-Za-z0-9_-]{20,}|sk-[A-Za-z0-9_-]{20,})"
-)
-_PRIVATE_KEY = re.compile(
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S
-)
-_HARMLESS = frozenset({"true", "false", "null", "none", "yes", "no", "", MASK.lower()})
+__all__ = ["MASK", "mask_object", "mask_text"]
 
-_SECRET_NAME = re.compile(r"(?i)" + _KEYWORD)
+_HARMLESS = frozenset({"true", "false", "null", "none", "yes", "no", "", "redacted", MASK.lower()})
+# A key (or flag, without its dashes) that ends in a secret-ish word.
+_SECRET_KEY = re.compile(
+    r"(?i)(?:password|passwd|pass|pwd|passphrase|secret|token|credentials?|apikey|api[_-]key|"
+    r"(?:access|private|client|auth|account|app|signing|master)[_-]?key|dsn|webhook[_-]?url|cookie|auth)"
+)
+_FLAG = re.compile(r"-{1,2}([A-Za-z0-9][A-Za-z0-9_.-]{0,63})(=.*)?", re.S)
+_USER_FLAGS = frozenset({"-u", "--user", "--proxy-user"})  # curl's user:password
+# GPU-stack settings whose values are the diagnosis's evidence, never credentials.
+_EVIDENCE_ENV = frozenset(
+    {
+        "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",
+        "NVIDIA_MIG_CONFIG_DEVICES",
+        "NVIDIA_MIG_MONITOR_DEVICES",
+        "NVIDIA_REQUIRE_CUDA",
+        "MIG_STRATEGY",
+        "DEVICE_LIST_STRATEGY",
+        "DEVICE_ID_STRATEGY",
+        "FAIL_ON_INIT_ERROR",
+        "PASS_DEVICE_SPECS",
+        "DRIVER_VERSION",
+        "CUDA_VERSION",
+        "CONTAINER_RUNTIME",
+        "RUNTIME",
+        "OPERATOR_NAMESPACE",
+    }
+)
+_EVIDENCE_VALUE = re.compile(r"[A-Za-z0-9._,:=/+-]{0,80}")
+_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 # Annotations that replay a whole manifest, env values included.
 _DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
-def _key_value(m: re.Match[str]) -> str:
-    if m.group(3).lower() in _HARMLESS:
-        return m.group(0)
-    return m.group(1) + m.group(2) + MASK
-
-
-# Cheap substring tests that gate each pattern: most operand logs contain none of these, and a
-# regex pass over a 5 MB log costs tens of milliseconds each.
-_KEY_HINTS = ("pass", "pwd", "secret", "token", "credential", "key")
-_AWS_HINTS = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA")
-_VENDOR_HINTS = (
-    "xox",
-    "xapp-",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "hf_",
-    "glpat-",
-    "sk-",
-)
-
-
-def mask_text(text: str) -> str:
-    """The text with every credential-shaped value replaced by <masked>."""
-    low = text.lower()
-    if "private key-----" in low:
-        text = _PRIVATE_KEY.sub("-----BEGIN PRIVATE KEY-----" + MASK + "-----END PRIVATE KEY-----", text)
-    if "authorization" in low:
-        text = _AUTH_HEADER.sub(lambda m: m.group(1) + (m.group(2) + " " if m.group(2) else "") + MASK, text)
-    if "bearer" in low:
-        text = _BEARER.sub(lambda m: m.group(1) + " " + MASK, text)
-    if "://" in text:
-        text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + ":" + MASK + "@", text)
-    if any(h in low for h in _KEY_HINTS):
-        text = _KEY_VALUE.sub(_key_value, text)
-    if any(h in text for h in _AWS_HINTS):
-        text = _AWS_KEY_ID.sub(MASK, text)
-    if "eyJ" in text:
-        text = _JWT.sub(MASK, text)
-    if any(h in text for h in _VENDOR_HINTS):
-        text = _VENDOR_TOKENS.sub(MASK, text)
-    return text
+def _secret_key(key: str) -> bool:
+    """Whether a field name ends in a secret-ish word (`db_password`, `example.com/api-token`)."""
+    last = key.rsplit("/", 1)[-1].split(".")[-1]
+    return any(m.end() == len(last) for m in _SECRET_KEY.finditer(last[-40:]))
 
 
 def _mask_env(env: list[Any]) -> None:
     for var in env:
-        if not isinstance(var, dict):
-            continue
-        value = var.get("value")
-        if (
-            isinstance(value, str)
-            and _SECRET_NAME.search(str(var.get("name", "")))
-            and value.lower() not in _HARMLESS
-        ):
+        if not isinstance(var, dict) or not isinstance(var.get("value"), str):
+            continue  # valueFrom only names a Secret or a field
+        value = var["value"]
+        evidence = str(var.get("name")) in _EVIDENCE_ENV and _EVIDENCE_VALUE.fullmatch(value)
+        if value and not (evidence and mask_text(value) == value):
             var["value"] = MASK
+
+
+def _mask_argv(argv: list[Any]) -> None:
+    """The value after (or in) a secret-looking flag; every argument is text-masked after."""
+    after_secret = False
+    for i, arg in enumerate(argv):
+        if not isinstance(arg, str):
+            after_secret = False
+            continue
+        if after_secret and not arg.startswith("-"):
+            argv[i] = MASK
+            after_secret = False
+            continue
+        after_secret = False
+        flag = _FLAG.fullmatch(arg)
+        if flag is None:
+            continue
+        secret = arg in _USER_FLAGS or _secret_key(flag.group(1))
+        if secret and flag.group(2) is not None:
+            argv[i] = arg[: flag.start(2) + 1] + MASK
+        else:
+            after_secret = secret
+
+
+def _mask_annotation(value: str) -> str:
+    """JSON in an annotation is masked as structure (then as text)."""
+    if value.lstrip()[:1] in ("{", "["):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return mask_text(value)
+        return json.dumps(_mask_tree(parsed), separators=(",", ":"))
+    return mask_text(value)
 
 
 def _mask_tree(node: Any) -> Any:
     if isinstance(node, dict):
+        for lists in _CONTAINER_LISTS:
+            containers = node.get(lists)
+            for container in containers if isinstance(containers, list) else ():
+                if isinstance(container, dict):
+                    for argv in ("command", "args"):
+                        if isinstance(container.get(argv), list):
+                            _mask_argv(container[argv])
         for key, value in list(node.items()):
             if key == "env" and isinstance(value, list):
                 _mask_env(value)
+            if key == "annotations" and isinstance(value, dict):
+                for name, text in list(value.items()):
+                    if isinstance(text, str):
+                        value[name] = MASK if _secret_key(str(name)) else _mask_annotation(text)
+                continue
             if isinstance(value, str):
-                if (
-                    _SECRET_NAME.fullmatch(str(key).rsplit("/", 1)[-1].split(".")[-1])
-                    and value.lower() not in _HARMLESS
-                ):
-                    node[key] = MASK
-                else:
-                    node[key] = mask_text(value)
+                secret = _secret_key(str(key)) and value.lower() not in _HARMLESS
+                node[key] = MASK if secret else mask_text(value)
             else:
                 _mask_tree(value)
     elif isinstance(node, list):
@@ -128,12 +145,10 @@ def _mask_tree(node: Any) -> Any:
 
 
 def mask_object(obj: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a Kubernetes object fit to leave the cluster.
+    """A copy of a Kubernetes object fit to leave the cluster (see the module's docstring).
 
-    Drops managedFields and last-applied-configuration, masks env values whose
-    name says secret, and masks credential-shaped text anywhere. References to
-    Secrets (`secretKeyRef`, `envFrom.secretRef`, volumes) keep only the names
-    they already are. A Secret object itself is reduced to its metadata.
+    Drops managedFields and last-applied-configuration. A Secret object itself is
+    reduced to its metadata.
     """
     out = copy.deepcopy(obj)
     meta = out.get("metadata")

@@ -53,13 +53,14 @@ def _stderr_progress() -> Callable[[str], None] | None:
 
 
 def cmd_must_gather(args: argparse.Namespace) -> int:
+    from bot.actions.archive import name_part
     from bot.actions.bundle_writer import collect_bundle
     from layers.facts.target import check_object_name, parse_pod_ref
 
     node = check_object_name(args.node, "node") if args.node else None
     target = parse_pod_ref(args.pod) if args.pod else None
     out = args.out or (
-        f"gpubot-must-gather_{node or 'cluster'}_{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.tar.gz"
+        f"gpubot-must-gather_{name_part(node) if node else 'cluster'}_{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.tar.gz"
     )
     if not out.endswith((".tar.gz", ".tgz")):
         raise UsageError(f"--out must name a .tar.gz file, got {out!r}")

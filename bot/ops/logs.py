@@ -4,7 +4,8 @@
 `walk_id` from `extra={"walk_id": ...}` or, when not given, from the current
 `walk_scope(walk_id)`; other `extra` fields are kept as JSON fields.
 
-Secrets are masked twice: `RedactSecrets`, a logging.Filter, rewrites the
+Secrets are masked (bot/ops/secrets.py, the same masking as everything said to
+Slack and written to bundles) twice: `RedactSecrets`, a logging.Filter, rewrites the
 message, its arguments and the exception text of every record before any
 handler sees it; the JSON formatter masks its finished line again, so a token
 slipped into an `extra` field or a traceback is caught too.
@@ -16,43 +17,19 @@ import contextlib
 import contextvars
 import json
 import logging
-import re
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-__all__ = ["JsonFormatter", "RedactSecrets", "mask_secrets", "setup_logging", "walk_id_var", "walk_scope"]
+from bot.ops.secrets import mask_text
 
-MASK = "<masked>"
+__all__ = ["JsonFormatter", "RedactSecrets", "setup_logging", "walk_id_var", "walk_scope"]
+
 walk_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("gpubot_walk_id", default=None)
-
-_SECRETS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # Slack bot/user/app/refresh tokens and app-level tokens.
-    (re.compile(r"\bxox[abeoprs]-[A-Za-z0-9-]+"), MASK),
-    (re.compile(r"\bxapp-[A-Za-z0-9-]+"), MASK),
-    # Authorization: Bearer … / Basic …, and a bare "Bearer <token>".
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9\-._~+/]+=*"), r"\1 " + MASK),
-    # user:password@ in any URL (redis://:pw@host, https://u:p@host).
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):[^/\s@]+@"), r"\1:" + MASK + "@"),
-    # password=…, token: …, signing_secret=… in messages and reprs.
-    (
-        re.compile(
-            r"(?i)\b([\w-]*(?:password|passwd|secret|token|api[_-]?key))(['\"]?\s*[:=]\s*['\"]?)"
-            r"(?!<masked>)[^\s'\",;&)}\]]+"
-        ),
-        r"\1\2" + MASK,
-    ),
-)
 
 # Attributes every LogRecord has; anything else came in through `extra`.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
-
-
-def mask_secrets(text: str) -> str:
-    for pattern, replacement in _SECRETS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 class RedactSecrets(logging.Filter):
@@ -63,11 +40,11 @@ class RedactSecrets(logging.Filter):
             message = record.getMessage()
         except (TypeError, ValueError):  # a bad %-format: keep what can be kept
             message = f"{record.msg} {record.args}"
-        record.msg, record.args = mask_secrets(message), ()
+        record.msg, record.args = mask_text(message), ()
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = mask_secrets(record.exc_text)
+            record.exc_text = mask_text(record.exc_text)
             record.exc_info = None  # the masked text is what gets written, not a fresh traceback
         return True
 
@@ -92,7 +69,7 @@ class JsonFormatter(logging.Formatter):
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
             entry["exc"] = record.exc_text
-        return mask_secrets(json.dumps(entry, default=str, ensure_ascii=False))
+        return mask_text(json.dumps(entry, default=str, ensure_ascii=False))
 
 
 @contextlib.contextmanager

@@ -31,6 +31,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from bot.ops import metrics
 from bot.ops.config import Config
 from bot.ops.logs import walk_scope
+from bot.ops.secrets import mask_text
 from bot.slack.alert_webhook import AlertWebhook
 from bot.sources.opener import Sources
 from handlers.alert_subjects import ClusterDirectory
@@ -141,9 +142,10 @@ class ClusterNodeActions:
         return Outcome(out.applied, out.message)
 
     def must_gather(self, node: str, target: Target, walk: WalkResult | None) -> Bundle:
+        from bot.actions.archive import name_part
         from bot.actions.bundle_writer import collect_bundle
 
-        fd, path = tempfile.mkstemp(prefix=f"gpubot-must-gather-{node}-", suffix=".tar.gz")
+        fd, path = tempfile.mkstemp(prefix=f"gpubot-must-gather-{name_part(node)}-", suffix=".tar.gz")
         os.close(fd)
         pod = (target.namespace, target.pod) if target.pod and target.namespace else None
         try:
@@ -162,7 +164,7 @@ class ClusterNodeActions:
         summary = f"{report.files} files, {report.archive_bytes / 1e6:.1f} MB"
         if report.errors:
             summary += f", {len(report.errors)} read(s) failed (listed in errors.txt)"
-        return Bundle(path=path, filename=f"must-gather-{node}.tar.gz", summary=summary)
+        return Bundle(path=path, filename=f"must-gather-{name_part(node)}.tar.gz", summary=summary)
 
 
 @dataclass
@@ -304,7 +306,7 @@ def build_app(
         try:
             cmd = parse_command(command.get("text"))
         except CommandError as err:
-            ack(text=usage_reply(str(err)), response_type="ephemeral")
+            ack(text=mask_text(usage_reply(str(err))), response_type="ephemeral")
             return
         channel, user = str(command.get("channel_id") or ""), str(command.get("user_id") or "")
         if isinstance(cmd, Help):
@@ -314,7 +316,7 @@ def build_app(
         elif isinstance(cmd, Why) and cmd.cluster and cmd.cluster != cfg.cluster_name:
             ack(text=one_cluster_reply(cfg.cluster_name, asked=cmd.cluster), response_type="ephemeral")
         elif isinstance(cmd, Why):
-            ack(text=f"walking the layers for {escape(cmd.label)}…", response_type="ephemeral")
+            ack(text=mask_text(f"walking the layers for {escape(cmd.label)}…"), response_type="ephemeral")
             walk_id = new_walk_id()  # chosen here so even a crash of the walk is logged under it
             bot.submit(
                 f"walk {walk_id} of {cmd.label} for {user}",

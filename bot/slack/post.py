@@ -8,8 +8,9 @@ same holds for the byte upload of files upload v2, which answers through
 urllib (an HTTPError with its own status and headers), not through the Web
 API. What still fails becomes PostFailed
 with a one-line reason, which callers log with the walk or digest id, and is
-counted in gpubot_slack_api_errors_total by Web API method. The token never
-appears in a reason or a repr.
+counted in gpubot_slack_api_errors_total by Web API method. Every text, block
+and file name sent, and every reason, passes bot/ops/secrets.py's masking (the
+log's): the token never appears in a message, a reason or a repr.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError, SlackRequestError
 from slack_sdk.web import SlackResponse
 
 from bot.ops import metrics
+from bot.ops.secrets import mask_text
 from handlers.ports import PostFailed, PostRef, SlackPoster
 
 __all__ = ["PostFailed", "Poster"]
@@ -95,7 +97,11 @@ class Poster:
         resp = self._call(
             "chat.postMessage",
             lambda: self._client.chat_postMessage(
-                channel=channel, text=text, blocks=blocks, thread_ts=thread_ts, unfurl_links=False
+                channel=channel,
+                text=mask_text(text),
+                blocks=_masked(blocks),
+                thread_ts=thread_ts,
+                unfurl_links=False,
             ),
         )
         return PostRef(channel=str(resp.get("channel") or channel), ts=str(resp.get("ts") or ""))
@@ -103,7 +109,9 @@ class Poster:
     def update(self, ref: PostRef, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
         self._call(
             "chat.update",
-            lambda: self._client.chat_update(channel=ref.channel, ts=ref.ts, text=text, blocks=blocks),
+            lambda: self._client.chat_update(
+                channel=ref.channel, ts=ref.ts, text=mask_text(text), blocks=_masked(blocks)
+            ),
         )
 
     def ephemeral(
@@ -111,7 +119,9 @@ class Poster:
     ) -> None:
         self._call(
             "chat.postEphemeral",
-            lambda: self._client.chat_postEphemeral(channel=channel, user=user, text=text, blocks=blocks),
+            lambda: self._client.chat_postEphemeral(
+                channel=channel, user=user, text=mask_text(text), blocks=_masked(blocks)
+            ),
         )
 
     def upload(
@@ -129,10 +139,10 @@ class Poster:
             lambda: self._client.files_upload_v2(
                 channel=channel,
                 filename=filename,
-                content=content,
-                title=title or filename,
+                content=mask_text(content) if isinstance(content, str) else content,
+                title=mask_text(title or filename),
                 thread_ts=thread_ts,
-                initial_comment=comment,
+                initial_comment=mask_text(comment) if comment else comment,
             ),
             what=f"file upload of {filename}",
         )
@@ -196,19 +206,30 @@ class Poster:
             wait = _retry_after(headers, self._backoff(attempt))
             return _Retry(f"rate limited (429, Retry-After {wait:g}s)", wait)
         if status >= 500:
-            return _Retry(f"{answered} ({error or 'server error'})", self._backoff(attempt))
+            return _Retry(f"{answered} ({_short_text(error or 'server error')})", self._backoff(attempt))
         return None
 
     @staticmethod
     def _reason(what: str, err: Exception) -> str:
         if isinstance(err, SlackApiError):
             error = err.response.get("error") if isinstance(err.response.data, dict) else None
-            return f"{what} refused by Slack ({err.response.status_code}): {error or 'no error code'}"
+            return f"{what} refused by Slack ({err.response.status_code}): {_short_text(error or 'no error code')}"
         if isinstance(err, urllib.error.HTTPError):
             return f"{what} refused by the file upload URL ({err.code} {_short_text(err.reason)})"
         if isinstance(err, SlackClientError):
             return f"{what} failed: {_short(err)}"
         return f"{what} failed ({type(err).__name__}): {_short(err)}"
+
+
+def _masked(node: Any) -> Any:
+    """Block Kit with every string masked: findings quote cluster text, failures quote Slack's."""
+    if isinstance(node, str):
+        return mask_text(node)
+    if isinstance(node, list):
+        return [_masked(v) for v in node]
+    if isinstance(node, dict):
+        return {k: _masked(v) for k, v in node.items()}
+    return node
 
 
 def _retry_after(headers: Any, default: float) -> float:
@@ -229,10 +250,8 @@ def _short(err: BaseException) -> str:
 
 
 def _short_text(raw: object) -> str:
-    text = " ".join(str(raw).split())
-    if "xox" in text:  # never echo a token, whatever a library put in its message
-        text = "(message withheld: it contained a token)"
-    return text[:300]
+    # An error text can echo the request (a proxy's HTML 500 quoting `Authorization: Bearer xoxb-…`).
+    return mask_text(" ".join(str(raw).split()))[:300]
 
 
 if TYPE_CHECKING:  # the Poster satisfies the port

@@ -151,8 +151,8 @@ HOST_DRIVER = _sig(
 FABRIC_NOT_READY = _sig(
     "system-not-yet-initialized", "system not yet initiali[sz]ed", "cudaErrorSystemNotReady",
     "CUDA_ERROR_SYSTEM_NOT_READY", r"\berror(?: code)? 802\b",
-    r"fabric\s*manager\b.*\b(?:fail|error|not running|exited|could not)",
-    r"nv-fabricmanager.*\b(?:not found|failed|no such file)",
+    r"fabric\s*manager\b(?:(?!fabric\s*manager).)*?\b(?:fail|error|not running|exited|could not)",
+    r"nv-fabricmanager(?:(?!nv-fabricmanager).)*?\b(?:not found|failed|no such file)",
 )  # fmt: skip
 # The kernel the driver is built for, as the nvidia-driver script and nvidia-installer print it.
 _KERNEL = r"(\d[\w.+~-]*[\w+~])"

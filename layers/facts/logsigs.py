@@ -272,7 +272,7 @@ GPU_OOM = re.compile(
     re.IGNORECASE,
 )
 VLLM_FREE_MEMORY = re.compile(
-    r"Free memory on device\s*(?:\((?P<free>[\d.]+)\s*/\s*(?P<total>[\d.]+)\s*GiB\))?.*?"
+    r"Free memory on device\s*(?:\((?P<free>[\d.]+)\s*/\s*(?P<total>[\d.]+)\s*GiB\))?(?:(?!Free memory on device).)*?"
     r"less than desired GPU memory utilization\s*(?:\((?P<util>[\d.]+)\s*,\s*(?P<want>[\d.]+)\s*GiB\))?",
     re.IGNORECASE,
 )

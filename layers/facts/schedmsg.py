@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_AVAILABLE = re.compile(r"(\d+)\s*/\s*(\d+)\s+nodes?\s+(?:are|is)\s+available\s*:?\s*", re.IGNORECASE)
-_PREEMPTION = re.compile(r"\.?\s*preemption\s*:", re.IGNORECASE)
+_AVAILABLE = re.compile(r"(?<!\d)(\d+)\s*/\s*(\d+)\s+nodes?\s+(?:are|is)\s+available\s*:?\s*", re.IGNORECASE)
+_PREEMPTION = re.compile(r"(?:\.|(?<![\s.]))\s*preemption\s*:", re.IGNORECASE)
 # Reasons are "<count> <text>" joined by ", "; a comma inside a reason (the old
 # "had taint {k: v}, that the pod didn't tolerate") is not followed by a count.
 _REASON_SPLIT = re.compile(r",\s*(?=\d+\s)")
 _COUNTED = re.compile(r"^(\d+)\s+(.+)$", re.DOTALL)
-_TAINT = re.compile(r"taints?\s*\{\s*([^:{}]+?)\s*:\s*([^{}]*?)\s*\}", re.IGNORECASE)
+_TAINT = re.compile(r"taints?\s*\{\s*([^:{}]*[^:{}\s])\s*:\s*((?:[^{}]*[^{}\s])?)\s*\}", re.IGNORECASE)
 _INSUFFICIENT = re.compile(r"^insufficient\s+(\S+?)\.?$", re.IGNORECASE)
 _SELECTOR = re.compile(
     r"didn'?t\s+match\s+(?:the\s+)?(?:node\s+selector|pod'?s\s+node\s+affinity|node\s+affinity)"

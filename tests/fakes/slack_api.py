@@ -39,6 +39,7 @@ class _Fault:
     times: int
     retry_after: float | None = None
     delay: float = 0.0
+    body: dict[str, Any] | str | None = None  # what to answer instead of Slack's own error
 
 
 @dataclass
@@ -61,10 +62,18 @@ class FakeSlack:
         with self._lock:
             return [c for c in self.calls if c.method == method]
 
-    def fail(self, method: str, status: int, times: int = 1, retry_after: float | None = None) -> None:
-        """The next `times` calls of `method` answer `status` (429 carries Retry-After when given)."""
+    def fail(
+        self,
+        method: str,
+        status: int,
+        times: int = 1,
+        retry_after: float | None = None,
+        body: dict[str, Any] | str | None = None,
+    ) -> None:
+        """The next `times` calls of `method` answer `status` (429 carries Retry-After when given);
+        `body` replaces the answer (a proxy's HTML page, a JSON error of Slack's shape)."""
         with self._lock:
-            self._faults.setdefault(method, []).append(_Fault(status, times, retry_after))
+            self._faults.setdefault(method, []).append(_Fault(status, times, retry_after, body=body))
 
     def slow(self, method: str, seconds: float) -> None:
         """Every call of `method` waits this long before answering."""
@@ -150,7 +159,8 @@ class _Handler(BaseHTTPRequestHandler):
         data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
         self.send_response(status)
         ctype = "text/plain" if isinstance(payload, str) else "application/json; charset=utf-8"
-        self.send_header("Content-Type", ctype)
+        headers = dict(headers or {})
+        self.send_header("Content-Type", headers.pop("Content-Type", ctype))
         self.send_header("Content-Length", str(len(data)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -188,7 +198,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None:
             extra = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
             error = "ratelimited" if fault.status == 429 else "internal_error"
-            self._send(fault.status, {"ok": False, "error": error}, extra)
+            if isinstance(fault.body, str):
+                extra["Content-Type"] = "text/html"
+            self._send(fault.status, fault.body or {"ok": False, "error": error}, extra)
             return
         if call.method == "upload":
             with self.fake._lock:
