@@ -211,7 +211,9 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 # --- the selector -------------------------------------------------------------------------------
 
 # String literals of an expression: the domains and names it may look up.
-_LITERAL = re.compile(r"""[rR]?(?:'((?:[^'\\\n]|\\.)*)'|"((?:[^"\\\n]|\\.)*)")""")
+# A quote right after a backslash starts no literal (CEL has no backslash outside strings): else each
+# quote of `\"\"\"…` starts a scan to the end (quadratic, issue 10).
+_LITERAL = re.compile(r"""[rR]?(?:(?<!\\)'((?:[^'\\\n]|\\.)*)'|(?<!\\)"((?:[^"\\\n]|\\.)*)")""")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "size"})
 # After literals are blanked to '': every use of a domain map must be `[''].name`, `['']['']`, or
