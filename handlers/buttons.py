@@ -33,7 +33,7 @@ from handlers.blocks import (
     uncordon_actions,
 )
 from handlers.clicks import Click, walk_id_of
-from handlers.digest import DIAGNOSE, parse_button_value
+from handlers.digest import DIAGNOSE, DIGEST_KEY, DIGEST_POSTED, parse_button_value
 from handlers.escape import escape
 from handlers.ports import StateUnavailable
 from handlers.walks import WalkService
@@ -161,6 +161,11 @@ class Buttons:
             return REFUSED
         try:
             walk = self._digest_walk(click) if "|" in click.value else self.service.load(click.value)
+            if walk.channel != click.channel:
+                # A walk's buttons live in its own channel; a click from elsewhere is forged or replayed.
+                raise ValueError(
+                    f"it belongs to a walk in another channel ({walk.walk_id}); nothing was done"
+                )
         except ValueError as err:
             self._tell(click, f"this button is not understood: {escape(str(err))}")
             return INVALID
@@ -218,6 +223,15 @@ class Buttons:
         """A digest row's buttons carry `<digest id>|<node>`: one node walk per digest and node."""
         did, node = parse_button_value(click.value)
         check_object_name(node, "node")
+        posted = self.service.state.get(DIGEST_POSTED.format(did, click.channel))
+        if posted is None or (click.message_ts is not None and posted != click.message_ts):
+            raise ValueError(f"{did} is not a digest this bot posted in this channel; nothing was done")
+        flagged = {
+            str(f.get("node"))
+            for f in (self.service.state.get(DIGEST_KEY.format(did)) or {}).get("flagged", [])
+        }
+        if node not in flagged:
+            raise ValueError(f"{node} is not flagged in {did}; nothing was done")
         return self.service.node_walk(f"{did}.{node}", node, click.channel, click.message_ts)
 
     def _diagnose(self, click: Click, walk: Walk) -> str:

@@ -41,6 +41,8 @@ from layers.digest import (
 
 DIAGNOSE = "digest_diagnose"  # public action id (spec/interfaces.md lists the fixed ones)
 DIGEST_KEY = "digest:{}"
+# Where a digest was posted (channel id) -> its message ts: its buttons act only there.
+DIGEST_POSTED = "digest:{}:posted:{}"
 log = logging.getLogger("gpubot.digest")
 
 _EMOJI = {
@@ -265,6 +267,8 @@ def post_digest(
     msg = digest_message(digest, did, day, cluster)
     ref = poster.post(channel, msg.text, msg.blocks, thread_ts=thread_ts)
     files_ts = thread_ts or ref.ts
+    if store is not None:
+        store.set(DIGEST_POSTED.format(did, ref.channel), ref.ts, retention_s)
     posted = Posted(ref)
     files: list[tuple[str, bytes | str, str]] = []
     if chart_png:

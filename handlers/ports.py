@@ -75,7 +75,11 @@ class SlackPoster(Protocol):
         text: str,
         blocks: list[dict[str, Any]] | None = None,
         thread_ts: str | None = None,
-    ) -> PostRef: ...
+        *,
+        key: str | None = None,
+    ) -> PostRef:
+        """With `key`, posted at most once even when a retry follows a lost answer."""
+        ...
 
     def update(self, ref: PostRef, text: str, blocks: list[dict[str, Any]] | None = None) -> None: ...
 

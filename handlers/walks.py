@@ -153,7 +153,10 @@ class WalkService:
         )
         root = root_message(WalkResult(ctx.target, ()), user, self.cluster_name, running=True)
         try:
-            ref = self.poster.post(channel, root.text, root.blocks, thread_ts=thread_ts)
+            # At most once: a retry after a lost answer must not leave a second root "walking…" forever.
+            ref = self.poster.post(
+                channel, root.text, root.blocks, thread_ts=thread_ts, key=f"{walk_id}:root"
+            )
         except Exception as err:
             log.error("walk %s: could not post the root message: %s", walk.walk_id, err)
             self._ephemeral(

@@ -344,8 +344,11 @@ def running_bot(args: list[str], env: dict[str, str], log_path: Path) -> Iterato
 # --- the bot in-process (same app, no subprocess): for focused tests ----------------------------------
 
 
-def inprocess_bot(slack_url: str, scenario: Path, state: Any = None, **env: str) -> Any:
-    """build_app over a scenario, the real Poster against `slack_url`; returns the GpuBot."""
+def inprocess_bot(
+    slack_url: str, scenario: Path, state: Any = None, *, timeout_s: int = 30, **env: str
+) -> Any:
+    """build_app over a scenario, the real Poster against `slack_url` (each Web API call given up
+    after `timeout_s`); returns the GpuBot."""
     from bot.ops.config import load_config
     from bot.slack.app import build_app
     from bot.slack.post import Poster
@@ -354,7 +357,7 @@ def inprocess_bot(slack_url: str, scenario: Path, state: Any = None, **env: str)
 
     cfg = load_config(bot_env(slack_url, **env), need_slack=True, http=True)
     sources = open_sources(cfg, scenario=str(scenario))
-    poster = Poster(BOT_TOKEN, slack_url, backoff_s=0.01)
+    poster = Poster(BOT_TOKEN, slack_url, backoff_s=0.01, timeout_s=timeout_s)
     return build_app(
         cfg, sources, state if state is not None else MemoryState(), poster, client=poster.client
     )

@@ -11,8 +11,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "deploy" / "slack-app-manifest.yaml"
 
-# Web API method (as slack_sdk spells it) → the bot scope Slack requires for it (None: no scope).
-METHOD_SCOPES: dict[str, str | None] = {
+# Web API method (as slack_sdk spells it) → the bot scope(s) Slack requires for it (None: no scope).
+METHOD_SCOPES: dict[str, str | tuple[str, ...] | None] = {
     "chat_postMessage": "chat:write",
     "chat_update": "chat:write",
     "chat_postEphemeral": "chat:write",
@@ -24,6 +24,9 @@ METHOD_SCOPES: dict[str, str | None] = {
     "usergroups_list": "usergroups:read",
     "users_info": "users:read",
     "conversations_info": "channels:read",
+    # The root post's lookup before a retry, in public and private channels.
+    "conversations_history": ("channels:history", "groups:history"),
+    "conversations_replies": ("channels:history", "groups:history"),
     "conversations_join": "channels:join",
     "reactions_add": "reactions:write",
     "auth_test": None,
@@ -51,7 +54,10 @@ def required_scopes() -> set[str]:
     methods = called_methods()
     unknown = sorted(m for m in methods if m not in METHOD_SCOPES)
     assert not unknown, f"Web API methods with no scope in this test's table: {unknown}"
-    scopes = {s for m in methods if (s := METHOD_SCOPES[m])}
+    scopes: set[str] = set()
+    for m in methods:
+        needed = METHOD_SCOPES[m]
+        scopes.update((needed,) if isinstance(needed, str) else needed or ())
     if any(re.search(r"@\w+\.command\(", p.read_text()) for p in _sources()):
         scopes.add("commands")  # a slash command needs the commands scope
     return scopes

@@ -99,7 +99,8 @@ def test_digest_buttons_diagnose_and_cordon_in_the_digest_thread(slack: FakeSlac
             if b["type"] == "actions" and b["block_id"].startswith("digest_node")
         )
         by_id = {e["action_id"]: e["value"] for e in row["elements"]}
-        digest_ts = "1795000999.000100"
+        # The digest message's own ts: its buttons act only on the digest the bot posted there.
+        digest_ts = next(m["ts"] for m in slack.messages["C0DAILY"] if "thread_ts" not in m)
         kw = {"channel": "C0DAILY", "message_ts": digest_ts, "block_id": row["block_id"]}
 
         dispatch(bot, action_body("digest_diagnose", by_id["digest_diagnose"], user="U0ONCALL", **kw))

@@ -286,9 +286,9 @@ def test_walk_all_is_freed_when_done_and_claims_are_short(slack: FakeSlack, scen
         digest = wait_for("the digest", lambda: posts(slack, "C0DAY"))[0]
         row = next(b for b in digest.params["blocks"] if b["type"] == "actions")
         value = next(e["value"] for e in row["elements"] if e["action_id"] == "digest_diagnose")
-        kw = {"channel": "C0DAY", "message_ts": "1795000999.000100", "block_id": row["block_id"]}
+        thread = next(m["ts"] for m in slack.messages["C0DAY"] if "thread_ts" not in m)  # the digest's own
+        kw = {"channel": "C0DAY", "message_ts": thread, "block_id": row["block_id"]}
         dispatch(bot, action_body("digest_diagnose", value, user="U0ONCALL", **kw))
-        thread = "1795000999.000100"
         wait_for(
             "the node walk",
             lambda: [c for c in posts(slack, "C0DAY", thread) if c.params["text"].startswith("Layer ")],

@@ -34,6 +34,7 @@ from handlers.ports import PostFailed, PostRef, SlackPoster
 __all__ = ["PostFailed", "Poster"]
 
 T = TypeVar("T")
+METADATA_EVENT = "gpubot_post"  # the metadata event type of posts made at most once
 log = logging.getLogger("gpubot.slack")
 
 
@@ -93,7 +94,14 @@ class Poster:
         text: str,
         blocks: list[dict[str, Any]] | None = None,
         thread_ts: str | None = None,
+        *,
+        key: str | None = None,
     ) -> PostRef:
+        """With `key`, posted at most once: the key rides in the message's metadata, and before a
+        retry the channel (or thread) is searched for it, since Slack may have taken a post whose
+        answer was lost (a timeout, a 5xx from a proxy after Slack answered)."""
+        metadata = {"event_type": METADATA_EVENT, "event_payload": {"key": key}} if key else None
+        since = time.time() - 60  # Slack's and our clocks may differ a little
         resp = self._call(
             "chat.postMessage",
             lambda: self._client.chat_postMessage(
@@ -102,9 +110,43 @@ class Poster:
                 blocks=_masked(blocks),
                 thread_ts=thread_ts,
                 unfurl_links=False,
+                metadata=metadata,
             ),
+            before_retry=(lambda: self._find(channel, thread_ts, key, since)) if key else None,
         )
         return PostRef(channel=str(resp.get("channel") or channel), ts=str(resp.get("ts") or ""))
+
+    def _find(self, channel: str, thread_ts: str | None, key: str, since: float) -> SlackResponse | None:
+        """The message carrying `key` posted since `since`, if Slack has it (None when it cannot tell)."""
+        try:
+            if thread_ts:
+                found = self._client.conversations_replies(
+                    channel=channel, ts=thread_ts, oldest=f"{since:.6f}", include_all_metadata=True, limit=200
+                )
+            else:
+                found = self._client.conversations_history(
+                    channel=channel, oldest=f"{since:.6f}", include_all_metadata=True, limit=200
+                )
+        except Exception as err:  # a missing history scope, Slack down: retry the post as before
+            log.warning("could not look for an earlier post before retrying: %s", _short(err))
+            return None
+        for message in found.get("messages") or []:
+            payload = (message.get("metadata") or {}).get("event_payload") or {}
+            if payload.get("key") == key:
+                log.info(
+                    "the post was already taken by Slack (ts %s): not posting it again", message.get("ts")
+                )
+                data = {"ok": True, "channel": channel, "ts": message.get("ts")}
+                return SlackResponse(
+                    client=self._client,
+                    http_verb="POST",
+                    api_url="chat.postMessage",
+                    req_args={},
+                    data=data,
+                    headers={},
+                    status_code=200,
+                )
+        return None
 
     def update(self, ref: PostRef, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
         self._call(
@@ -149,8 +191,15 @@ class Poster:
 
     # --- retries -----------------------------------------------------------------------
 
-    def _call(self, method: str, do: Callable[[], SlackResponse], what: str | None = None) -> SlackResponse:
-        """`do` with the retry policy; `method` names the Web API call in the error counter."""
+    def _call(
+        self,
+        method: str,
+        do: Callable[[], SlackResponse],
+        what: str | None = None,
+        before_retry: Callable[[], SlackResponse | None] | None = None,
+    ) -> SlackResponse:
+        """`do` with the retry policy; `method` names the Web API call in the error counter.
+        `before_retry` may find that the failed attempt took effect after all: its answer is returned."""
         what = what or method
         last = ""
         waited = 0.0
@@ -176,6 +225,8 @@ class Poster:
             log.warning("%s: %s; retrying in %.1fs (attempt %d/%d)", what, last, wait, attempt, self.attempts)
             self._sleep(wait)
             waited += wait
+            if before_retry is not None and (done := before_retry()) is not None:
+                return done
         metrics.record_slack_api_error(method)
         raise PostFailed(f"{what} failed after {self.attempts} attempts: {last}")
 

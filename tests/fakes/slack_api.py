@@ -57,6 +57,9 @@ class FakeSlack:
     _ts: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     _files: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     uploads: dict[str, bytes] = field(default_factory=dict)  # file id -> bytes received
+    # What chat.postMessage took, per channel, in order: conversations.history / .replies read it.
+    messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _lost: dict[str, list[float]] = field(default_factory=dict)
 
     def calls_to(self, method: str) -> list[Call]:
         with self._lock:
@@ -75,6 +78,12 @@ class FakeSlack:
         with self._lock:
             self._faults.setdefault(method, []).append(_Fault(status, times, retry_after, body=body))
 
+    def lose_answers(self, method: str, seconds: float, times: int = 1) -> None:
+        """The next `times` calls of `method` take effect, then answer only after `seconds`: a client
+        with a shorter timeout never hears that Slack took them (the duplicate-post hazard)."""
+        with self._lock:
+            self._lost.setdefault(method, []).extend([seconds] * times)
+
     def slow(self, method: str, seconds: float) -> None:
         """Every call of `method` waits this long before answering."""
         with self._lock:
@@ -85,7 +94,9 @@ class FakeSlack:
             self.calls.clear()
             self._faults.clear()
             self._delays.clear()
+            self._lost.clear()
             self.uploads.clear()
+            self.messages.clear()
 
     # --- used by the handler -------------------------------------------------------
 
@@ -102,6 +113,23 @@ class FakeSlack:
                 queue.pop(0)
             return fault, delay
 
+    def _history(self, method: str, p: dict[str, Any]) -> dict[str, Any]:
+        """Newest first (history) or parent first (replies), after `oldest`; metadata only when asked."""
+        channel = str(p.get("channel", ""))
+        with self._lock:
+            known = [dict(m) for m in self.messages.get(channel, [])]
+        if method == "conversations.history":
+            found = [m for m in reversed(known) if "thread_ts" not in m]
+        else:
+            parent = str(p.get("ts", ""))
+            found = [m for m in known if m["ts"] == parent or m.get("thread_ts") == parent]
+        oldest = float(p.get("oldest") or 0)
+        found = [m for m in found if float(m["ts"]) > oldest][: int(p.get("limit") or 100)]
+        if str(p.get("include_all_metadata", "")).lower() not in ("true", "1"):
+            for m in found:
+                m.pop("metadata", None)
+        return {"ok": True, "messages": found, "has_more": False}
+
     def answer(self, method: str, p: dict[str, Any]) -> dict[str, Any]:
         if method == "auth.test":
             return {
@@ -114,9 +142,27 @@ class FakeSlack:
                 "bot_id": "B0FAKE",
             }
         if method == "chat.postMessage":
-            ts = f"{1_795_000_000 + next(self._ts)}.000100"
+            # Real Slack's ts are times: conversations.history's `oldest` compares against them.
+            ts = f"{int(time.time())}.{next(self._ts):06d}"
             channel = str(p.get("channel", ""))
-            return {"ok": True, "channel": channel, "ts": ts, "message": {"text": p.get("text"), "ts": ts}}
+            message: dict[str, Any] = {
+                "type": "message",
+                "text": p.get("text"),
+                "ts": ts,
+                "user": self.bot_user_id,
+            }
+            if p.get("thread_ts"):
+                message["thread_ts"] = p["thread_ts"]
+            if p.get("blocks"):
+                message["blocks"] = json.loads(p["blocks"]) if isinstance(p["blocks"], str) else p["blocks"]
+            raw = p.get("metadata")
+            if raw:
+                message["metadata"] = json.loads(raw) if isinstance(raw, str) else raw
+            with self._lock:
+                self.messages.setdefault(channel, []).append(message)
+            return {"ok": True, "channel": channel, "ts": ts, "message": message}
+        if method in ("conversations.history", "conversations.replies"):
+            return self._history(method, p)
         if method == "chat.update":
             return {"ok": True, "channel": p.get("channel"), "ts": p.get("ts"), "text": p.get("text")}
         if method == "chat.postEphemeral":
@@ -193,6 +239,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"ok": False, "error": "not_found"})
             return
         fault, delay = self.fake._record(call)
+        with self.fake._lock:
+            lost = self.fake._lost.get(call.method)
+            late = lost.pop(0) if lost else 0.0
+        if late:
+            answer = self.fake.answer(call.method, call.params)  # taken now, told much later
+            time.sleep(late)
+            self._send(200, answer)
+            return
         if delay:
             time.sleep(delay)
         if fault is not None:
