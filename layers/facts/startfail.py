@@ -61,7 +61,9 @@ _CORE = re.compile(
     r"nvidia-container-cli(?:\.real)?:|unresolvable\s+CDI|error\s+executing\s+hook|CDI\s+device\s+injection",
     re.IGNORECASE,
 )
-_ESCAPED = re.compile(r"\\+[nt]|\\+\"")
+# A run of backslashes starts only at its first one: otherwise every position inside a long run
+# rescans the rest of it (quadratic on hostile text).
+_ESCAPED = re.compile(r"(?<!\\)\\+[nt\"]")
 DRIVER_CAUSES = frozenset({"driver-not-loaded", "driver-rpc", "driver-library", "driver-error"})
 
 
