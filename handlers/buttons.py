@@ -340,8 +340,9 @@ class Buttons:
             else:
                 outcome = self.actions.uncordon(node, actor)
         except Exception as err:
-            self.service.report_failure(walk, f"{verb} {node} requested by {click.user} failed", err)
+            # Freed before the failure is said: a retry prompted by the report must find it free.
             self._release(walk, name)
+            self.service.report_failure(walk, f"{verb} {node} requested by {click.user} failed", err)
             return FAILED
         if outcome.changed:
             undo_button = (
@@ -381,8 +382,8 @@ class Buttons:
                 walk.channel, bundle.filename, content, thread_ts=walk.thread, title=bundle.filename
             )
         except Exception as err:
+            self._release(walk, f"must_gather:{node}")  # before the report, as for cordon
             self.service.report_failure(walk, f"must-gather of {node} failed", err)
-            self._release(walk, f"must_gather:{node}")
             return FAILED
         self.service.note(walk, f"must-gather of `{escape(node)}` attached: {escape(bundle.summary)}")
         return DONE
