@@ -409,6 +409,7 @@ class Claim:
     allocated: tuple[Allocated, ...] | None  # None: not allocated
     reserved_for: tuple[str, ...] = ()
     domain_ids: tuple[str, ...] = ()  # ComputeDomain channel configs (opaque domainID)
+    uid: str = ""  # the CDI names of its devices start with it (k8s.gpu.nvidia.com/claim=<uid>-gpu-0)
 
     @property
     def key(self) -> str:
@@ -444,7 +445,8 @@ def read_claim(obj: K8sObject) -> Claim:
         and isinstance(params := (c.get("opaque") or {}).get("parameters"), Mapping)
         and params.get("domainID")
     )
-    return Claim(o.namespace(obj) or "", o.name(obj), requests_of(spec), allocated, reserved, domains)
+    uid = str((obj.get("metadata") or {}).get("uid") or "")
+    return Claim(o.namespace(obj) or "", o.name(obj), requests_of(spec), allocated, reserved, domains, uid)
 
 
 @dataclass(frozen=True)
