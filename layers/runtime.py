@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Sequence
 
-from layers import dra
+from layers.dra.computedomain import compute_domains
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
@@ -63,7 +63,7 @@ def check(ctx: WalkContext) -> LayerResult:
         w.cannot(what, why, ctx.bound_node)
     findings.extend(container_start_failed(refused.failures))
     findings.extend(app_sees_no_gpu(w, {f.container for f in refused.failures}))
-    findings.extend(dra.compute_domains(ctx))
+    findings.extend(compute_domains(ctx))
     if operator:
         by_node: dict[str, list[K8sObject]] = defaultdict(list)
         for p in operator:
