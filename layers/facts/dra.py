@@ -286,7 +286,7 @@ class Matcher:
 
 def tolerated(request: Request, taint: DeviceTaint) -> bool:
     """A request's tolerations against a device taint (the node rule: key, operator, value, effect)."""
-    return tolerates(request.tolerations, {"key": taint.key, "value": taint.value, "effect": taint.effect})
+    return tolerates(request.tolerations, taint.fields)
 
 
 def claims_holding(claims: Iterable[K8sObject]) -> dict[tuple[str, str, str], str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from layers.facts import objects as o
 from layers.facts.devicecel import SEMVER_TAG, DeviceFacts, Value, parse_quantity, semver_text
+from layers.facts.placement import BLOCKING_EFFECTS, taint_text
 from layers.sources import K8sObject
 
 DRIVER = "gpu.nvidia.com"
@@ -25,7 +26,6 @@ DRIVER = "gpu.nvidia.com"
 TAINT_XID = f"{DRIVER}/xid"
 TAINT_GPU_LOST = f"{DRIVER}/gpu-lost"
 TAINT_UNMONITORED = f"{DRIVER}/unmonitored"
-BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,14 @@ class DeviceTaint:
         return self.effect in BLOCKING_EFFECTS
 
     @property
+    def fields(self) -> dict[str, str]:
+        """As a node taint is written: device taints follow the node rules (layers/facts/placement.py)."""
+        return {"key": self.key, "value": self.value, "effect": self.effect}
+
+    @property
     def text(self) -> str:
         """As kubectl writes a taint: `key=value:Effect`."""
-        return f"{self.key}{'=' + self.value if self.value else ''}:{self.effect}"
+        return taint_text(self.fields)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from layers.facts import dra, drareads
+from layers.facts import dra, drareads, podstatus
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
@@ -192,17 +192,15 @@ def _match(
 
 
 def pod_state(pod: K8sObject, container: str | None = None) -> str:
-    """`Ready`, or why not: this container's state first, then the first main (then init) container
-    waiting or last failed, with its restarts."""
-    statuses = sorted(o.iter_all_statuses(pod), key=lambda t: (t[0], t[1].get("name") != container))
+    """`Ready`, or why not in layer 2's words (layers/facts/podstatus.py), this container first."""
+    own = podstatus.container_status(pod, container) if container else None
     if o.pod_ready(pod):
-        restarts = max((int(s.get("restartCount") or 0) for _i, s in statuses), default=0)
+        restarts = int((own or {}).get("restartCount") or 0)
         return "Ready" + (f", restarted {restarts} time(s)" if restarts else "")
-    for _init, s in statuses:
-        why = o.waiting_reason(s) or (None if s.get("ready") else o.last_terminated_reason(s))
-        if why and why != "Completed":
-            return f"container {s.get('name')} {why}, restarts {s.get('restartCount') or 0}"
-    return f"phase {o.pod_phase(pod)}, not Ready"
+    why = (podstatus.status_failing(own, init=False) if own else None) or next(
+        iter(podstatus.failing(pod)), None
+    )
+    return why or podstatus.display_status(pod)
 
 
 def _plugin(

@@ -160,7 +160,7 @@ def test_a_plugin_that_is_not_registered_is_named_with_its_last_words() -> None:
     f = start_failed(PLUGIN)
     assert f.node == "a100-02" and "cannot start container trainer" in f.summary
     assert "no DRA plugin gpu.nvidia.com registered" in f.summary
-    assert "container gpus CrashLoopBackOff, restarts 12" in f.summary
+    assert "container gpus: CrashLoopBackOff, 12 restarts" in f.summary
     assert any("error initializing NVML: ERROR_LIBRARY_NOT_FOUND" in e for e in f.evidence)
     # The other node's plugin crash and its own stuck pod (same event text) stay out of this walk.
     assert all("nightly-eval" not in e for e in f.evidence)
