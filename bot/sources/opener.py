@@ -69,13 +69,13 @@ def open_sources(
         from bot.sources.scenario import build_sources
 
         sc = read_bundle(bundle)
-        snap, series_telemetry = build_sources(sc)
+        snap, series_telemetry = build_sources(sc, consume=True)  # sc is read for these alone
         cluster, writer, desc = snap, snap, f"bundle {bundle}"
     elif scenario:
         from bot.sources.scenario import build_sources, load_scenario
 
         sc = load_scenario(resolve_scenario(scenario))
-        snap, series_telemetry = build_sources(sc)
+        snap, series_telemetry = build_sources(sc, consume=True)  # sc is read for these alone
         cluster, writer, desc = snap, snap, f"scenario {sc.name}"
     else:
         from bot.sources.kube import KubeCluster
