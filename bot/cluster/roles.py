@@ -77,9 +77,10 @@ class AgentFront:
 def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any) -> Any:
     """The agent over this cluster's sources: the single process's walk service and buttons, with
     short renewed claims (leases), fed by the cluster's stream."""
-    from bot.cluster.agent import Agent, AgentTiming
+    from bot.cluster.agent import Agent, AgentTiming, consumer_name
     from bot.cluster.kinds import agent_handlers
     from bot.cluster.leases import LeaseKeeper, LeasingStore
+    from bot.cluster.once import OncePoster
     from bot.slack.app import build_services
     from bot.slack.digest_post import publish_digest
     from layers.digest import collect_digest
@@ -88,7 +89,9 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
     timing = AgentTiming(heartbeat_s=cfg.heartbeat_s, claim_idle_s=cfg.claim_idle_s)
     keeper = LeaseKeeper(state, timing.lease_s)
     leased = LeasingStore(state, keeper)
-    service, buttons = build_services(cfg, sources, leased, poster, poster.client, claim_s=timing.lease_s)
+    consumer = consumer_name()
+    once = OncePoster(poster, state, consumer)
+    service, buttons = build_services(cfg, sources, leased, once, poster.client, claim_s=timing.lease_s)
 
     def collect() -> Any:
         digest = collect_digest(sources.cluster, sources.telemetry, operator_namespace=cfg.operator_namespace)
@@ -97,7 +100,7 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
     def publish_part(run: str, channel: str, day: str, thread_ts: str) -> object:
         return publish_digest(
             collect,
-            poster,
+            once,
             channel,
             day=day,
             store=leased,
@@ -105,11 +108,20 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
             thread_ts=thread_ts,
             cluster=cfg.cluster_name,
             count_run=run == day,  # the daily run; `/gpu digest` is not what the staleness alert watches
+            key=f"digest:{run}:part:{cfg.cluster_name}",
         )
 
     handlers = agent_handlers(cfg.cluster_name, service, buttons, publish_part, timing.lease_s)
     return Agent(
-        cfg.cluster_name, streams, leased, poster, handlers, keeper, timing=timing, workers=cfg.workers
+        cfg.cluster_name,
+        streams,
+        leased,
+        once,
+        handlers,
+        keeper,
+        timing=timing,
+        workers=cfg.workers,
+        consumer=consumer,
     )
 
 
