@@ -14,6 +14,8 @@ a kubeconfig.
 - `/gpu clusters`: the clusters, their agents' version and last heartbeat.
 - `/gpu digest` and the daily digest: one root here, one part per cluster from
   its agents (bot/cluster/digest_root.py).
+- POST /alertmanager (with GPUBOT_ALERT_TOKEN): each alert to its cluster's
+  agent by its `cluster` label (bot/cluster/alert_forward.py).
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ class Gateway:
     version: str = field(default_factory=gpubot_version)
     clock: Callable[[], float] = time.time
     slack_up: Callable[[], bool] = lambda: True
-    alerts: Any = None  # POST /alertmanager is served by the single process only, for now
+    alerts: Any = None  # POST /alertmanager (bot/cluster/alert_forward.py), with GPUBOT_ALERT_TOKEN
     pending: set[Future[None]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -204,6 +206,15 @@ def build_gateway(
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpubot-gateway")
     roots = DigestRoots(cfg, state, streams, poster, gpubot_version())
     gw = Gateway(app, streams, state, poster, cfg, roots, pool)
+    if cfg.alert_token and cfg.alert_channel:
+        from bot.cluster.alert_forward import AlertForwarder
+        from bot.slack.alert_webhook import AlertWebhook
+        from bot.slack.app import MetricsObserver, alert_settings
+
+        forwarder = AlertForwarder(
+            streams, state, poster, alert_settings(cfg), gw.version, MetricsObserver(), gw.submit
+        )
+        gw.alerts = AlertWebhook(forwarder, cfg.alert_token, gw.submit)
 
     @app.command("/gpu")
     def on_gpu(ack: Ack, command: dict[str, Any]) -> None:

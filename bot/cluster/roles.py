@@ -81,8 +81,10 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
     from bot.cluster.kinds import agent_handlers
     from bot.cluster.leases import LeaseKeeper, LeasingStore
     from bot.cluster.once import OncePoster
-    from bot.slack.app import build_services
+    from bot.slack.app import MetricsObserver, build_services
     from bot.slack.digest_post import publish_digest
+    from handlers.alert_subjects import ClusterDirectory
+    from handlers.alerts import AlertService, AlertSettings
     from layers.digest import collect_digest
 
     assert cfg.cluster_name is not None  # load_config(role="agent") requires it
@@ -111,7 +113,13 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
             key=f"digest:{run}:part:{cfg.cluster_name}",
         )
 
-    handlers = agent_handlers(cfg.cluster_name, service, buttons, publish_part, timing.lease_s)
+    directory = ClusterDirectory(sources.cluster)  # one node-list cache for every webhook's alerts
+    cluster = cfg.cluster_name
+
+    def make_alerts(settings: AlertSettings) -> AlertService:
+        return AlertService(leased, service, directory, settings, observer=MetricsObserver(), cluster=cluster)
+
+    handlers = agent_handlers(cluster, service, buttons, publish_part, timing.lease_s, make_alerts)
     return Agent(
         cfg.cluster_name,
         streams,

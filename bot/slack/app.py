@@ -260,6 +260,17 @@ def build_services(
     return service, buttons
 
 
+def alert_settings(cfg: Config) -> AlertSettings:
+    """The GPUBOT_ALERT_* settings (a gateway hands them to the agents with each webhook's alerts)."""
+    assert cfg.alert_channel is not None  # load_config requires it with GPUBOT_ALERT_TOKEN
+    return AlertSettings(
+        channel=cfg.alert_channel,
+        rewalk_s=cfg.alert_rewalk_minutes * 60,
+        max_threads_per_hour=cfg.alert_max_threads_per_hour,
+        duplicate_s=cfg.alert_duplicate_seconds,
+    )
+
+
 def build_app(
     cfg: Config,
     sources: Sources,
@@ -290,14 +301,8 @@ def build_app(
     pool = ThreadPoolExecutor(max_workers=workers or cfg.workers, thread_name_prefix="gpubot-walk")
     bot = GpuBot(app, service, buttons, pool, state, poster, cfg)
     if cfg.alert_token and cfg.alert_channel:
-        alert_settings = AlertSettings(
-            channel=cfg.alert_channel,
-            rewalk_s=cfg.alert_rewalk_minutes * 60,
-            max_threads_per_hour=cfg.alert_max_threads_per_hour,
-            duplicate_s=cfg.alert_duplicate_seconds,
-        )
         alerts = AlertService(
-            state, service, ClusterDirectory(sources.cluster), alert_settings, observer=MetricsObserver()
+            state, service, ClusterDirectory(sources.cluster), alert_settings(cfg), observer=MetricsObserver()
         )
         bot.alerts = AlertWebhook(alerts, cfg.alert_token, bot.submit)
 
