@@ -63,7 +63,15 @@ def _posted_in(slack: FakeSlack, channel: str) -> int:
 
 def test_a_click_from_another_channel_does_nothing(bot: BotProcess, slack: FakeSlack) -> None:
     walk_id, ts = _walk_in(slack, bot, A)
-    wait_for("the walk to settle", lambda: slack.calls_to("chat.update"))
+    # The root's last update (its verdict) comes after the walk's last layer message: the count is final.
+    wait_for(
+        "the walk's verdict on its root",
+        lambda: [
+            c
+            for c in slack.calls_to("chat.update")
+            if c.params.get("channel") == A and "*Verdict*" in json.dumps(c.params.get("blocks"))
+        ],
+    )
     before = _posted_in(slack, A)
     # The same walk's buttons, pressed from channel B (a forged or copied payload).
     assert bot.click("walk_all", walk_id, user="U0INTRUDER", channel=B, message_ts=ts)[0] == 200

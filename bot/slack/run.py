@@ -23,7 +23,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from bot.ops import metrics
 from bot.ops.config import Config
 from bot.slack.app import GpuBot
-from bot.slack.transport import EVENTS_PATH, drain, start_http
+from bot.slack.transport import EVENTS_PATH, drain, socket_mode, start_http
 from bot.sources.opener import Sources
 from handlers.ports import StateUnavailable
 from layers.sources import SourceError
@@ -97,9 +97,8 @@ def run_bot(args: argparse.Namespace) -> int:
             EVENTS_PATH,
         )
     else:
-        from slack_bolt.adapter.socket_mode import SocketModeHandler
-
-        socket_handler = SocketModeHandler(bot.app, cfg.slack_app_token)
+        assert cfg.slack_app_token is not None  # load_config(need_slack=True) checked it in Socket Mode
+        socket_handler = socket_mode(bot, cfg.slack_app_token)
         bot.slack_up = socket_handler.client.is_connected
         try:
             socket_handler.connect()
