@@ -36,7 +36,7 @@ from handlers.clicks import Click, walk_id_of
 from handlers.digest import DIAGNOSE, DIGEST_KEY, DIGEST_POSTED, parse_button_value
 from handlers.escape import escape
 from handlers.ports import StateUnavailable
-from handlers.walks import WalkService
+from handlers.walks import WalkService, unexpected
 from handlers.walkstate import Walk, WalkGone
 from layers.facts.target import check_object_name
 from layers.findings import Target, WalkResult
@@ -148,6 +148,13 @@ class Buttons:
             outcome = FAILED  # unless the handler says otherwise (an exception leaves it failed)
             try:
                 outcome = self._handle(click)
+            except Exception as err:  # before its walk was read (a bug): the clicker hears it
+                log.exception("%s by %s failed", click.action_id, click.user)
+                self._tell(
+                    click,
+                    f":x: *{click.action_id.replace('_', ' ')}* failed (walk `{walk_id_of(click) or 'unknown'}`): "
+                    f"{escape(unexpected(err))}",
+                )
             finally:
                 observer.action(click.action_id, outcome)
 
@@ -192,6 +199,11 @@ class Buttons:
         except StateUnavailable as err:
             self._state_down(click, err)
             return STATE_DOWN
+        except Exception as err:  # anything else (a bug): said in the walk's thread, never silent
+            self.service.say_failure(
+                walk, click.user, f"{click.action_id.replace('_', ' ')} by {click.user} failed", err
+            )
+            return FAILED
 
     # --- helpers --------------------------------------------------------------------------
 

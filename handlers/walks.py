@@ -29,7 +29,15 @@ from typing import Any
 from handlers.blocks import Message, layer_message, node_in_question, root_message
 from handlers.commands import usage_reply
 from handlers.escape import escape
-from handlers.ports import NoObserver, PostRef, SlackPoster, StateStore, StateUnavailable, WalkObserver
+from handlers.ports import (
+    NoObserver,
+    PostFailed,
+    PostRef,
+    SlackPoster,
+    StateStore,
+    StateUnavailable,
+    WalkObserver,
+)
 from handlers.walkstate import Walk, WalkGone, layer_from_dict, layer_to_dict, new_walk_id
 from layers.facts.context import WalkContext
 from layers.findings import LayerResult, Target, WalkResult
@@ -125,7 +133,18 @@ class WalkService:
         """
         walk_id = walk_id or new_walk_id()
         with self.observer.scope(walk_id):
-            return self._start(channel, user, target, thread_ts, walk_id)
+            try:
+                return self._start(channel, user, target, thread_ts, walk_id)
+            except Exception as err:  # before the root exists (a bug): the requester hears it
+                log.exception("walk %s of %s failed before it started", walk_id, target.label)
+                self._ephemeral(
+                    channel,
+                    user,
+                    f":x: walk `{walk_id}` of {escape(target.label)} failed before it started: "
+                    f"{escape(unexpected(err))}",
+                    thread_ts,
+                )
+                return None
 
     def _start(
         self, channel: str, user: str | None, target: Target, thread_ts: str | None, walk_id: str
@@ -169,14 +188,14 @@ class WalkService:
         ran: list[LayerResult] = []
         try:
             self.state.set(self._key(walk.walk_id), walk.to_dict(), self.retention_s)
-        except StateUnavailable as err:
+        except Exception as err:
             self._stopped(walk, ran, err)
             return None
         log.info("walk %s started for %s by %s", walk.walk_id, walk.target.label, user)
         self.observer.walk_started()
         try:
             self._follow(walk, 1, ctx, ran)
-        except StateUnavailable as err:
+        except Exception as err:  # the store, or anything else (a bug): said, never "walking…" forever
             self._stopped(walk, ran, err)
             return None
         finally:
@@ -202,16 +221,21 @@ class WalkService:
             )
         return up
 
-    def _stopped(self, walk: Walk, ran: list[LayerResult], err: StateUnavailable) -> None:
-        """The store failed mid-walk: tell the requester, and the root says so instead of "walking…"."""
-        why = f"{STORE_DOWN} (walk `{walk.walk_id}`): {err}"
-        log.error("walk %s stopped: %s", walk.walk_id, err)
-        self._ephemeral(
-            walk.channel,
-            walk.requester,
-            f":x: walk `{walk.walk_id}` stopped: {escape(STORE_DOWN)}: {escape(str(err))}. Layers already "
-            "in the thread stand; run /gpu why again once it is back.",
-        )
+    def _stopped(self, walk: Walk, ran: list[LayerResult], err: Exception) -> None:
+        """The walk broke off once its root was posted: the requester (the store failed) or the
+        thread (anything else) is told, and the root says so instead of "walking…"."""
+        if isinstance(err, StateUnavailable):
+            why = f"{STORE_DOWN} (walk `{walk.walk_id}`): {err}"
+            log.error("walk %s stopped: %s", walk.walk_id, err)
+            self._ephemeral(
+                walk.channel,
+                walk.requester,
+                f":x: walk `{walk.walk_id}` stopped: {escape(STORE_DOWN)}: {escape(str(err))}. Layers "
+                "already in the thread stand; run /gpu why again once it is back.",
+            )
+        else:
+            why = f"{said(err)} (walk `{walk.walk_id}`)"
+            self.say_failure(walk, walk.requester, "the walk stopped", err)
         if walk.root_ts is None:
             return
         msg = root_message(
@@ -429,10 +453,20 @@ class WalkService:
         except Exception as err:
             log.error("walk %s: could not post to the thread (%s): %s", walk.walk_id, err, text)
 
+    def say_failure(self, walk: Walk, user: str | None, what: str, err: Exception) -> None:
+        """An unexpected failure of work on this walk: in its thread when it has one, else to `user`."""
+        if walk.thread is not None:
+            self.report_failure(walk, what, err)
+            return
+        log.error("walk %s: %s: %s", walk.walk_id, what, err, exc_info=bug(err))
+        self._ephemeral(
+            walk.channel, user, f":x: {escape(what)} (walk `{walk.walk_id}`): {escape(said(err))}"
+        )
+
     def report_failure(self, walk: Walk, what: str, err: Exception) -> None:
         """Say in the thread (or, failing that, the log) what failed, with the walk id."""
-        text = f":x: {escape(what)} (walk `{walk.walk_id}`): {escape(str(err))}"
-        log.error("walk %s: %s: %s", walk.walk_id, what, err)
+        text = f":x: {escape(what)} (walk `{walk.walk_id}`): {escape(said(err))}"
+        log.error("walk %s: %s: %s", walk.walk_id, what, err, exc_info=bug(err))
         try:
             self.poster.post(walk.channel, text, [_context(text)], thread_ts=walk.thread)
         except Exception as again:
@@ -452,6 +486,27 @@ class WalkService:
             self.poster.ephemeral(channel, user, text)
         except Exception as err:
             log.error("could not answer %s ephemerally: %s (%s)", user, err, text)
+
+
+# What a backend says when it fails (a source, the state store, Slack, the network): said as it is.
+_BACKEND_ERRORS = (SourceError, StateUnavailable, PostFailed, OSError)
+
+
+def bug(err: BaseException) -> bool:
+    """An error no backend explains: logged with its traceback."""
+    return not isinstance(err, _BACKEND_ERRORS)
+
+
+def unexpected(err: BaseException) -> str:
+    """How an error no backend explains (a bug) is said: its kind and text, and where to look."""
+    text = " ".join(str(err).split())[:300]
+    kind = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return f"unexpected error ({kind}); this is a bug in gpubot, its log has the traceback"
+
+
+def said(err: BaseException) -> str:
+    """A failure as the thread or the requester reads it."""
+    return unexpected(err) if bug(err) else str(err)
 
 
 def _context(text: str) -> dict[str, Any]:

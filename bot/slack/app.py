@@ -53,7 +53,7 @@ from handlers.commands import (
 from handlers.digest import DIAGNOSE
 from handlers.escape import escape
 from handlers.ports import SlackPoster, StateStore, StateUnavailable, WalkObserver
-from handlers.walks import CLAIM_S, RETENTION_S, WalkService
+from handlers.walks import CLAIM_S, RETENTION_S, WalkService, unexpected
 from handlers.walkstate import new_walk_id
 from layers import digest as fleet
 from layers.facts.context import Settings, WalkContext
@@ -183,16 +183,28 @@ class GpuBot:
     pending: set[Future[None]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def submit(self, what: str, fn: Callable[..., Any], *args: Any, walk_id: str | None = None) -> None:
-        """Run off the request path; a failure is logged with what it was (and its walk id), never lost."""
+    def submit(
+        self,
+        what: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        walk_id: str | None = None,
+        asker: tuple[str, str] | None = None,
+    ) -> None:
+        """Run off the request path; a failure is logged with what it was (and its walk id), never lost.
+
+        The handlers say their own failures (in the thread, or to the asker); whatever still
+        escapes them is told to `asker` (channel, user) here, so nobody waits on "walking…"."""
 
         def run() -> None:
             # The pool's threads do not inherit the listener's context: the walk id is set here.
             with walk_scope(walk_id):
                 try:
                     fn(*args)
-                except Exception:
+                except Exception as err:
                     log.exception("%s failed", what)
+                    if asker is not None:  # `what` names the walk
+                        self.poster_quietly(*asker, f":x: {escape(what)} failed: {escape(unexpected(err))}")
 
         fut: Future[None] = self.pool.submit(run)
         with self._lock:
@@ -202,6 +214,13 @@ class GpuBot:
     def tell(self, channel: str, user: str, text: str) -> None:
         """An ephemeral answer, posted off the request path."""
         self.submit(f"answer to {user}", self.poster.ephemeral, channel, user, text)
+
+    def poster_quietly(self, channel: str, user: str, text: str) -> None:
+        """An ephemeral answer from a worker already off the request path; a failure is logged."""
+        try:
+            self.poster.ephemeral(channel, user, text)
+        except Exception as err:
+            log.error("could not answer %s in %s: %s", user, channel, err)
 
     def _done(self, fut: Future[None]) -> None:
         with self._lock:
@@ -328,10 +347,11 @@ def build_app(
                     walk_id=walk_id,
                 ),
                 walk_id=walk_id,
+                asker=(channel, user),
             )
         elif isinstance(cmd, Digest):
             ack(text="posting the GPU fleet digest in this channel…", response_type="ephemeral")
-            bot.submit("digest", post_digest_now, bot, sources, channel, user)
+            bot.submit("the digest", post_digest_now, bot, sources, channel, user, asker=(channel, user))
 
     @app.action(BUTTON_ACTIONS)
     def on_button(ack: Ack, body: dict[str, Any]) -> None:
@@ -342,6 +362,7 @@ def build_app(
             buttons.handle,
             click,
             walk_id=walk_id_of(click),
+            asker=(click.channel, click.user),
         )
 
     return bot
