@@ -35,7 +35,7 @@ from handlers.blocks import (
 from handlers.clicks import Click, walk_id_of
 from handlers.digest import DIAGNOSE, DIGEST_KEY, DIGEST_POSTED, parse_button_value
 from handlers.escape import escape
-from handlers.ports import StateUnavailable
+from handlers.ports import Attachment, StateUnavailable
 from handlers.walks import WalkService, unexpected
 from handlers.walkstate import Walk, WalkGone
 from layers.facts.target import check_object_name
@@ -391,7 +391,7 @@ class Buttons:
             finally:
                 os.unlink(bundle.path)  # a temporary file: ours to remove once read
             self.service.poster.upload(
-                walk.channel, bundle.filename, content, thread_ts=walk.thread, title=bundle.filename
+                walk.channel, Attachment(bundle.filename, content), thread_ts=walk.thread
             )
         except Exception as err:
             self._release(walk, f"must_gather:{node}")  # before the report, as for cordon

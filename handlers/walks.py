@@ -30,6 +30,7 @@ from handlers.blocks import Message, layer_message, node_in_question, root_messa
 from handlers.commands import usage_reply
 from handlers.escape import escape
 from handlers.ports import (
+    Attachment,
     NoObserver,
     PostFailed,
     PostRef,
@@ -160,16 +161,7 @@ class WalkService:
                 text = f":x: could not read {escape(target.label)}: {escape(str(err))}"
             self._ephemeral(channel, user, text, thread_ts)
             return None
-        walk = Walk(
-            walk_id=walk_id,
-            target=ctx.target,
-            channel=channel,
-            requester=user,
-            root_ts=None,
-            thread_ts=thread_ts,
-            created_at=self.clock(),
-            cluster=self.cluster_name,
-        )
+        walk = self._new(walk_id, ctx.target, channel, user, thread_ts)
         root = root_message(WalkResult(ctx.target, ()), user, self.cluster_name, running=True)
         try:
             # At most once: a retry after a lost answer must not leave a second root "walking…" forever.
@@ -202,6 +194,12 @@ class WalkService:
             # Counted even when the run broke off (the store went down): started and finished pair up.
             self.observer.walk_finished(WalkResult(walk.target, tuple(ran)))
         return walk
+
+    def _new(
+        self, walk_id: str, target: Target, channel: str, requester: str | None, thread_ts: str | None
+    ) -> Walk:
+        """A walk of this cluster created now, its root not posted yet."""
+        return Walk(walk_id, target, channel, requester, None, thread_ts, self.clock(), self.cluster_name)
 
     def _store_answers(self, channel: str, user: str | None, walk_id: str, thread_ts: str | None) -> bool:
         """Checked before anything is posted: a walk whose state cannot be kept is not started."""
@@ -252,16 +250,7 @@ class WalkService:
 
     def prepare(self, walk_id: str, target: Target, channel: str, thread_ts: str | None) -> Walk:
         """A walk not started yet (a Diagnose button's), stored unless it exists: its first click starts it."""
-        walk = Walk(
-            walk_id=walk_id,
-            target=target,
-            channel=channel,
-            requester=None,
-            root_ts=None,
-            thread_ts=thread_ts,
-            created_at=self.clock(),
-            cluster=self.cluster_name,
-        )
+        walk = self._new(walk_id, target, channel, None, thread_ts)
         self.state.set_if_absent(self._key(walk_id), walk.to_dict(), self.retention_s)
         return self.load(walk_id)
 
@@ -442,7 +431,7 @@ class WalkService:
         try:
             self.poster.post(walk.channel, msg.text, msg.blocks, thread_ts=walk.thread)
             for name, content in msg.attachments:
-                self.poster.upload(walk.channel, name, content, thread_ts=walk.thread, title=name)
+                self.poster.upload(walk.channel, Attachment(name, content), thread_ts=walk.thread)
         except Exception as err:
             self.report_failure(walk, f"could not post {msg.text}", err)
 
