@@ -12,8 +12,11 @@ completes and the root's layer track updated in place. The observer port
 counts walks, layer durations and findings, and tags every log line of a
 walk with its id.
 
-Past 400 lines on purpose: it is one class, and every method reads or writes the
-same walk keys and claims in the state store; cut in two (say, running and
+What a walk says besides its layers (audit lines, failures, answers to whoever
+asked) is handlers/telling.py's `Teller` (`self.tell`); where a navigation
+button goes next is handlers/walkstate.py's. What is left is a little past 400
+lines on purpose: it is one class, and every method reads or writes the same
+walk keys and claims in the state store; cut in two (say, running and
 posting), each half would need the other's keys and locks.
 """
 
@@ -24,7 +27,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
 
 from handlers.blocks import Message, layer_message, node_in_question, root_message
 from handlers.commands import usage_reply
@@ -32,13 +34,13 @@ from handlers.escape import escape
 from handlers.ports import (
     Attachment,
     NoObserver,
-    PostFailed,
     PostRef,
     SlackPoster,
     StateStore,
     StateUnavailable,
     WalkObserver,
 )
+from handlers.telling import Teller, said, unexpected
 from handlers.walkstate import Walk, WalkGone, layer_from_dict, layer_to_dict, new_walk_id
 from layers.facts.context import WalkContext
 from layers.findings import LayerResult, Target, WalkResult
@@ -78,6 +80,7 @@ class WalkService:
         self.claim_s = claim_s
         self.observer: WalkObserver = observer or NoObserver()
         self.poster = poster
+        self.tell = Teller(poster)  # audit lines and failures, in the thread or to whoever asked
         self.open_walk = open_walk
         self.retention_s = retention_s
         self.cluster_name = cluster_name
@@ -138,7 +141,7 @@ class WalkService:
                 return self._start(channel, user, target, thread_ts, walk_id)
             except Exception as err:  # before the root exists (a bug): the requester hears it
                 log.exception("walk %s of %s failed before it started", walk_id, target.label)
-                self._ephemeral(
+                self.tell.ephemeral(
                     channel,
                     user,
                     f":x: walk `{walk_id}` of {escape(target.label)} failed before it started: "
@@ -159,7 +162,7 @@ class WalkService:
                 text = usage_reply(f"{target.label} was not found: {err.message}")
             else:
                 text = f":x: could not read {escape(target.label)}: {escape(str(err))}"
-            self._ephemeral(channel, user, text, thread_ts)
+            self.tell.ephemeral(channel, user, text, thread_ts)
             return None
         walk = self._new(walk_id, ctx.target, channel, user, thread_ts)
         root = root_message(WalkResult(ctx.target, ()), user, self.cluster_name, running=True)
@@ -170,7 +173,7 @@ class WalkService:
             )
         except Exception as err:
             log.error("walk %s: could not post the root message: %s", walk.walk_id, err)
-            self._ephemeral(
+            self.tell.ephemeral(
                 channel,
                 user,
                 f":x: could not post in this channel (walk `{walk.walk_id}`): {escape(str(err))}",
@@ -210,7 +213,7 @@ class WalkService:
             up, why = False, str(err)
         if not up:
             log.error("walk %s not started: state store unreachable: %s", walk_id, why)
-            self._ephemeral(
+            self.tell.ephemeral(
                 channel,
                 user,
                 f":x: {STORE_DOWN}, so walk `{walk_id}` was not started: {escape(why)}. Try again in a "
@@ -225,7 +228,7 @@ class WalkService:
         if isinstance(err, StateUnavailable):
             why = f"{STORE_DOWN} (walk `{walk.walk_id}`): {err}"
             log.error("walk %s stopped: %s", walk.walk_id, err)
-            self._ephemeral(
+            self.tell.ephemeral(
                 walk.channel,
                 walk.requester,
                 f":x: walk `{walk.walk_id}` stopped: {escape(STORE_DOWN)}: {escape(str(err))}. Layers "
@@ -233,7 +236,7 @@ class WalkService:
             )
         else:
             why = f"{said(err)} (walk `{walk.walk_id}`)"
-            self.say_failure(walk, walk.requester, "the walk stopped", err)
+            self.tell.say_failure(walk, walk.requester, "the walk stopped", err)
         if walk.root_ts is None:
             return
         msg = root_message(
@@ -288,7 +291,7 @@ class WalkService:
             # Free the layer so a later click can run it (unless the store itself is down), and say so.
             with contextlib.suppress(Exception):
                 self.release(walk.walk_id, name)
-            self.report_failure(walk, f"layer {layer} could not run", err)
+            self.tell.report_failure(walk, f"layer {layer} could not run", err)
             return None, ctx
         self._keep_and_post(walk, result)
         return result, ctx
@@ -311,7 +314,7 @@ class WalkService:
         node = node_in_question(walk.target, result)
         self._post_layer(walk, layer_message(result, walk.walk_id, node, done, self.cluster_name))
         if lost is not None:
-            self.report_failure(
+            self.tell.report_failure(
                 walk, f"layer {layer} ran but could not be stored; its buttons may not see it", lost
             )
             return
@@ -337,7 +340,7 @@ class WalkService:
             if not ran:
                 raise  # nothing ran: the clicker is told nothing was done
             done = ", ".join(str(r.layer) for r in ran)
-            self.report_failure(walk, f"the walk stopped after layer(s) {done}: {STORE_DOWN}", err)
+            self.tell.report_failure(walk, f"the walk stopped after layer(s) {done}: {STORE_DOWN}", err)
         finally:
             self.update_root(walk, running=False)
         return ran
@@ -390,27 +393,6 @@ class WalkService:
             if running:
                 self.update_root(walk, running=False)
 
-    def next_after(self, walk_id: str, from_layer: int | None) -> int | None:
-        """`layer_descend`: the layer below the clicked one (or below the deepest done)."""
-        done = self.results(walk_id)
-        base = from_layer if from_layer is not None else max(done, default=0)
-        nxt = base + 1
-        return nxt if nxt in LAYERS else None
-
-    def suggested(self, walk_id: str, from_layer: int | None) -> int | None:
-        """`layer_jump`: the layer the clicked layer's findings point to."""
-        done = self.results(walk_id)
-        if from_layer is not None and from_layer in done:
-            return done[from_layer].next_layer
-        for result in reversed(list(done.values())):
-            if result.next_layer is not None and result.next_layer not in done:
-                return result.next_layer
-        return None
-
-    def remaining(self, walk_id: str) -> list[int]:
-        done = self.results(walk_id)
-        return [n for n in sorted(LAYERS) if n not in done]
-
     # --- posting -----------------------------------------------------------------------------
 
     def update_root(self, walk: Walk, *, running: bool) -> None:
@@ -433,70 +415,4 @@ class WalkService:
             for name, content in msg.attachments:
                 self.poster.upload(walk.channel, Attachment(name, content), thread_ts=walk.thread)
         except Exception as err:
-            self.report_failure(walk, f"could not post {msg.text}", err)
-
-    def note(self, walk: Walk, text: str, extra: list[dict[str, Any]] | None = None) -> None:
-        """A line in the walk's thread (the audit trail), with `extra` blocks (a button); failures are logged."""
-        try:
-            self.poster.post(walk.channel, text, [_context(text), *(extra or ())], thread_ts=walk.thread)
-        except Exception as err:
-            log.error("walk %s: could not post to the thread (%s): %s", walk.walk_id, err, text)
-
-    def say_failure(self, walk: Walk, user: str | None, what: str, err: Exception) -> None:
-        """An unexpected failure of work on this walk: in its thread when it has one, else to `user`."""
-        if walk.thread is not None:
-            self.report_failure(walk, what, err)
-            return
-        log.error("walk %s: %s: %s", walk.walk_id, what, err, exc_info=bug(err))
-        self._ephemeral(
-            walk.channel, user, f":x: {escape(what)} (walk `{walk.walk_id}`): {escape(said(err))}"
-        )
-
-    def report_failure(self, walk: Walk, what: str, err: Exception) -> None:
-        """Say in the thread (or, failing that, the log) what failed, with the walk id."""
-        text = f":x: {escape(what)} (walk `{walk.walk_id}`): {escape(said(err))}"
-        log.error("walk %s: %s: %s", walk.walk_id, what, err, exc_info=bug(err))
-        try:
-            self.poster.post(walk.channel, text, [_context(text)], thread_ts=walk.thread)
-        except Exception as again:
-            log.error("walk %s: could not report the failure in the thread either: %s", walk.walk_id, again)
-
-    def _ephemeral(self, channel: str, user: str | None, text: str, thread_ts: str | None = None) -> None:
-        if user is None:
-            # Nobody asked (an alert opened the walk): the thread it was to run in hears it instead.
-            log.warning("no user to answer: %s", text)
-            if thread_ts is not None:
-                try:
-                    self.poster.post(channel, text, [_context(text)], thread_ts=thread_ts)
-                except Exception as err:
-                    log.error("could not say in the thread either: %s", err)
-            return
-        try:
-            self.poster.ephemeral(channel, user, text)
-        except Exception as err:
-            log.error("could not answer %s ephemerally: %s (%s)", user, err, text)
-
-
-# What a backend says when it fails (a source, the state store, Slack, the network): said as it is.
-_BACKEND_ERRORS = (SourceError, StateUnavailable, PostFailed, OSError)
-
-
-def bug(err: BaseException) -> bool:
-    """An error no backend explains: logged with its traceback."""
-    return not isinstance(err, _BACKEND_ERRORS)
-
-
-def unexpected(err: BaseException) -> str:
-    """How an error no backend explains (a bug) is said: its kind and text, and where to look."""
-    text = " ".join(str(err).split())[:300]
-    kind = f"{type(err).__name__}: {text}" if text else type(err).__name__
-    return f"unexpected error ({kind}); this is a bug in gpubot, its log has the traceback"
-
-
-def said(err: BaseException) -> str:
-    """A failure as the thread or the requester reads it."""
-    return unexpected(err) if bug(err) else str(err)
-
-
-def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text[:3000]}]}
+            self.tell.report_failure(walk, f"could not post {msg.text}", err)

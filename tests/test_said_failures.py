@@ -171,11 +171,11 @@ def _walked(bot: Any, slack: FakeSlack, channel: str) -> tuple[str, dict[str, An
 
 
 def test_a_bug_in_a_button_is_said_in_the_walks_thread(
-    bot: Any, slack: FakeSlack, caplog: pytest.LogCaptureFixture
+    bot: Any, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     channel = "C0SAIDCLICK"
     walk_id, kw = _walked(bot, slack, channel)
-    bot.service.remaining = boom
+    monkeypatch.setattr("handlers.buttons.remaining", boom)
     dispatch(bot, action_body("walk_all", walk_id, user="U0CLICKER", **kw))
     said = wait_for(
         "the failure in the thread",

@@ -37,7 +37,7 @@ from bot.sources.opener import Sources
 from handlers.alert_subjects import ClusterDirectory
 from handlers.alerts import AlertService, AlertSettings
 from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
-from handlers.buttons import Bundle, Buttons, Operators, Outcome
+from handlers.buttons import Bundle, Buttons, Outcome
 from handlers.clicks import click_from_payload, walk_id_of
 from handlers.commands import (
     USAGE,
@@ -52,8 +52,10 @@ from handlers.commands import (
 )
 from handlers.digest import DIAGNOSE
 from handlers.escape import escape
+from handlers.operators import Operators
 from handlers.ports import SlackPoster, StateStore, StateUnavailable, WalkObserver
-from handlers.walks import CLAIM_S, RETENTION_S, WalkService, unexpected
+from handlers.telling import unexpected
+from handlers.walks import CLAIM_S, RETENTION_S, WalkService
 from handlers.walkstate import new_walk_id
 from layers import digest as fleet
 from layers.facts.context import Settings, WalkContext

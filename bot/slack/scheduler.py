@@ -45,7 +45,7 @@ from bot.ops import metrics
 from bot.slack.digest_post import Collect, DigestFailed, Published, publish_digest, worst_case_post_s
 from handlers.escape import escape
 from handlers.ports import LockNotAcquired, SlackPoster, StateStore, StateUnavailable
-from handlers.walks import unexpected
+from handlers.telling import unexpected
 from layers.digest import Digest
 
 log = logging.getLogger("gpubot.scheduler")
