@@ -7,16 +7,15 @@ fixed number of workers (GPUBOT_WORKERS) and an unbounded queue.
 
 `MetricsObserver` fills the handlers' WalkObserver port with bot/ops/metrics.py
 (walks, layer durations, findings, actions) and bot/ops/logs.py (the walk id on
-every log line of a walk or a click).
+every log line of a walk or a click). The node actions the buttons run are
+bot/slack/node_actions.py's.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,11 +32,12 @@ from bot.ops.config import Config
 from bot.ops.logs import walk_scope
 from bot.ops.secrets import mask_text
 from bot.slack.alert_webhook import AlertWebhook
+from bot.slack.node_actions import ClusterNodeActions
 from bot.sources.opener import Sources
 from handlers.alert_subjects import ClusterDirectory
 from handlers.alerts import AlertService, AlertSettings
 from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
-from handlers.buttons import Bundle, Buttons, Outcome
+from handlers.buttons import Buttons
 from handlers.clicks import click_from_payload, walk_id_of
 from handlers.commands import (
     USAGE,
@@ -107,66 +107,6 @@ def group_members(client: WebClient) -> Callable[[str], Iterable[str]]:
         return [str(u) for u in users]
 
     return members
-
-
-class ClusterNodeActions:
-    """Cordon, uncordon and must-gather over the chosen sources (bot/actions/cordon.py, bot/actions/bundle_writer.py)."""
-
-    def __init__(self, sources: Sources, cfg: Config, store: StateStore | None = None) -> None:
-        self.sources = sources
-        self.cfg = cfg
-        # The breaker's lock lives in the state store: with Redis, every replica (and a CLI with
-        # the same REDIS_URL) counts cordons one at a time.
-        self.store = store
-
-    def cordon(self, node: str, actor: str, reason: str) -> Outcome:
-        from bot.actions.cordon import cordon, store_breaker_lock
-
-        out = cordon(
-            self.sources.cluster,
-            self.sources.writer,
-            node,
-            reason,
-            actor,
-            max_fraction=self.cfg.cordon_max_fraction,
-            breaker_lock=(
-                store_breaker_lock(self.store, cluster=self.cfg.cluster_name)
-                if self.store is not None
-                else None
-            ),
-        )
-        return Outcome(out.applied, out.message)
-
-    def uncordon(self, node: str, actor: str) -> Outcome:
-        from bot.actions.cordon import uncordon
-
-        out = uncordon(self.sources.cluster, self.sources.writer, node)
-        return Outcome(out.applied, out.message)
-
-    def must_gather(self, node: str, target: Target, walk: WalkResult | None) -> Bundle:
-        from bot.actions.archive import name_part
-        from bot.actions.bundle_writer import collect_bundle
-
-        fd, path = tempfile.mkstemp(prefix=f"gpubot-must-gather-{name_part(node)}-", suffix=".tar.gz")
-        os.close(fd)
-        pod = (target.namespace, target.pod) if target.pod and target.namespace else None
-        try:
-            report = collect_bundle(
-                self.sources.cluster,
-                self.sources.telemetry,
-                path,
-                node=node,
-                target=pod,
-                walk=walk,
-                operator_namespace=self.cfg.operator_namespace,
-            )
-        except BaseException:
-            os.unlink(path)
-            raise
-        summary = f"{report.files} files, {report.archive_bytes / 1e6:.1f} MB"
-        if report.errors:
-            summary += f", {len(report.errors)} read(s) failed (listed in errors.txt)"
-        return Bundle(path=path, filename=f"must-gather-{name_part(node)}.tar.gz", summary=summary)
 
 
 @dataclass
