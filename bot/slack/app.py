@@ -39,17 +39,7 @@ from handlers.alerts import AlertService, AlertSettings
 from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
 from handlers.buttons import Buttons
 from handlers.clicks import click_from_payload, walk_id_of
-from handlers.commands import (
-    USAGE,
-    Clusters,
-    CommandError,
-    Digest,
-    Help,
-    Why,
-    one_cluster_reply,
-    parse_command,
-    usage_reply,
-)
+from handlers.commands import CommandError, Digest, Why, answer_now, parse_command, usage_reply
 from handlers.digest import DIAGNOSE
 from handlers.escape import escape
 from handlers.operators import Operators
@@ -270,12 +260,8 @@ def build_app(
             ack(text=mask_text(usage_reply(str(err))), response_type="ephemeral")
             return
         channel, user = str(command.get("channel_id") or ""), str(command.get("user_id") or "")
-        if isinstance(cmd, Help):
-            ack(text=USAGE, response_type="ephemeral")
-        elif isinstance(cmd, Clusters):
-            ack(text=one_cluster_reply(cfg.cluster_name), response_type="ephemeral")
-        elif isinstance(cmd, Why) and cmd.cluster and cmd.cluster != cfg.cluster_name:
-            ack(text=one_cluster_reply(cfg.cluster_name, asked=cmd.cluster), response_type="ephemeral")
+        if (now := answer_now(cmd, cfg.cluster_name)) is not None:
+            ack(text=now, response_type="ephemeral")
         elif isinstance(cmd, Why):
             ack(text=mask_text(f"walking the layers for {escape(cmd.label)}…"), response_type="ephemeral")
             walk_id = new_walk_id()  # chosen here so even a crash of the walk is logged under it
