@@ -50,8 +50,9 @@ def test_socket_mode_round_trip(slack: FakeSlack, tmp_path: Path) -> None:
     try:
         assert socket.connected.wait(10)
         assert slack.calls_to("apps.connections.open")
-        # /readyz says the connection is up; there is no /slack/events in Socket Mode.
-        assert get(bot.url + "/readyz") == (200, "ready\n")
+        # /readyz says the connection is up once the client has taken the hello (its own thread,
+        # a moment after the server sent it); there is no /slack/events in Socket Mode.
+        wait_for("/readyz ready", lambda: get(bot.url + "/readyz") == (200, "ready\n"), explain=bot.log)
         assert get(bot.url + "/healthz")[0] == 200
 
         payload = dict(parse_qsl(slash_body("why ml/trainer-0", channel="C0SOCKET")))
