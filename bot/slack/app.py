@@ -37,7 +37,7 @@ from bot.sources.opener import Sources
 from handlers.alert_subjects import ClusterDirectory
 from handlers.alerts import AlertService, AlertSettings
 from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
-from handlers.buttons import Buttons
+from handlers.buttons import Buttons, NodeActions
 from handlers.clicks import click_from_payload, walk_id_of
 from handlers.commands import CommandError, Digest, Why, answer_now, parse_command, usage_reply
 from handlers.digest import DIAGNOSE
@@ -212,7 +212,7 @@ def build_services(
     poster: SlackPoster,
     client: WebClient,
     *,
-    node_actions: Any = None,
+    node_actions: NodeActions | None = None,
     observer: WalkObserver | None = None,
     claim_s: float = CLAIM_S,
 ) -> tuple[WalkService, Buttons]:
@@ -265,7 +265,7 @@ def build_app(
     poster: SlackPoster,
     *,
     client: WebClient | None = None,
-    node_actions: Any = None,
+    node_actions: NodeActions | None = None,
     workers: int | None = None,
     token_verification: bool = True,
     observer: WalkObserver | None = None,
