@@ -26,7 +26,7 @@ from bot.cluster.streams import ClusterStreams
 from bot.slack.post import Poster
 from bot.slack.state import RedisState, redis_client
 from bot.sources.opener import open_sources
-from handlers.ports import JSONValue, PostRef
+from handlers.ports import Attachment, JSONValue, PostRef
 from tests.cluster_harness import agent_config, cluster_scenario, fresh_cluster, inprocess_agent
 from tests.fakes.slack_api import Call, FakeSlack, serve_slack
 from tests.services import RedisServer
@@ -229,10 +229,10 @@ def test_an_intent_without_a_message_in_slack_is_posted_and_one_with_it_is_not(
     assert blind.ts
     # Uploads: once per request; another request uploads again.
     with once.scope("req-1"):
-        once.upload(channel, "a.txt", "x", thread_ts=root.ts)
-        once.upload(channel, "a.txt", "x", thread_ts=root.ts)
+        once.upload(channel, Attachment("a.txt", "x"), thread_ts=root.ts)
+        once.upload(channel, Attachment("a.txt", "x"), thread_ts=root.ts)
     with once.scope("req-2"):
-        once.upload(channel, "a.txt", "x", thread_ts=root.ts)
+        once.upload(channel, Attachment("a.txt", "x"), thread_ts=root.ts)
     completed = [
         c for c in slack.calls_to("files.completeUploadExternal") if c.params.get("channel_id") == channel
     ]

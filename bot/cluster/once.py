@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from handlers.ports import PostRef, SlackPoster, StateStore, StateUnavailable
+from handlers.ports import Attachment, PostRef, SlackPoster, StateStore, StateUnavailable
 
 log = logging.getLogger("gpubot.agent")
 
@@ -135,25 +135,16 @@ class OncePoster:
     ) -> None:
         self.inner.ephemeral(channel, user, text, blocks)
 
-    def upload(
-        self,
-        channel: str,
-        filename: str,
-        content: bytes | str,
-        *,
-        thread_ts: str | None = None,
-        title: str | None = None,
-        comment: str | None = None,
-    ) -> None:
+    def upload(self, channel: str, file: Attachment, *, thread_ts: str | None = None) -> None:
         request = _scope.get()
-        record = f"once:upload:{request}:{channel}:{thread_ts}:{filename}" if request else None
+        record = f"once:upload:{request}:{channel}:{thread_ts}:{file.filename}" if request else None
         if record is not None:
             try:
                 if self.store.get(record) is not None:
-                    log.info("%s was uploaded before in this request: not uploading it again", filename)
+                    log.info("%s was uploaded before in this request: not uploading it again", file.filename)
                     return
             except StateUnavailable as err:
-                log.warning("upload of %s: its record is unreadable, uploading: %s", filename, err)
-        self.inner.upload(channel, filename, content, thread_ts=thread_ts, title=title, comment=comment)
+                log.warning("upload of %s: its record is unreadable, uploading: %s", file.filename, err)
+        self.inner.upload(channel, file, thread_ts=thread_ts)
         if record is not None:
             self._write(record, {"at": self.clock(), "by": self.who})

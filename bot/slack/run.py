@@ -25,7 +25,7 @@ from bot.ops import metrics
 from bot.ops.config import Config
 from bot.slack.app import GpuBot
 from bot.slack.httpserver import HttpServer
-from bot.slack.transport import EVENTS_PATH, Drained, drain, start_http
+from bot.slack.transport import EVENTS_PATH, Drained, drain, socket_mode, start_http
 from bot.sources.opener import Sources
 from handlers.ports import StateUnavailable
 from layers.sources import SourceError
@@ -119,10 +119,10 @@ def stop_on_signals() -> threading.Event:
 
 def connect_socket_mode(front: Any, app_token: str | None, server: HttpServer) -> Any:
     """Socket Mode for the bot or a gateway (bot/cluster/roles.py); its readiness follows the
-    connection. Refused: the HTTP server and the front's pool stop, and SourceError says why."""
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
-
-    handler = SocketModeHandler(front.app, app_token)
+    connection. Every envelope passes the gate HTTP requests pass (bot/slack/gate.py). Refused: the
+    HTTP server and the front's pool stop, and SourceError says why."""
+    assert app_token is not None  # load_config(need_slack=True) checked it in Socket Mode
+    handler = socket_mode(front, app_token)
     front.slack_up = handler.client.is_connected
     try:
         handler.connect()
