@@ -21,17 +21,24 @@ from tests.fakes.kube_api import serve
 from tests.services import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-NEVER_FOR_HELP = ("slack_bolt", "slack_sdk", "matplotlib", "kubernetes", "urllib3", "redis")
+NEVER_FOR_HELP = (
+    "slack_bolt",
+    "slack_sdk",
+    "matplotlib",
+    "kubernetes",
+    "prometheus_api_client",
+    "urllib3",
+    "redis",
+)
 NEVER_FOR_WHY = ("slack_bolt", "matplotlib", "kubernetes.client.models.", "kubernetes.client.api.", "cel")
 # With a plain kubeconfig (a token) and a Prometheus: not the client's package roots, its kubeconfig
-# loader, the ApiClient and pydantic, nor requests (bot/sources/kubeclient.py, kubeconfig.py, prom.py).
+# loader, the ApiClient and pydantic (bot/sources/kubeclient.py, kubeconfig.py).
 NEVER_FOR_PLAIN_WHY = (
     *NEVER_FOR_WHY,
     "kubernetes.dynamic",
     "kubernetes.config.kube_config",
     "kubernetes.client.api_client",
     "pydantic",
-    "requests",
     "oauthlib",
     "bot.sources.scenario",
     "prometheus_client",

@@ -34,7 +34,8 @@ from bot.sources.kubeclient import (
     load_incluster_config,
 )
 from bot.sources.kubeconfig import load_kubeconfig
-from layers.sources import DraKind, K8sObject, SourceError
+from bot.sources.listing import DRA_GROUP, EVERYTHING, ListReads, Selection
+from layers.sources import K8sObject, SourceError
 
 PAGE_SIZE = 500
 USER_AGENT = "gpubot"
@@ -100,7 +101,7 @@ DRA_FALLBACK = {"devicetaintrules": ("v1beta2", "v1alpha3")}
 DRA_BETAS = ("v1beta2", "v1beta1")
 
 
-class KubeCluster:
+class KubeCluster(ListReads):
     """A Kubernetes API server, read through one private connection pool of the client."""
 
     def __init__(self, configuration: Configuration, source: str, timeout_s: float = 10.0) -> None:
@@ -215,21 +216,15 @@ class KubeCluster:
         obj: K8sObject = json.loads(body)
         return obj
 
-    def _list(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> list[K8sObject]:
+    def _list(self, res: Resource, where: Selection = EVERYTHING) -> list[K8sObject]:
         """Every page of a list; items get the kind/apiVersion the server leaves off."""
+        namespace = where.namespace if res.namespaced else None
         path = res.path(namespace)
         query: list[tuple[str, str | int | bool]] = []
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
-        if label_selector:
-            query.append(("labelSelector", label_selector))
+        if where.fields:
+            query.append(("fieldSelector", where.fields))
+        if where.labels:
+            query.append(("labelSelector", where.labels))
         query.append(("limit", self.page_size))
         items: list[K8sObject] = []
         token: str | None = None
@@ -255,19 +250,34 @@ class KubeCluster:
     def get_pod(self, namespace: str, name: str) -> K8sObject:
         return self._get(PODS, name, namespace)
 
-    def list_pods(
-        self,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> list[K8sObject]:
-        return self._list(PODS, namespace, label_selector=label_selector, field_selector=field_selector)
+    def _select(self, group: str, kind: str, where: Selection) -> list[K8sObject]:
+        match (group, kind):
+            case ("", "Pod"):
+                return self._list(PODS, where)
+            case ("", "Node"):
+                return self._list(NODES, where)
+            case ("apps", "DaemonSet"):
+                return self._list(DAEMONSETS, where)
+            case ("node.k8s.io", "RuntimeClass"):
+                return self._list(RUNTIMECLASSES, where)
+            case (group, kind) if group == DRA_GROUP and kind in DRA_RESOURCES:
+                return self._list_dra(kind, where)
+        raise ValueError(f"no list read for {group}/{kind}")
+
+    def _list_dra(self, kind: str, where: Selection) -> list[K8sObject]:
+        for version in (
+            DRA_RESOURCES[kind].version,
+            *DRA_FALLBACK.get(DRA_RESOURCES[kind].plural, DRA_BETAS),
+        ):
+            try:
+                return self._list(replace(DRA_RESOURCES[kind], version=version), where)
+            except SourceError as err:
+                if err.kind != "not_found":
+                    raise
+        return []  # the cluster serves no DRA API: not an error
 
     def get_node(self, name: str) -> K8sObject:
         return self._get(NODES, name)
-
-    def list_nodes(self, label_selector: str | None = None) -> list[K8sObject]:
-        return self._list(NODES, label_selector=label_selector)
 
     def list_events(
         self, namespace: str | None, kind: str | None = None, name: str | None = None
@@ -279,12 +289,7 @@ class KubeCluster:
             terms.append(f"involvedObject.name={name}")
         # A node's events carry no namespace and usually land in "default": search everywhere.
         where = namespace if namespace and kind != "Node" else None
-        return self._list(EVENTS, where, field_selector=",".join(terms) or None)
-
-    def list_daemonsets(
-        self, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[K8sObject]:
-        return self._list(DAEMONSETS, namespace, label_selector=label_selector)
+        return self._list(EVENTS, Selection(where, fields=",".join(terms) or None))
 
     def list_custom(self, group: str, version: str, plural: str) -> list[K8sObject]:
         versions = [version]
@@ -298,31 +303,6 @@ class KubeCluster:
                 if err.kind != "not_found":
                     raise
         return []  # the CRD is not installed
-
-    def list_runtimeclasses(self) -> list[K8sObject]:
-        return self._list(RUNTIMECLASSES)
-
-    def list_dra(
-        self,
-        kind: DraKind,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> list[K8sObject]:
-        res = DRA_RESOURCES[kind]
-        where = namespace if res.namespaced else None
-        for version in (res.version, *DRA_FALLBACK.get(res.plural, DRA_BETAS)):
-            try:
-                return self._list(
-                    replace(DRA_RESOURCES[kind], version=version),
-                    where,
-                    label_selector=label_selector,
-                    field_selector=field_selector,
-                )
-            except SourceError as err:
-                if err.kind != "not_found":
-                    raise
-        return []  # the cluster serves no DRA API: not an error
 
     def pod_log(
         self,

@@ -1,26 +1,30 @@
-"""The Telemetry interface over a real Prometheus (its HTTP API, through urllib3).
+"""The Telemetry interface over a real Prometheus (prometheus-api-client).
 
-One PromQL query per read (bot/sources/promql.py), evaluated at an explicit `time`
+One PromQL query per call (bot/sources/promql.py), evaluated at an explicit `time`
 so a fixed evaluation instant (`at=`) reads history exactly as a scenario does.
 Independent reads handed over together (`read_many`, layers.sources.read_all) go
-out at once on a thread-safe connection pool and share one deadline: a
-Prometheus that accepts and never answers costs one timeout, not one per query,
-and ends in a TelemetryError (the layers' `unknown`), never a hang. Every failure
-names the URL, what went wrong and what to check; the bearer token never appears
-in a message or a repr.
+out at once, each worker thread with its own PrometheusConnect (a requests Session
+is not safe to share between threads), under one deadline: a Prometheus that
+accepts and never answers costs one timeout, not one per query, and ends in a
+TelemetryError (the layers' `unknown`), never a hang. Every failure becomes a
+TelemetryError naming the URL, what went wrong and what to check; the bearer
+token never appears in a message or a repr.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
-import urllib3
+import requests
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
 from bot.sources.promql import build_changed_query, build_query, matches, plan
@@ -51,27 +55,50 @@ class PrometheusTelemetry:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"Prometheus URL must be http(s)://host[:port][/path], got {url!r}")
-        # Shown in messages and sent to: without any user:password@ the URL may carry.
+        self.url = url.rstrip("/")
+        # Shown in messages: without any user:password@ the URL may carry.
         host = parts.hostname or ""
         host = f"[{host}]" if ":" in host else host
         self.shown_url = urlunsplit(
             parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host)
         ).rstrip("/")
-        self.url = self.shown_url
-        self._basic = (
-            urllib3.make_headers(basic_auth=f"{unquote(parts.username)}:{unquote(parts.password or '')}")
-            if parts.username
-            else {}
-        )
         self._token = token
         self._token_file = token_file
         self._timeout_s = timeout_s
         self._at = at
         self._clock = clock
         self.queries = 0  # HTTP queries made, for benchmarks and tests
+        self._last = threading.local()  # the last HTTP response of this thread, for error bodies
+
+        self._ca_bundle, self._insecure, self._retries = ca_bundle, insecure, retries
+        # Clients not in use: a query borrows one, so no requests Session is shared between
+        # threads, and there are never more than the queries once in flight.
+        self._idle: list[PrometheusConnect] = []
         self._lock = threading.Lock()
+        # One batch's deadline: every query's own timeout, its retries and their backoff.
+        self._deadline_s = timeout_s * (retries + 1) + 0.2 * retries + 1.0
+
+    @contextmanager
+    def _borrowed(self) -> Iterator[PrometheusConnect]:
+        """A client of its own for one query: a requests Session is not safe to share between threads."""
+        with self._lock:
+            client = self._idle.pop() if self._idle else None
+        try:
+            if client is None:
+                client = self._new_client()
+            yield client
+        finally:
+            if client is not None:
+                with self._lock:
+                    self._idle.append(client)
+
+    def _new_client(self) -> PrometheusConnect:
+        session = requests.Session()
+        session.verify = False if self._insecure else (self._ca_bundle or True)
+        session.hooks["response"].append(self._remember)
         # Retry a refused connection and a 502/503/504 once, quickly; never a read
         # timeout (that would double the wait); hand the last 5xx back for its body.
+        retries = self._retries
         retry = Retry(
             total=retries,
             connect=retries,
@@ -82,19 +109,7 @@ class PrometheusTelemetry:
             allowed_methods=None,
             raise_on_status=False,
         )
-        self._ca_bundle = None if insecure else ca_bundle
-        tls: dict[str, Any] = {"cert_reqs": "CERT_NONE"} if insecure else {"cert_reqs": "CERT_REQUIRED"}
-        if not insecure:
-            tls["ca_certs"] = ca_bundle or _default_ca()
-        self._pool = urllib3.PoolManager(
-            num_pools=2,
-            maxsize=MAX_IN_FLIGHT,
-            retries=retry,
-            timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s),
-            **tls,
-        )
-        # One batch's deadline: every query's own timeout, its retries and their backoff.
-        self._deadline_s = timeout_s * (retries + 1) + 0.2 * retries + 1.0
+        return PrometheusConnect(url=self.url, session=session, retry=retry, timeout=self._timeout_s)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"PrometheusTelemetry({self.shown_url!r})"
@@ -107,7 +122,10 @@ class PrometheusTelemetry:
         return self._at if self._at is not None else self._clock()
 
     def close(self) -> None:
-        self._pool.clear()
+        with self._lock:
+            clients, self._idle = self._idle, []
+        for client in clients:
+            client.close()
 
     # --- Telemetry --------------------------------------------------------------
 
@@ -140,7 +158,8 @@ class PrometheusTelemetry:
             return 0
         if local:  # the selector was too long for a URL: count what comes back
             return len(self._vector(None, metric, None, match))
-        items = self._query("/api/v1/query", {"query": f"count({query})", "time": self.now()}, "value")
+        raw = self._call(query, lambda c: c.custom_query(f"count({query})", params={"time": self.now()}))
+        items = self._items(raw, f"count({query})", "value")
         return int(float(items[0]["value"][1])) if items else 0
 
     def range(
@@ -154,9 +173,11 @@ class PrometheusTelemetry:
         if query is None:
             return []
         end = self.now()
-        fields = {"query": query, "start": round(end - window_s), "end": round(end), "step": f"{step_s}s"}
+        start_dt = datetime.fromtimestamp(end - window_s, tz=UTC)
+        end_dt = datetime.fromtimestamp(end, tz=UTC)
+        raw = self._call(query, lambda c: c.custom_query_range(query, start_dt, end_dt, f"{step_s}s"))
         out = []
-        for item in self._query("/api/v1/query_range", fields, "values"):
+        for item in self._items(raw, query, "values"):
             labels = dict(item["metric"])
             if local and not matches(labels, match):
                 continue
@@ -201,7 +222,7 @@ class PrometheusTelemetry:
                 query = plan(None if r.func == "instant" else r.func, r.metric, r.window_s or None, r.match)[
                     0
                 ]
-                raise TelemetryError(self._timeout_error(str(query)))
+                raise TelemetryError(self._timeout_error(f"Prometheus at {self.shown_url}", str(query)))
             out.append(got)
         return out
 
@@ -221,15 +242,16 @@ class PrometheusTelemetry:
         if above is not None:
             # Filtered on the server: only the series that matter cross the wire.
             query = f"({query}) > {float(above)!r}"
+        raw = self._call(query, lambda c: c.custom_query(query, params={"time": self.now()}))
         out = []
-        for item in self._query("/api/v1/query", {"query": query, "time": self.now()}, "value"):
+        for item in self._items(raw, query, "value"):
             labels = dict(item["metric"])
             if local and not matches(labels, match):
                 continue
             out.append(Sample(labels=labels, value=float(item["value"][1])))
         return out
 
-    def _headers(self) -> dict[str, str]:
+    def _headers(self) -> dict[str, str] | None:
         token = self._token
         if token is None and self._token_file:
             # Re-read each time: projected ServiceAccount tokens rotate under a running pod.
@@ -240,111 +262,100 @@ class PrometheusTelemetry:
                 raise TelemetryError(
                     f"cannot read the Prometheus token file {self._token_file}: {e.strerror}"
                 ) from None
-        return {"Authorization": f"Bearer {token}"} if token else dict(self._basic)
+        return {"Authorization": f"Bearer {token}"} if token else None
 
-    def _query(self, path: str, fields: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
-        """One GET of the HTTP API; the result items, checked for the shape this read expects."""
-        query = str(fields["query"])
+    def _remember(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        self._last.response = response
+
+    def _call(self, query: str, do: Callable[[PrometheusConnect], Any]) -> Any:
         headers = self._headers()
+        self._last.response = None
         with self._lock:
             self.queries += 1
         where = f"Prometheus at {self.shown_url}"
-        if self._ca_bundle and not os.path.isfile(self._ca_bundle):
-            # Checked before connecting, as the TLS handshake would only say "connection failed".
+        try:
+            with self._borrowed() as client:
+                client.headers = headers
+                return do(client)
+        except requests.exceptions.SSLError as e:
             raise TelemetryError(
-                f"{where}: the CA bundle {self._ca_bundle} is not a readable file (check PROMETHEUS_CA_BUNDLE)"
-            )
-        try:
-            resp = self._pool.request("GET", self.url + path, fields=dict(fields), headers=headers)
-        except urllib3.exceptions.MaxRetryError as e:
-            raise TelemetryError(self._unreachable(where, query, e.reason or e)) from None
-        except urllib3.exceptions.HTTPError as e:
-            raise TelemetryError(self._unreachable(where, query, e)) from None
-        except OSError as e:  # e.g. the CA bundle file vanished
-            raise TelemetryError(f"{where}: {e} (check PROMETHEUS_CA_BUNDLE)") from None
-        if resp.status != 200:
-            raise TelemetryError(_http_error(where, query, resp))
-        try:
-            body = json.loads(resp.data)
-            raw = body["data"]["result"]
+                f"{where}: TLS verification failed ({_short(e)}); set PROMETHEUS_CA_BUNDLE to the CA that signed it"
+            ) from None
+        except requests.exceptions.Timeout:
+            raise TelemetryError(self._timeout_error(where, query)) from None
+        except requests.exceptions.ConnectionError as e:
+            if "timed out" in str(e):  # a timeout that came wrapped in retry errors
+                raise TelemetryError(self._timeout_error(where, query)) from None
+            raise TelemetryError(
+                f"{where}: cannot connect ({_short(e)}); check PROMETHEUS_URL and that Prometheus "
+                "is running and reachable from the bot (service, port, NetworkPolicy)"
+            ) from None
+        except PrometheusApiClientException:
+            raise TelemetryError(self._http_error(where, query)) from None
+        # Before RequestException: requests' JSONDecodeError is one too.
         except (ValueError, KeyError, TypeError):
-            raise TelemetryError(_body_error(where, query, resp)) from None
+            raise TelemetryError(self._body_error(where, query)) from None
+        except requests.exceptions.RequestException as e:
+            raise TelemetryError(f"{where}: request failed ({_short(e)})") from None
+        except OSError as e:  # e.g. the CA bundle file vanished: requests raises it bare
+            raise TelemetryError(f"{where}: {e} (check PROMETHEUS_CA_BUNDLE)") from None
+
+    def _timeout_error(self, where: str, query: str) -> str:
+        return (
+            f"{where}: no answer within {self._timeout_s:g}s to {query!r}; check Prometheus load "
+            "and the network path from the bot"
+        )
+
+    def _http_error(self, where: str, query: str) -> str:
+        resp: requests.Response | None = self._last.response
+        if resp is None:
+            return f"{where}: request failed for {query!r}"
+        code = resp.status_code
+        detail = _error_detail(resp)
+        if code in (401, 403):
+            return (
+                f"{where}: HTTP {code} ({detail}); check the bearer token (PROMETHEUS_TOKEN) "
+                "and that it may query this Prometheus"
+            )
+        if code in (400, 422):
+            return f"{where}: HTTP {code}, the query was rejected ({detail}): {query!r}"
+        if code >= 500:
+            return f"{where}: HTTP {code} ({detail}); check Prometheus' health and logs"
+        return f"{where}: HTTP {code} ({detail}); check PROMETHEUS_URL points at the Prometheus API"
+
+    def _body_error(self, where: str, query: str) -> str:
+        resp: requests.Response | None = self._last.response
+        if resp is None:
+            return f"{where}: unreadable answer to {query!r}"
+        try:
+            body = resp.json()
+        except ValueError:
+            return (
+                f"{where}: answered HTTP {resp.status_code} with a body that is not JSON "
+                f"({resp.text[:120]!r}); check PROMETHEUS_URL points at the Prometheus API, not a UI or proxy page"
+            )
+        if isinstance(body, dict) and body.get("status") == "error":
+            return f"{where}: query failed ({_error_detail(resp)}): {query!r}"
+        return f"{where}: unexpected answer to {query!r}: {json.dumps(body)[:160]}"
+
+    def _items(self, raw: Any, query: str, key: str) -> list[dict[str, Any]]:
+        """The result items, checked for the shape this read expects."""
         if not isinstance(raw, list) or not all(
             isinstance(i, dict) and isinstance(i.get("metric"), dict) and key in i for i in raw
         ):
             raise TelemetryError(
-                f"{where}: unexpected result shape for {query!r} "
+                f"Prometheus at {self.shown_url}: unexpected result shape for {query!r} "
                 f"(wanted a {'vector' if key == 'value' else 'matrix'})"
             )
         return raw
 
-    def _unreachable(self, where: str, query: str, e: BaseException) -> str:
-        if isinstance(e, urllib3.exceptions.SSLError):
-            return (
-                f"{where}: TLS verification failed ({_short(e)}); "
-                "set PROMETHEUS_CA_BUNDLE to the CA that signed it"
-            )
-        # NewConnectionError subclasses ConnectTimeoutError: a refused connection is no timeout.
-        if isinstance(e, urllib3.exceptions.TimeoutError) and not isinstance(
-            e, urllib3.exceptions.NewConnectionError
-        ):
-            return self._timeout_error(query)
-        return (
-            f"{where}: cannot connect ({_short(e)}); check PROMETHEUS_URL and that Prometheus "
-            "is running and reachable from the bot (service, port, NetworkPolicy)"
-        )
 
-    def _timeout_error(self, query: str) -> str:
-        return (
-            f"Prometheus at {self.shown_url}: no answer within {self._timeout_s:g}s to {query!r}; "
-            "check Prometheus load and the network path from the bot"
-        )
-
-
-def _default_ca() -> str | None:
-    """The CA bundle requests used (certifi's) where installed, else the system's (urllib3's default)."""
-    try:
-        import certifi
-    except ImportError:
-        return None
-    return str(certifi.where())
-
-
-def _http_error(where: str, query: str, resp: urllib3.BaseHTTPResponse) -> str:
-    code = resp.status
-    detail = _error_detail(resp)
-    if code in (401, 403):
-        return (
-            f"{where}: HTTP {code} ({detail}); check the bearer token (PROMETHEUS_TOKEN) "
-            "and that it may query this Prometheus"
-        )
-    if code in (400, 422):
-        return f"{where}: HTTP {code}, the query was rejected ({detail}): {query!r}"
-    if code >= 500:
-        return f"{where}: HTTP {code} ({detail}); check Prometheus' health and logs"
-    return f"{where}: HTTP {code} ({detail}); check PROMETHEUS_URL points at the Prometheus API"
-
-
-def _body_error(where: str, query: str, resp: urllib3.BaseHTTPResponse) -> str:
-    try:
-        body = json.loads(resp.data)
-    except ValueError:
-        text = resp.data.decode("utf-8", "replace")
-        return (
-            f"{where}: answered HTTP {resp.status} with a body that is not JSON "
-            f"({text[:120]!r}); check PROMETHEUS_URL points at the Prometheus API, not a UI or proxy page"
-        )
-    if isinstance(body, dict) and body.get("status") == "error":
-        return f"{where}: query failed ({_error_detail(resp)}): {query!r}"
-    return f"{where}: unexpected answer to {query!r}: {json.dumps(body)[:160]}"
-
-
-def _error_detail(resp: urllib3.BaseHTTPResponse) -> str:
+def _error_detail(resp: requests.Response) -> str:
     """Prometheus' own `errorType: error` when the body has one, else the start of the body."""
     try:
-        body = json.loads(resp.data)
+        body = resp.json()
     except ValueError:
-        text = resp.data.decode("utf-8", "replace").strip().replace("\n", " ")
+        text = resp.text.strip().replace("\n", " ")
         return text[:160] or resp.reason or "empty body"
     if isinstance(body, dict) and body.get("error"):
         kind = body.get("errorType")
@@ -365,7 +376,7 @@ _REASONS = (
 
 
 def _short(e: BaseException) -> str:
-    """The reason inside a urllib3 error, without the retry wrapping around it."""
+    """The reason inside a requests/urllib3 error, without the retry wrapping around it."""
     text = str(e)
     for reason in _REASONS:
         if reason.lower() in text.lower():
