@@ -117,7 +117,8 @@ def test_no_noise_node_is_a_fault_or_warning_of_the_walk(path: Path) -> None:
     ]
     assert not loud, loud
     target_node = bundled.pods_by_key(data(path))[tuple(exp["target"].split("/"))]["spec"].get("nodeName")
-    assert result.verdict is not None and result.verdict.node == (target_node or "h100-02")
+    # A bound pod's answer is on its node; a pending pod's on a candidate (never a noise node, above).
+    assert result.verdict is not None and (target_node is None or result.verdict.node == target_node)
 
 
 def test_a_lost_claim_spec_names_the_claim_its_devices_and_the_plugin() -> None:
