@@ -101,18 +101,43 @@ def no_devices_on(node: str) -> Finding:
     )
 
 
-def selector_broken(expressions: Sequence[str], m: Matcher) -> Finding:
-    lines = [f"{e}: {m.errors[e]}" for e in expressions]
-    return finding(
-        "L1_DRA_SELECTOR_UNSATISFIED",
-        f"a CEL selector of the claim cannot be evaluated ({m.errors[expressions[0]]}): "
-        "the scheduler cannot allocate it on any node; fix the expression",
-        evidence=lines,
-        commands=[
-            "kubectl get resourceclaims -A -o yaml | grep -A3 'cel:'",
-            "kubectl get deviceclasses -o yaml",
-        ],
-    )
+# The API server compiles and type-checks every selector before it stores a claim or class, with
+# Kubernetes' CEL libraries: an expression that does not compile here, or calls what this CEL lacks
+# (the strings and lists extensions), is one the scheduler can run. Other errors (no such key, no such
+# overload) happen on the scheduler's devices too.
+_NOT_HERE = ("compilation failed", "Undefined variable or function")
+
+
+def selector_broken(expressions: Sequence[str], m: Matcher) -> list[Finding]:
+    """What a selector that does not evaluate means: the scheduler fails on it too, or gpubot cannot say."""
+    commands = [
+        "kubectl get resourceclaims -A -o yaml | grep -A3 'cel:'",
+        "kubectl get deviceclasses -o yaml",
+    ]
+    ours = [e for e in expressions if any(w in m.errors[e] for w in _NOT_HERE)]
+    theirs = [e for e in expressions if e not in ours]
+    out = []
+    if theirs:
+        out.append(
+            finding(
+                "L1_DRA_SELECTOR_UNSATISFIED",
+                f"a CEL selector of the claim cannot be evaluated ({m.errors[theirs[0]]}): "
+                "the scheduler cannot allocate it on any node; fix the expression",
+                evidence=[f"{e}: {m.errors[e]}" for e in theirs],
+                commands=commands,
+            )
+        )
+    if ours:
+        out.append(
+            unknown(
+                1,
+                f"gpubot cannot evaluate the claim's CEL selector here ({m.errors[ours[0]]}); the API server "
+                "accepted it, so which devices match is not checked — the scheduler's messages say why the "
+                "claim is not allocated",
+                evidence=[f"{e}: {m.errors[e]}" for e in ours],
+            )
+        )
+    return out
 
 
 def _published_values(expressions: Sequence[str], devices: Iterable[tuple[str, Device]]) -> list[str]:

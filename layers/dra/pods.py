@@ -125,7 +125,7 @@ def unbound_pod(ctx: WalkContext, pod: K8sObject, failures: Sequence[SchedulingF
     fitting = {n: _fits(m, inv.on(n), gpu_needs) for n in judged}
     broken = [e for e in _expressions(gpu_needs, classes) if e in m.errors]
     if broken:
-        out.append(selector_broken(broken, m))
+        out += selector_broken(broken, m)
     satisfied = [
         n for n, per in fitting.items() if all(len(per[i]) >= need.count for i, need in enumerate(gpu_needs))
     ]

@@ -101,12 +101,14 @@ class PodClaimState:
 
 def pod_claims(ctx: WalkContext) -> list[PodClaimState]:
     """The target pod's claims, resolved; SourceError escapes (the caller reports it)."""
-    pod = ctx.pod
-    if pod is None:
-        return []
+    return claims_of(ctx, ctx.pod) if ctx.pod is not None else []
+
+
+def claims_of(ctx: WalkContext, pod: K8sObject) -> list[PodClaimState]:
+    """One pod's claims, resolved (the target's, or a pod on a node walk's node); read once per walk."""
+    ns = str((pod.get("metadata") or {}).get("namespace") or "default")
 
     def read() -> list[PodClaimState]:
-        ns = str((pod.get("metadata") or {}).get("namespace") or "default")
         out = []
         for entry in dra.pod_claims(pod):
             claim_obj = _named(ctx, "ResourceClaim", ns, entry.claim_name) if entry.claim_name else None
@@ -125,7 +127,8 @@ def pod_claims(ctx: WalkContext) -> list[PodClaimState]:
             out.append(PodClaimState(entry, None, requests, why))
         return out
 
-    return ctx.cached("dra_pod_claims", read)
+    name = str((pod.get("metadata") or {}).get("name") or "")
+    return ctx.cached(("dra_pod_claims", ns, name), read)
 
 
 def slice_nodes(ctx: WalkContext) -> frozenset[str]:

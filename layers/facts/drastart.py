@@ -10,7 +10,8 @@ dra-driver-nvidia-gpu#736). Or the kubelet cannot prepare the claim and says so 
 `FailedPrepareDynamicResources` event: `Failed to prepare dynamic resources: prepare dynamic
 resources: NodePrepareResources failed for ResourceClaim <name>: <the plugin's error>`, `DRA driver
 gpu.nvidia.com is not registered` (no kubelet plugin runs there), `NodePrepareResources: rpc error: …`.
-Called by the one reader of start failures (layers/facts/startfail.py) for the target pod.
+Called by the one reader of start failures (layers/facts/startfail.py) for the target pod, or for
+the pods on a node walk's node.
 """
 
 from __future__ import annotations
@@ -234,14 +235,15 @@ def _plugin(
 
 
 def dra_start(ctx: WalkContext, pod: K8sObject, cause: str, message: str) -> DraStart | None:
-    """The DRA facts of one refusal of the target pod, or None when it is not the NVIDIA DRA driver's."""
+    """The DRA facts of one refusal of this pod (the target, or one on a node walk's node), or None when
+    it is not the NVIDIA DRA driver's."""
     got = _kind(message, cause)
     if got is None:
         return None
     kind, driver, error, name = got
     problems: list[str] = []
     try:
-        states = drareads.pod_claims(ctx)
+        states = drareads.claims_of(ctx, pod)
     except SourceError as err:
         states = []
         problems.append(f"the pod's ResourceClaims not read: {err}")

@@ -240,7 +240,7 @@ def _read(ctx: WalkContext) -> WalkStartFailures:
         )
     except SourceError as err:
         return WalkStartFailures((), ((f"the pods on {node}", err),))
-    found = [f for p in pods if component(p) is None for f in start_failures(p)]
+    found = [f for p in pods if component(p) is None for f in _with_dra(ctx, p, start_failures(p))]
     return WalkStartFailures(tuple(found))
 
 

@@ -7,7 +7,7 @@ Objects are shaped as `resource.k8s.io/v1` serves them and as the DRA driver's c
 its pods (`dra-driver-nvidia-gpu-kubelet-plugin-*` with containers `compute-domains` and `gpus`, the
 `dra-driver-nvidia-gpu-component` label); device attributes are the ones the driver's deviceinfo.go
 publishes. `python -m tests.incidents.drafleet` rewrites the committed scenarios from
-`tests/incidents/dra_start_build.py`; the YAML files, not this module, are what the tests read.
+`tests/incidents/dra_fleets_build.py`; the YAML files, not this module, are what the tests read.
 """
 
 from __future__ import annotations
@@ -338,6 +338,34 @@ class DraFleet:
             })  # fmt: skip
         return claim_uid
 
+    def pending(self, ns: str, pod: str, *, template: str, selector: str, count: int, node_selector: dict[str, str],
+                scheduler: str, created: str) -> None:  # fmt: skip
+        """A pod the scheduler could not place, its claim (from `template`, with `selector`) not allocated."""
+        entry = "gpus"
+        claim = f"{pod}-{entry}-{suffix(ns, pod, 'rc')}"
+        obj = self._pod(pod, ns, None, {"app": pod.rsplit("-", 1)[0]},
+                        [("trainer", "nvcr.io/nvidia/pytorch:25.09-py3", {"state": "ContainerCreating"})],
+                        claims=[{"name": entry, "resourceClaimTemplateName": template}],
+                        claim_statuses=[{"name": entry, "resourceClaimName": claim}], phase="Pending", created=created)  # fmt: skip
+        obj["spec"].pop("nodeName")
+        obj["spec"]["nodeSelector"] = node_selector
+        obj["status"] = {"phase": "Pending", "qosClass": "BestEffort", "resourceClaimStatuses": [{"name": entry, "resourceClaimName": claim}],
+                         "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                         "message": scheduler, "lastTransitionTime": created}]}  # fmt: skip
+        request = {"name": entry, "exactly": {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": count,
+                                              "selectors": [{"cel": {"expression": selector}}]}}  # fmt: skip
+        self.objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                             "metadata": _meta(template, ns, created="2026-11-20T10:00:00Z"),
+                             "spec": {"spec": {"devices": {"requests": [request]}}}})  # fmt: skip
+        self.objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                             "metadata": _meta(claim, ns, created=created, generateName=f"{pod}-{entry}-",
+                                               annotations={"resource.kubernetes.io/pod-claim-name": entry},
+                                               ownerReferences=[{"apiVersion": "v1", "controller": True, "kind": "Pod",
+                                                                 "name": pod, "uid": uid(ns, pod)}]),
+                             "spec": {"devices": {"requests": [request]}}, "status": {}})  # fmt: skip
+        self.event(ns, pod, "FailedScheduling", scheduler, count=12, first=created, last=self.now,
+                   component="default-scheduler")  # fmt: skip
+
     def event(self, ns: str, pod: str, reason: str, message: str, *, count: int, first: str, last: str,
               container: str | None = None, kind: str = "Warning", component: str = "kubelet") -> None:  # fmt: skip
         inv: dict[str, Any] = {
@@ -400,6 +428,6 @@ _Dumper.add_representer(str, _str)
 
 
 if __name__ == "__main__":
-    from tests.incidents.dra_start_build import main
+    from tests.incidents.dra_fleets_build import main
 
     main()

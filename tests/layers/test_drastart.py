@@ -8,7 +8,7 @@ from typing import Any
 
 from layers.facts.startfail import walk_start_failures
 from layers.sources import SourceError
-from tests.incidents.drafleet import DraFleet
+from tests.incidents.drafleet import DraFleet, suffix, uid
 from tests.layers import builders as b
 
 NODE = "h100-01"
@@ -154,3 +154,19 @@ def test_a_failing_event_read_still_reads_the_status() -> None:
     assert read.errors and got.dra is not None and got.dra.kind == "cdi-claim"
     assert got.dra.claim is None  # a claim uid the pod no longer has: not guessed
     assert claim_uid not in got.dra.explain(NODE)
+
+
+def test_a_node_walk_names_the_claim_too() -> None:
+    # The digest's "diagnose" walks the node: the refused pod is found by its status, its claim by uid.
+    f = DraFleet("unit", "unit", now="2026-11-30T09:00:00Z")
+    f.control_plane()
+    f.gpu_node(NODE, "h100")
+    claim_uid = uid("ml", f"train-0-gpus-{suffix('ml', 'train-0', 'rc')}")
+    refusal = (
+        "failed to create containerd container: CDI device injection failed: unresolvable CDI devices "
+        f"k8s.gpu.nvidia.com/claim={claim_uid}-gpu-0"
+    )
+    f.workload("ml", "train-0", NODE, ["gpu-0"], state="CreateContainerError", message=refusal)
+    [got] = walk_start_failures(b.ctx(f.objects, node=NODE)).failures
+    assert got.pod == "train-0" and got.dra is not None and got.dra.claim_uid == claim_uid
+    assert got.dra.plugin == f"nvidia-dra-driver-gpu/{f.plugins[NODE]}"

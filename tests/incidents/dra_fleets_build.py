@@ -1,4 +1,4 @@
-"""The DRA start-failure incidents (tests/incidents/dra_start/*.yaml), built on production-shaped
+"""The DRA start-failure incidents (tests/incidents/dra_fleets/*.yaml), built on production-shaped
 DRA fleets whose unrelated nodes are sick. Each is a pod whose claim was allocated but whose
 container never starts, in the real words of the runtime, the kubelet and the DRA kubelet plugin:
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tests.incidents.drafleet import DraFleet, suffix, uid
 
-HERE = Path(__file__).resolve().parent / "dra_start"
+HERE = Path(__file__).resolve().parent / "dra_fleets"
 GPU_LOST = [{"effect": "NoSchedule", "key": "gpu.nvidia.com/gpu-lost", "timeAdded": "2026-11-30T06:41:12Z"}]
 XID79 = [
     {"effect": "NoExecute", "key": "gpu.nvidia.com/xid", "value": "79", "timeAdded": "2026-11-30T07:02:44Z"}
@@ -190,10 +190,40 @@ def plugin_not_registered() -> None:
     })  # fmt: skip
 
 
+def selector_beyond_gpubots_cel() -> None:
+    f = DraFleet(
+        "dra-cel-strings-extension-not-evaluated-14-nodes",
+        "A training job selects H100s with Kubernetes' CEL strings extension (lowerAscii), which the API server "
+        "accepts and gpubot's CEL lacks; two H100 nodes serve a model on two GPUs each and the third, "
+        "free, is cordoned. The walk must say it cannot evaluate the selector, not that it is wrong, and quote the scheduler "
+        "(samples: the scheduler's DynamicResources messages, the driver's deviceinfo.go attributes). The A100 and L40S "
+        "pools carry the usual sickness.",
+        now="2026-11-30T12:00:00Z",
+    )
+    _noisy_fleet(f, {"a100": 6, "l40s": 4, "h100": 3}, set())
+    f.noise.remove("h100-02")  # the cordoned H100 is this pod's answer, not noise
+    f.pending(
+        "research", "mamba-pretrain-0", template="h100-x8", count=8, node_selector={"pool": "h100"},
+        selector="device.attributes['gpu.nvidia.com'].productName.lowerAscii().contains('h100')",
+        scheduler="0/14 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
+        "1 node(s) were unschedulable, 10 node(s) didn't match Pod's node affinity/selector, 2 cannot allocate all "
+        "claims. preemption: 0/14 nodes are available: 14 Preemption is not helpful for scheduling.",
+        created="2026-11-30T10:40:00Z",
+    )  # fmt: skip
+    f.write(HERE, {
+        # h100-02, cordoned, has its eight GPUs free: uncordoning it is the answer.
+        "target": "research/mamba-pretrain-0", "walk": [1], "verdict": "L1_NODES_UNSCHEDULABLE",
+        "codes": ["L1_POD_PENDING", "L1_NODES_UNSCHEDULABLE", "L1_DRA_CLAIM_PENDING", "L1_UNKNOWN"],
+        "absent": ["L1_DRA_SELECTOR_UNSATISFIED", "L1_DRA_DEVICE_TAINTED", "L1_DRA_NO_DEVICES", "L5_XID",
+                   "L5_DEVICE_UNHEALTHY", "L2_OPERAND_FAILING"],
+    })  # fmt: skip
+
+
 def main() -> None:
     cdi_claim_spec_lost()
     mig_prepare_failed()
     plugin_not_registered()
+    selector_beyond_gpubots_cel()
 
 
 if __name__ == "__main__":
