@@ -15,26 +15,16 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.slack_api import FakeSlack, serve_slack
-from tests.slack_harness import OPERATOR, BotProcess, bot_env, told, wait_for, write_scenario
+from tests.fakes.slack_api import FakeSlack
+from tests.slack_harness import OPERATOR, BotProcess, scenario_bot, told, wait_for
 
 A, B = "C0CHANNELA", "C0CHANNELB"
 
 
 @pytest.fixture(scope="module")
-def slack() -> Iterator[FakeSlack]:
-    with serve_slack() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
 def bot(slack: FakeSlack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
-    folder = tmp_path_factory.mktemp("crossed")
-    proc = BotProcess(["--scenario", str(write_scenario(folder))], bot_env(slack.url), folder / "bot.log")
-    try:
+    with scenario_bot(slack.url, tmp_path_factory.mktemp("crossed")) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def _buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -63,7 +53,15 @@ def _posted_in(slack: FakeSlack, channel: str) -> int:
 
 def test_a_click_from_another_channel_does_nothing(bot: BotProcess, slack: FakeSlack) -> None:
     walk_id, ts = _walk_in(slack, bot, A)
-    wait_for("the walk to settle", lambda: slack.calls_to("chat.update"))
+    # Settled: the root updated and the last layer posted (counted before then, a late layer 5 looks
+    # like a post the crossed click caused).
+    wait_for(
+        "the walk to settle",
+        lambda: (
+            slack.calls_to("chat.update")
+            and any(str(m.get("text", "")).startswith("Layer 5 (") for m in slack.messages.get(A, []))
+        ),
+    )
     before = _posted_in(slack, A)
     # The same walk's buttons, pressed from channel B (a forged or copied payload).
     assert bot.click("walk_all", walk_id, user="U0INTRUDER", channel=B, message_ts=ts)[0] == 200
