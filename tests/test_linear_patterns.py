@@ -4,8 +4,8 @@ A pattern with adjacent or nested unbounded quantifiers over overlapping
 classes (`\\b[\\w-]*password` on `a-a-a-…`, `[a-z][a-z0-9+.-]*://` on a token
 line) is quadratic: one 12 KB unsigned request froze the bot for 14 s. Each
 pattern found by tests/hostile_text.py is run over 64 KB of each hostile
-input; a linear one takes milliseconds, the bound is generous (CI machines are
-shared). benchmarks/regex_bench.py prints the figures.
+input; a linear one takes milliseconds, the bound is generous, and it is this
+thread's CPU time, not wall time, so a loaded machine's waiting does not count. benchmarks/regex_bench.py prints the figures.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def test_each_pattern_is_linear_on_64_kb_of_hostile_text(where: str, pattern: re
     at_start = anchored(where)
     for chunk in chunks_for(pattern):
         text = hostile(chunk)
-        started = time.perf_counter()
+        started = time.thread_time()
         run(pattern, text, at_start=at_start)
-        took = time.perf_counter() - started
+        took = time.thread_time() - started
         assert took < BOUND_S, f"{where} took {took:.2f}s on {SIZE // 1024} KB of {chunk!r}"
