@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -110,14 +111,16 @@ class RawEntry(msgspec.Struct, forbid_unknown_fields=True):
 _ENTRY = msgspec.json.Decoder(RawEntry)
 
 
-def _entry(raw: msgspec.Raw) -> RawEntry | object:
-    """One `metrics` entry of the JSON fast path, its points left as text (an own copy, so the
-    file's buffer can go). An entry off the usual shape is decoded whole, for the exact message."""
+def _entry(raw: msgspec.Raw, copy: bool) -> RawEntry | object:
+    """One `metrics` entry of the JSON fast path, its points left as text: an own copy, so the
+    file's buffer can go, unless the file is mapped (`copy` False: the views stay on its pages).
+    An entry off the usual shape is decoded whole, for the exact message."""
     try:
         entry = _ENTRY.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return _decode(raw)
-    entry.values, entry.value = entry.values.copy(), entry.value.copy()
+    if copy:
+        entry.values, entry.value = entry.values.copy(), entry.value.copy()
     return entry
 
 
@@ -155,8 +158,20 @@ def _lazy_points(
     return _PointsText(raw, now, source, index)
 
 
-def read_metrics(raw: object, now: float, source: str, consume: bool = False) -> list[SeriesData]:
+# A mapped file's pages are released every this many entries (~5 MB of text).
+RELEASE_EVERY = 16_384
+
+
+def read_metrics(
+    raw: object,
+    now: float,
+    source: str,
+    consume: bool = False,
+    release: Callable[[], None] | None = None,
+) -> list[SeriesData]:
     """`consume`: the list is the caller's to spend; each entry is dropped once read (peak memory).
+    `release`: the entries are views into a mapped file; their points stay views, and the file's
+    pages are released every RELEASE_EVERY entries and at the end.
 
     Entries are dicts, or msgspec.Raw from the JSON fast path (bot/sources/scenario.py):
     decoded one at a time, their points kept as text and checked when first read (same
@@ -174,7 +189,9 @@ def read_metrics(raw: object, now: float, source: str, consume: bool = False) ->
         where = f"metrics[{i}]"
         points: _PointsText | list[tuple[float, float]]
         if type(entry) is msgspec.Raw:
-            entry = _entry(entry)
+            entry = _entry(entry, copy=release is None)
+            if release is not None and i % RELEASE_EVERY == RELEASE_EVERY - 1:
+                release()
         if type(entry) is RawEntry:
             labels = _labels(entry.metric, source, f"{where}.metric", checked, strings, own=True)
             instant = len(entry.value) > 0
@@ -215,6 +232,8 @@ def read_metrics(raw: object, now: float, source: str, consume: bool = False) ->
             series.append(SeriesData(labels, points))
         if consume:
             raw[i] = None
+    if release is not None:
+        release()
     return series
 
 
