@@ -42,15 +42,11 @@ def allocatable_below_capacity(nodes: Iterable[K8sObject]) -> list[Finding]:
         lost = 0
         for resource, (cap, alloc) in sorted(gaps.items()):
             evidence += [f"capacity {resource}={cap}", f"allocatable {resource}={alloc}"]
-            replicas = o.replicas_per_gpu(node, resource)
-            gpus = o.gpus_of(node, resource, cap - alloc)
-            lost += gpus
-            if replicas > 1:
+            lost += o.gpus_of(node, resource, cap - alloc)
+            note = o.sliced_note(node, resource, cap, alloc)
+            if note:
                 # Time-sliced: the numbers count replicas; the person needs GPUs.
-                evidence.append(
-                    f"time-sliced: {replicas} replicas per GPU, so {cap - alloc} replica(s) = {gpus} GPU(s) "
-                    f"of {o.gpus_of(node, resource, cap)}"
-                )
+                evidence.append(note)
                 parts.append(f"{cap} {resource} replicas but only {alloc} allocatable")
             else:
                 parts.append(f"{cap} {resource} but only {alloc} allocatable")

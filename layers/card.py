@@ -249,7 +249,7 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
             )
         )
     if log is not None and log.unhealthy:
-        out.append(device_unhealthy(node, log))
+        out.append(device_unhealthy(node, log, o.node_replicas(obj) if obj is not None else 1))
     taints, dra_findings = dra.card_evidence(ctx, node)
     out += dra_findings
     out += xid_findings(node, log, gpus, facts.error, taints)
@@ -277,13 +277,23 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
 def allocatable_below_capacity(node: str, obj: dict[str, object]) -> list[Finding]:
     out = []
     for resource, (cap, alloc) in sorted(o.allocatable_gaps(obj).items()):
-        k = cap - alloc
+        # On a time-sliced node the numbers count replicas; the summary counts GPUs (spec: layer 5).
+        k = o.gpus_of(obj, resource, cap - alloc)
+        note = o.sliced_note(obj, resource, cap, alloc)
+        lost = f"{k} GPU{'s' if k > 1 else ''}"
+        if note:
+            lost += f" ({cap - alloc} replicas)"
         out.append(
             finding(
                 "L5_ALLOCATABLE_BELOW_CAPACITY",
-                f"node {node}: {resource} capacity {cap}, allocatable {alloc} — {k} GPU{'s' if k > 1 else ''} "
-                "reported unhealthy by the device plugin; drain the node and check the card",
-                evidence=[f"status.capacity[{resource}]={cap}", f"status.allocatable[{resource}]={alloc}"],
+                f"node {node}: {resource} capacity {cap}, allocatable {alloc}"
+                + (f" (time-sliced, {o.replicas_per_gpu(obj, resource)} replicas per GPU)" if note else "")
+                + f" — {lost} reported unhealthy by the device plugin; drain the node and check the card",
+                evidence=[
+                    f"status.capacity[{resource}]={cap}",
+                    f"status.allocatable[{resource}]={alloc}",
+                    *([note] if note else []),
+                ],
                 commands=[f"kubectl describe node {node} | sed -n '/Capacity/,/Allocated resources/p'"],
                 node=node,
             )
@@ -291,19 +301,36 @@ def allocatable_below_capacity(node: str, obj: dict[str, object]) -> list[Findin
     return out
 
 
-def device_unhealthy(node: str, log: PluginLog) -> Finding:
-    evidence = []
+def device_unhealthy(node: str, log: PluginLog, replicas: int = 1) -> Finding:
+    """One line per GPU: a time-sliced GPU's replicas (`GPU-…::0` … `::3`) are one GPU taken out."""
+    by_gpu: dict[str, list[tuple[str, int | None, str]]] = {}
     for device, (number, line) in sorted(log.unhealthy.items()):
+        by_gpu.setdefault(o.physical_device(device), []).append((device, number, line))
+    evidence = []
+    for gpu, marks in by_gpu.items():
+        named = [d for d, _n, _l in marks if d != gpu]
+        numbers = sorted({n for _d, n, _l in marks if n is not None})
+        which = f" (replicas {', '.join(d[len(gpu) :] for d in named)})" if named else ""
         evidence.append(
-            f"{device}: {'Xid ' + str(number) if number is not None else 'no Xid given'} — {line}"
+            f"{gpu}{which}: {'Xid ' + ', '.join(map(str, numbers)) if numbers else 'no Xid given'} — {marks[0][2]}"
         )
-    devices = sorted(log.unhealthy)
+    shared = replicas > 1 or any(d != o.physical_device(d) for d in log.unhealthy)
     xids = sorted({n for n, _ in log.unhealthy.values() if n is not None})
     why = f" after Xid {', '.join(map(str, xids))}" if xids else ""
+    count = len(by_gpu)
+    if shared:
+        per = max([replicas, *(len(m) for m in by_gpu.values())])
+        what = f"{count} GPU{'s' if count > 1 else ''} ({count * per} replicas)"
+        evidence.append(
+            f"time-sliced: the plugin advertises each GPU {per} times (device IDs <uuid>::<replica>); "
+            "counted here as GPUs"
+        )
+    else:
+        what = f"{count} device{'s' if count > 1 else ''}"
     return finding(
         "L5_DEVICE_UNHEALTHY",
-        f"the device plugin on {node} marked {len(devices)} device{'s' if len(devices) > 1 else ''} unhealthy{why} "
-        f"({', '.join(devices)}): it stays unallocatable until the plugin restarts — drain the node and act on the Xid",
+        f"the device plugin on {node} marked {what} unhealthy{why} "
+        f"({', '.join(by_gpu)}): it stays unallocatable until the plugin restarts — drain the node and act on the Xid",
         evidence=evidence,
         commands=log.commands,
         node=node,
@@ -319,7 +346,10 @@ def xid_findings(
 ) -> list[Finding]:
     seen: dict[int, list[str]] = {}
     texts: dict[int, list[str]] = {}
-    devices: dict[int, set[str]] = {n: set(d) for n, d in (log.xid_devices if log else {}).items()}
+    # A time-sliced GPU's replicas (`GPU-…::1`) name one GPU.
+    devices: dict[int, set[str]] = {
+        n: {o.physical_device(x) for x in d} for n, d in (log.xid_devices if log else {}).items()
+    }
     # The DRA driver's gpu.nvidia.com/xid=N taints; effect None alone (an Xid it ignores) is evidence only.
     quiet: set[int] = set()
     for number, lines in (taints.lines if taints else {}).items():

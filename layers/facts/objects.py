@@ -115,6 +115,32 @@ def gpus_of(node: K8sObject, resource: str, units: int) -> int:
     return -(-units // replicas) if units > 0 else 0
 
 
+def sliced_note(node: K8sObject, resource: str, cap: int, alloc: int) -> str | None:
+    """The evidence line that turns a time-sliced node's replica counts into GPUs; None when not shared."""
+    replicas = replicas_per_gpu(node, resource)
+    if replicas <= 1:
+        return None
+    return (
+        f"time-sliced: {replicas} replicas per GPU, so {cap - alloc} replica(s) = "
+        f"{gpus_of(node, resource, cap - alloc)} GPU(s) of {gpus_of(node, resource, cap)}"
+    )
+
+
+def node_replicas(node: K8sObject) -> int:
+    """Replicas per GPU across the node's advertised resources (1 when nothing is shared)."""
+    return max((replicas_per_gpu(node, r) for r in advertised(node)), default=1)
+
+
+# Time-slicing and MPS advertise each GPU `replicas` times with device IDs `<uuid>::<replica>`
+# (k8s-device-plugin's AnnotatedID); the plugin's log names those IDs.
+_REPLICA_SUFFIX = re.compile(r"::\d+$")
+
+
+def physical_device(device_id: str) -> str:
+    """The GPU (or MIG instance) behind a device plugin device ID: `GPU-…::2` is `GPU-…`."""
+    return _REPLICA_SUFFIX.sub("", device_id)
+
+
 def has_nvidia_labels(node: K8sObject) -> bool:
     return any(k.startswith("nvidia.com/") for k in labels(node))
 
