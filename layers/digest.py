@@ -28,11 +28,10 @@ from layers.facts.gpufacts import (
     CORRECTABLE_ROWS,
     UNCORRECTABLE_ROWS,
     GpuFacts,
-    HostMap,
     NodeHealth,
-    host_map,
     read_fleet_health,
 )
+from layers.facts.hosts import HostMap, host_map
 from layers.findings import Target
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
 
