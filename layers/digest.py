@@ -32,6 +32,7 @@ from layers.facts.gpufacts import (
     read_fleet_health,
 )
 from layers.facts.hosts import HostMap, host_map
+from layers.facts.pluginlog import read_plugin_log
 from layers.findings import Target
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
 
@@ -360,14 +361,13 @@ def with_plugin_xids(
     DCGM cannot report every Xid (79, 119, 120): the plugin's log is the other witness
     (spec/findings.md, layer 5), and the one that names why a GPU left allocatable.
     """
-    from layers.card import read_plugin_log  # the card layer's reader: one parser for both
-
     gaps = [f for f in digest.flagged if ALLOCATABLE_BELOW_CAPACITY in f.reasons]
     if not gaps:
         return digest
     ctx = WalkContext(cluster, telemetry, Target(None, None), None, Settings(operator_namespace))
     extra: dict[str, tuple[int, ...]] = {}
     unread: list[str] = []
+    partial: list[str] = []  # read, but a byte cap left part of the last 24 h out
     for f in gaps[:PLUGIN_LOG_NODES]:
         try:
             if not ctx.operator_pods_on(f.node, "device-plugin"):
@@ -376,8 +376,10 @@ def with_plugin_xids(
             unread.append(f.node)
             continue
         log, problems = read_plugin_log(ctx, f.node)
-        if problems or log is None:
+        if log is None or not log.read or len(problems) > bool(log.gaps):
             unread.append(f.node)
+        elif log.gaps:
+            partial.append(f.node)
         if log is not None and log.xids:
             extra[f.node] = tuple(sorted(set(f.xids_24h) | set(log.xids)))
     notes = list(digest.notes)
@@ -386,6 +388,12 @@ def with_plugin_xids(
             f"device plugin log not read on {', '.join(unread[:10])}"
             + (f" (+{len(unread) - 10} more)" if len(unread) > 10 else "")
             + ": Xids DCGM cannot report (79, 119, 120) may be missing from xids_24h"
+        )
+    if partial:
+        notes.append(
+            f"device plugin log read only in part on {', '.join(partial[:10])}"
+            + (f" (+{len(partial) - 10} more)" if len(partial) > 10 else "")
+            + ": it passes the byte cap, so Xids in the part not read may be missing from xids_24h"
         )
     if len(gaps) > PLUGIN_LOG_NODES:
         notes.append(

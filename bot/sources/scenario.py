@@ -371,6 +371,6 @@ def build_sources(s: Scenario) -> tuple[SnapshotCluster, SeriesTelemetry]:
         size.append(_size(s))
         objects = _own_copy(s.objects)
         source = f"scenario {s.name}"
-        cluster = SnapshotCluster(objects, s.logs, source=source)
+        cluster = SnapshotCluster(objects, s.logs, source=source, now=s.now)
         telemetry = SeriesTelemetry(s.series, s.now, source=source)
     return cluster, telemetry

@@ -138,7 +138,67 @@ def time_sliced_l4_replica_ids_one_gpu_lost() -> tuple[Fleet, dict[str, Any]]:
     }  # fmt: skip
 
 
-RECIPES: tuple[Recipe, ...] = (time_sliced_l4_replica_ids_one_gpu_lost,)
+def _chatter(events: int, start_min: int, gpus: tuple[str, ...]) -> str:
+    """A job crash-looping on other GPUs: Xid 13, 31 and 43 every minute, which the plugin
+    skips by default (its ignore list 13, 31, 43, 45, 68, 109): two klog lines per event."""
+    out = []
+    for i in range(events):
+        minute = start_min + i
+        at = f"{minute // 60:02d}:{minute % 60:02d}:{(7 * i) % 60:02d}"
+        xid = (13, 31, 43)[i % 3]
+        handle = gpus[i % len(gpus)]
+        event = f"{{Device:{{Handle:{handle}}} EventType:8 EventData:{xid} GpuInstanceId:4294967295 ComputeInstanceId:4294967295}}"
+        out.append(f"I1129 {at}.{(31 * i) % 1000000:06d}       1 health.go:159] Processing event {event}")
+        out.append(f"I1129 {at}.{(31 * i + 9) % 1000000:06d}       1 health.go:163] Skipping event {event}")
+    return "\n".join(out) + "\n"
+
+
+def unhealthy_mark_buried_under_xid13_chatter() -> tuple[Fleet, dict[str, Any]]:
+    f = Fleet(
+        "unhealthy-mark-buried-under-xid13-chatter",
+        "Built on sample 22 (Xid 119, GSP RPC timeout: DCGM cannot report it), sample 06 (the plugin's "
+        "klog marking line) and sample 23 (Xid 13 from a faulting kernel, in the plugin's default ignore "
+        "list): at 02:10 GPU 5 of h100-train-02 timed out and the plugin marked it unhealthy, once. A user's "
+        "job then crash-looped on GPUs 0-3 for five hours: 300 Xid 13/31/43 events, two 'Processing / "
+        "Skipping event' lines each (600 lines), so the plugin's last 500 lines no longer hold the mark. The log must be "
+        "read by time, not by its tail: the walk names Xid 119 on GPU 5, not only the chatter.",
+    )
+    f.control_plane()
+    f.cpu_node("cpu-01")
+    sick = "h100-train-02"
+    for i in (1, 2, 3, 4):
+        f.gpu_node(f"h100-train-0{i}", "h100", pool="train", series=True)
+    f.node(sick)["status"]["allocatable"]["nvidia.com/gpu"] = "7"
+    uuid = uuid_of(sick, 5)
+    f.plugin_log(
+        sick,
+        "I1129 02:10:44.918233       1 health.go:159] Processing event {Device:{Handle:0x7f2d4c0b9e30} "
+        "EventType:8 EventData:119 GpuInstanceId:4294967295 ComputeInstanceId:4294967295}\n"
+        f"I1129 02:10:44.918341       1 health.go:185] XidCriticalError: Xid=119 on Device={uuid}; "
+        "marking device as unhealthy.\n"
+        f"I1129 02:10:44.918377       1 server.go:276] 'nvidia.com/gpu' device marked unhealthy: {uuid}\n"
+        + _chatter(
+            300, 2 * 60 + 20, ("0x7f2d4c0b8a10", "0x7f2d4c0b8f58", "0x7f2d4c0b94a0", "0x7f2d4c0b99e8")
+        ),
+    )
+    f.metrics = [m for m in f.metrics if m["metric"].get("UUID") != uuid]  # a timed-out GPU reports nothing
+    for i in (1, 2):
+        f.gpu_node(f"l40s-render-0{i}", "l40s", gpus=4, pool="render", operands="plugin")
+    f.sick_lost_gpu("l40s-render-02", xid=79)
+    f.running_pod("llm-pretrain-0", "research", sick, 8)
+    return f, {
+        "target": "research/llm-pretrain-0",
+        "walk": [1, 5],
+        "verdict": "L5_XID",
+        "codes": ["L1_ALLOCATABLE_BELOW_CAPACITY", "L5_ALLOCATABLE_BELOW_CAPACITY", "L5_DEVICE_UNHEALTHY", "L5_XID"],
+        "absent": ["L5_OK"],
+    }  # fmt: skip
+
+
+RECIPES: tuple[Recipe, ...] = (
+    time_sliced_l4_replica_ids_one_gpu_lost,
+    unhealthy_mark_buried_under_xid13_chatter,
+)
 
 
 def main() -> None:
