@@ -152,7 +152,10 @@ def read_plugin_log(ctx: WalkContext, node: str) -> tuple[PluginLog | None, list
                 f"{ctx.settings.log_window_bytes >> 20} MiB): {UNCHECKED} in what was left out",
                 evidence=[
                     *(f"not read: {g}" for g in log.gaps),
-                    *(f"read the last 24 h: {c.replace(' | grep', ' --since=24h | grep')}" for c in log.commands),
+                    *(
+                        f"read the last 24 h: {c.replace(' | grep', ' --since=24h | grep')}"
+                        for c in log.commands
+                    ),
                 ],
                 node=node,
             )
