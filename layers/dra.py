@@ -18,7 +18,8 @@ from layers.facts import dra
 from layers.facts import drareads as reads
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
-from layers.facts.context import STANDALONE_NAMES, WalkContext, component
+from layers.facts.context import WalkContext, component
+from layers.facts.deployments import DRA_SELECTOR, dra_plugin_container
 from layers.facts.devicecel import compile_selector
 from layers.facts.dra import Device, Inventory, Matcher, Request
 from layers.facts.placement import (
@@ -32,6 +33,7 @@ from layers.sources import K8sObject, SourceError
 
 DAY_S = 24 * 3600
 SLICES_CMD = f"kubectl get resourceslices --field-selector spec.driver={dra.DRIVER} -o wide"
+DRIVER_PODS_CMD = f"kubectl get pods -A -o wide -l '{DRA_SELECTOR}'"
 # What the scheduler's DynamicResources plugin says (pkg/scheduler/framework/plugins/dynamicresources).
 SCHEDULER_PHRASES = (
     "cannot allocate all claims",
@@ -286,7 +288,7 @@ def class_missing(
                 evidence=[*who, *said[-1:], f"DeviceClasses present: {', '.join(sorted(classes)) or 'none'}"],
                 commands=[
                     "kubectl get deviceclasses",
-                    "kubectl get pods -A -l app.kubernetes.io/name=nvidia-dra-driver-gpu",
+                    DRIVER_PODS_CMD,
                 ],
             )
         )
@@ -311,7 +313,7 @@ def no_devices_anywhere(inv: Inventory) -> Finding:
         "L1_DRA_NO_DEVICES",
         f"no ResourceSlice of driver {dra.DRIVER} publishes a GPU: the DRA kubelet plugin is not running anywhere",
         evidence=[f"ResourceSlices of driver {dra.DRIVER}: {why}"],
-        commands=[SLICES_CMD, "kubectl get pods -A -l app.kubernetes.io/name=nvidia-dra-driver-gpu -o wide"],
+        commands=[SLICES_CMD, DRIVER_PODS_CMD],
     )
 
 
@@ -522,7 +524,7 @@ _PUBLISH_FAILED = re.compile(r"Failed to publish resources after taint update")
 
 
 def plugin_health_lines(ctx: WalkContext, node: str) -> tuple[dict[str, list[str]], list[Finding]]:
-    """GPU UUID -> the DRA kubelet plugin's health-event lines of the last 24 h (container `gpus`)."""
+    """GPU UUID -> the DRA kubelet plugin's health-event lines of the last 24 h (its GPU container)."""
     try:
         pods = ctx.operator_pods_on(node, "dra-kubelet-plugin")
     except SourceError as err:
@@ -532,9 +534,12 @@ def plugin_health_lines(ctx: WalkContext, node: str) -> tuple[dict[str, list[str
     problems: list[Finding] = []
     for pod in pods:
         ns, name = o.namespace(pod) or "", o.name(pod)
+        container = dra_plugin_container(pod, dra.DRIVER)
+        if container is None:
+            continue  # this plugin pod serves no GPUs (the chart's gpu plugin disabled)
         for previous in (False, True):
             try:
-                text = ctx.log(ns, name, "gpus", previous)
+                text = ctx.log(ns, name, container, previous)
             except SourceError as err:
                 problems.append(_cannot(5, f"the log of the DRA kubelet plugin {ns}/{name} on {node}", err))
                 break
@@ -543,7 +548,7 @@ def plugin_health_lines(ctx: WalkContext, node: str) -> tuple[dict[str, list[str
                 if ts is not None and ts < now - DAY_S:
                     continue
                 m = _HEALTH_EVENT.search(line)
-                where = f"[{name}/gpus{' previous' if previous else ''}] "
+                where = f"[{name}/{container}{' previous' if previous else ''}] "
                 if m:
                     heard.setdefault(m.group("uuid"), []).append(where + sig.clip(line))
                 elif _PUBLISH_FAILED.search(line):
@@ -650,9 +655,8 @@ def domain_not_ready(ctx: WalkContext, cd: K8sObject, used: Sequence[reads.PodCl
 
 def _controllers_down(ctx: WalkContext) -> list[str]:
     """The DRA driver's controller creates each domain's IMEX daemons: is it running?"""
-    names = ",".join(n for n, c in STANDALONE_NAMES.items() if c == "dra-driver")
     try:
-        pods = ctx.cluster.list_pods(label_selector=f"app.kubernetes.io/name in ({names})")
+        pods = ctx.cluster.list_pods(label_selector=DRA_SELECTOR)
     except SourceError as err:
         return [f"DRA driver controller not read: {err}"]
     out = []

@@ -57,13 +57,24 @@ def _walk_in(slack: FakeSlack, bot: BotProcess, channel: str) -> tuple[str, str]
     return wait_for(f"a layer message in {channel}", layer, explain=bot.log)
 
 
+def _final(update: dict[str, Any]) -> bool:
+    """A root update of channel A made when its walk had ended (see handlers.blocks.root_message)."""
+    blocks = update.get("blocks")
+    if isinstance(blocks, str):
+        blocks = json.loads(blocks)
+    return update.get("channel") == A and any(
+        "*Verdict*" in json.dumps(b) or "Every layer that ran is OK" in json.dumps(b) for b in blocks or []
+    )
+
+
 def _posted_in(slack: FakeSlack, channel: str) -> int:
     return len(slack.messages.get(channel, []))
 
 
 def test_a_click_from_another_channel_does_nothing(bot: BotProcess, slack: FakeSlack) -> None:
     walk_id, ts = _walk_in(slack, bot, A)
-    wait_for("the walk to settle", lambda: slack.calls_to("chat.update"))
+    # Settled once the root's last update is in (the verdict or all-OK section follows the track only then).
+    wait_for("the walk to settle", lambda: [u for u in slack.calls_to("chat.update") if _final(u.params)])
     before = _posted_in(slack, A)
     # The same walk's buttons, pressed from channel B (a forged or copied payload).
     assert bot.click("walk_all", walk_id, user="U0INTRUDER", channel=B, message_ts=ts)[0] == 200

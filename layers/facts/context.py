@@ -14,12 +14,7 @@ from typing import TypeVar
 from layers.facts import drareads, migstate
 from layers.facts import objects as o
 from layers.facts.candidates import Candidates, candidate_nodes, carries_requested, pointed_at
-from layers.facts.deployments import (
-    DRA_DRIVER_NAMES,
-    DRA_PLUGIN_CONTAINERS,
-    EXTRA_SELECTORS,
-    device_plugin_of,
-)
+from layers.facts.deployments import DRA_DRIVER_NAMES, EXTRA_SELECTORS, device_plugin_of, dra_role
 from layers.findings import Target
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry
 
@@ -88,8 +83,7 @@ def component(pod: K8sObject) -> str | None:
         if any(c.get("name", "").startswith("gpu-feature-discovery") for c in o.containers(pod)):
             return "gfd"
         if STANDALONE_NAMES[std] == "dra-driver":
-            plugin = any(c.get("name") in DRA_PLUGIN_CONTAINERS for c in o.containers(pod))
-            return "dra-kubelet-plugin" if plugin else "dra-controller"
+            return dra_role(pod)
         return STANDALONE_NAMES[std]
     return None
 

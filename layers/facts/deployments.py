@@ -2,8 +2,9 @@
 
 One table, used by the operator-pod reads (layers/facts/context.py), layer 2, layer 5 and the
 digest: the GPU Operator's operand, the plugin's own Helm chart, the upstream static manifest,
-GKE's managed plugin, and the NVIDIA DRA driver's chart names. Each is found by a label
-selector the API server applies, never by listing every pod.
+GKE's managed plugin, and the NVIDIA DRA driver's chart names, its kubelet plugin and controller
+and the container that serves each DRA driver name. Each is found by a label selector the API
+server applies, never by listing every pod.
 """
 
 from __future__ import annotations
@@ -64,8 +65,37 @@ DEVICE_PLUGINS: tuple[Deployment, ...] = (
 )
 # The NVIDIA DRA driver: its chart's old and new names, and its pods under GPUCluster.
 DRA_DRIVER_NAMES = ("nvidia-dra-driver-gpu", "dra-driver-nvidia-gpu", "nvidia-dra-driver")
-# Its kubelet plugin runs containers `gpus` and `compute-domains`; its controller `compute-domain`.
-DRA_PLUGIN_CONTAINERS = ("gpus", "compute-domains")
+# Its kubelet plugin pod runs one container per DRA driver name it serves (the chart's
+# kubeletplugin.yaml: cmd/gpu-kubelet-plugin and cmd/compute-domain-kubelet-plugin); its
+# controller runs `compute-domain`. The driver a claim names picks the container to read.
+DRA_PLUGIN_CONTAINERS: dict[str, str] = {
+    "gpu.nvidia.com": "gpus",
+    "compute-domain.nvidia.com": "compute-domains",
+}
+DRA_SELECTOR = "app.kubernetes.io/name in (" + ",".join(DRA_DRIVER_NAMES) + ")"
+
+
+def dra_role(pod: K8sObject) -> str | None:
+    """A pod of the NVIDIA DRA driver is its `dra-kubelet-plugin` or its `dra-controller` (None: not
+    the driver's): the chart's `<name>-component` label says, else the kubelet plugin's containers."""
+    lab = o.labels(pod)
+    name = lab.get("app.kubernetes.io/name")
+    if name not in DRA_DRIVER_NAMES:
+        return None
+    said = lab.get(f"{name}-component")
+    if said in ("kubelet-plugin", "controller"):
+        return "dra-kubelet-plugin" if said == "kubelet-plugin" else "dra-controller"
+    plugin = any(c.get("name") in DRA_PLUGIN_CONTAINERS.values() for c in o.containers(pod))
+    return "dra-kubelet-plugin" if plugin else "dra-controller"
+
+
+def dra_plugin_container(pod: K8sObject, driver: str = "gpu.nvidia.com") -> str | None:
+    """The container of a DRA kubelet plugin pod that serves this DRA driver name, or None when the
+    pod runs none (a chart with that plugin disabled)."""
+    wanted = DRA_PLUGIN_CONTAINERS.get(driver)
+    names = [str(c.get("name")) for c in o.containers(pod)]
+    return wanted if wanted in names else None
+
 
 # Selectors for the plugins that are not the operator's `app=` operands nor labelled by chart name.
 EXTRA_SELECTORS = tuple(
