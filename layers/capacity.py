@@ -8,11 +8,12 @@ minus what running pods request, on every candidate node that advertises the req
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from layers.facts import objects as o
 from layers.facts.context import PER_NODE_READS, WalkContext
-from layers.facts.placement import listed, one_node
+from layers.facts.fold import listed
+from layers.facts.placement import one_node
 from layers.findings import Finding, finding, unknown
 from layers.sources import K8sObject, SourceError
 
@@ -65,14 +66,18 @@ def allocatable_below_capacity(nodes: Iterable[K8sObject]) -> list[Finding]:
     return out
 
 
-def more_nodes(code: str, names: Sequence[str], what: str) -> Finding:
-    """The nodes past MAX_LISTED in one finding: a fleet-wide problem the digest lists in full."""
-    return finding(
-        code,
-        f"{len(names)} more GPU nodes {what}",
-        evidence=listed(names),
-        commands=[capacity_columns(o.GPU_RESOURCE)],
-    )
+def more_nodes(what: str) -> Callable[[Sequence[Finding]], Finding]:
+    """How `fold` says the nodes past MAX_LISTED: a fleet-wide problem the digest lists in full."""
+
+    def one(rest: Sequence[Finding]) -> Finding:
+        return finding(
+            rest[0].code,
+            f"{len(rest)} more GPU nodes {what}",
+            evidence=listed([f.node or "" for f in rest]),
+            commands=[capacity_columns(o.GPU_RESOURCE)],
+        )
+
+    return one
 
 
 def gpu_exhausted(

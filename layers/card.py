@@ -15,7 +15,7 @@ from layers.facts import gpufacts as gf
 from layers.facts import objects as o
 from layers.facts import walkfacts as wf
 from layers.facts.context import WalkContext
-from layers.facts.fleet import fold
+from layers.facts.fold import fold, shown
 from layers.facts.pluginlog import LAYER, PluginLog, read_plugin_log
 from layers.findings import Finding, LayerResult, Severity, finding, unknown
 from layers.sources import SourceError
@@ -54,8 +54,7 @@ def check(ctx: WalkContext) -> LayerResult:
                 "— walk one of them by name to read its log",
                 evidence=[
                     f"device plugin logs read on {len(read_logs)} of {len(nodes)} examined nodes",
-                    f"not read: {', '.join(unread[:10])}"
-                    + (f" … and {len(unread) - 10} more" if len(unread) > 10 else ""),
+                    f"not read: {shown(unread)}",
                 ],
             )
         )

@@ -24,6 +24,7 @@ from layers.facts import dra
 from layers.facts import objects as o
 from layers.facts.context import Settings, WalkContext
 from layers.facts.dra import Inventory
+from layers.facts.fold import shown
 from layers.facts.gpufacts import (
     CORRECTABLE_ROWS,
     UNCORRECTABLE_ROWS,
@@ -227,8 +228,7 @@ def build_digest(
     sick_strays = [h for h in strays if health[h].rows_rising or health[h].row_remap_failure]
     if sick_strays:
         all_notes.append(
-            f"remapped rows rising or a row remap failed on host label(s) {', '.join(sick_strays[:10])}"
-            + (f" (+{len(sick_strays) - 10} more)" if len(sick_strays) > 10 else "")
+            f"remapped rows rising or a row remap failed on host label(s) {shown(sick_strays)}"
             + " that match no node or dcgm-exporter pod: check the exporter's NODE_NAME"
         )
     # Health holds only sick GPUs; whether the exporter is scraped at all is
@@ -245,9 +245,8 @@ def build_digest(
     )
     if silent:
         # Not one of the digest's three reasons, but no GPU node should go unmentioned.
-        shown = ", ".join(silent[:10]) + (f" (+{len(silent) - 10} more)" if len(silent) > 10 else "")
         all_notes.append(
-            f"{len(silent)} GPU node(s) advertise no GPU resource (device plugin not registered): {shown}; "
+            f"{len(silent)} GPU node(s) advertise no GPU resource (device plugin not registered): {shown(silent)}; "
             "`gpubot why` on a pod there walks layers 1-2"
         )
     flagged.sort(key=lambda f: (-f.weight[0], -f.weight[1], f.node))
@@ -385,14 +384,12 @@ def with_plugin_xids(
     notes = list(digest.notes)
     if unread:
         notes.append(
-            f"device plugin log not read on {', '.join(unread[:10])}"
-            + (f" (+{len(unread) - 10} more)" if len(unread) > 10 else "")
+            f"device plugin log not read on {shown(unread)}"
             + ": Xids DCGM cannot report (79, 119, 120) may be missing from xids_24h"
         )
     if partial:
         notes.append(
-            f"device plugin log read only in part on {', '.join(partial[:10])}"
-            + (f" (+{len(partial) - 10} more)" if len(partial) > 10 else "")
+            f"device plugin log read only in part on {shown(partial)}"
             + ": it passes the byte cap, so Xids in the part not read may be missing from xids_24h"
         )
     if len(gaps) > PLUGIN_LOG_NODES:

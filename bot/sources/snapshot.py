@@ -269,9 +269,8 @@ class SnapshotCluster:
         if limit_bytes is not None and limit_bytes >= 0:
             raw = text.encode("utf-8")
             if len(raw) > limit_bytes:
-                text = raw[:limit_bytes].decode(
-                    "utf-8", "replace"
-                )  # as the wire would: mid-line, mid-character
+                # As the wire would: mid-line, mid-character.
+                text = raw[:limit_bytes].decode("utf-8", "replace")
         return text
 
     # --- ClusterWriter -----------------------------------------------------------

@@ -3,10 +3,11 @@
 `LogReads` is one layer's reader. `log(pod, container, previous)` is the text, or None when the
 container has none (the API's not_found: not started yet, or no previous instance). Any other
 failure (RBAC, the API server down, a refused request, for the current or the previous log) is
-kept once per cause and said by `unknowns()`: never raised, never a silent OK. `logs(pod,
-container)` is the current log and, when the container restarted (`podstatus.restarted`, the
-one notion), the previous one first. Every read goes through the walk's cache, so a walk reads a
-log once however many layers ask.
+kept once per cause and said by `unknowns()`: never raised, never a silent OK. Whether to ask for
+the previous log is `podstatus.restarted`, the one "did it restart" every layer asks (the device
+plugin's log and the application's OOM lines are asked for whatever the status says). Every read
+goes through the walk's cache, so a walk reads a log once however many layers ask; a layer's other
+failed reads (events, a policy) are kept the same way with `refused`.
 
 `window(pod, container, previous)` reads the device plugin's log by time and size instead of its
 last lines (spec/findings.md, layer 5: the unhealthy mark is printed once, and chatty Xid 13/31/43
@@ -20,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from layers.facts import objects as o
-from layers.facts import podstatus as ps
 from layers.facts.context import WalkContext
 from layers.findings import Finding, unknown
 from layers.sources import K8sObject, SourceError
@@ -63,19 +63,8 @@ class LogReads:
         try:
             return self.ctx.log(ns, name, container, previous)
         except SourceError as err:
-            self.refused(
-                f"the {'previous ' if previous else ''}log of {ns}/{name} container {container}", err, pod
-            )
+            self.refused(f"the log of {ns}/{name} container {container}", err, o.pod_node(pod))
             return None
-
-    def logs(self, pod: K8sObject, container: str) -> list[tuple[bool, str]]:
-        """(previous, text) of the previous instance when the container restarted, then the current."""
-        out = []
-        for previous in (True, False) if ps.restarted(pod, container) else (False,):
-            text = self.log(pod, container, previous)
-            if text:
-                out.append((previous, text))
-        return out
 
     def window(self, pod: K8sObject, container: str, previous: bool = False) -> Window | None:
         """The log by time and size (see the module's comment); None when the container has none or
@@ -101,15 +90,15 @@ class LogReads:
                         gaps.append(f"{what}: the last 24 h past their first {_size(cap)}")
             return Window(tuple(texts), tuple(gaps))
         except SourceError as err:
-            self.refused(what, err, pod)
+            self.refused(f"the log of {ns}/{name} container {container}", err, o.pod_node(pod))
             return None
 
     # --- what could not be read ------------------------------------------------------------
 
-    def refused(self, what: str, err: SourceError, pod: K8sObject | None = None) -> None:
-        """Keep a failed read, grouped with others of the same cause (one RBAC rule, one outage)."""
+    def refused(self, what: str, err: SourceError, node: str | None = None) -> None:
+        """Keep a failed read (a log, events, a policy), grouped with others of the same cause (one
+        RBAC rule, one outage); `node` is the node the unknown is about."""
         key = (err.kind, err.verb, err.resource, err.namespace, err.message if not err.verb else "")
-        node = o.pod_node(pod) if pod is not None else None
         got = self._refused.setdefault(key, _Refusal([], err, node))
         if what not in got.whats:
             got.whats.append(what)
