@@ -334,40 +334,13 @@ def _fabric_manager(reads: _Reads, node: str) -> list[Finding]:
     ]
 
 
-# --- fleet: versions against the majority -------------------------------------------
-
-
-def _upgrade_events(reads: _Reads, node: str, node_obj: K8sObject | None) -> list[str]:
-    """The node's driver-upgrade events, read only for an upgrade-failed node: they say why it failed."""
-    if not fl.upgrade_failed(node, node_obj):
-        return []
-    try:
-        return fl.upgrade_event_lines(reads.ctx.events("Node", None, node))
-    except SourceError as err:
-        reads.refused(f"events of node {node}", err, node)
-        return []
-
-
-def _fleet(ctx: WalkContext) -> list[fl.Spread]:
-    def compute() -> list[fl.Spread]:
-        gpu = ctx.gpu_nodes()
-        return [
-            fl.spread(gpu, "driver", fl.driver_version),
-            fl.spread(gpu, "CUDA runtime", fl.runtime_version),
-            fl.spread(gpu, "kernel", fl.kernel_version),
-            fl.spread(gpu, "OS image", fl.os_image),
-        ]
-
-    return ctx.cached("l3_fleet_spread", compute)
-
-
 # --- the layer ------------------------------------------------------------------------
 
 
 def check(ctx: WalkContext) -> LayerResult:
     try:
         examined = ctx.examined_nodes()
-        spreads = _fleet(ctx)
+        spreads = fl.fleet_spreads(ctx)
     except SourceError as err:
         hint = err.hint()
         return LayerResult.build(
@@ -385,7 +358,7 @@ def check(ctx: WalkContext) -> LayerResult:
         node_obj = ctx.node(node)
         findings += _driver_findings(reads, node, node_obj)
         findings += _fabric_manager(reads, node)
-        findings += fl.upgrade_failed(node, node_obj, _upgrade_events(reads, node, node_obj))
+        findings += fl.upgrade_failed(node, node_obj, fl.upgrade_events(reads, node, node_obj))
     findings += driver_too_old(ctx, reads.log)
     findings += fl.skews(spreads, examined)
     findings = fold(findings) + reads.unknowns() + list(reads.held.values())

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from layers.facts import objects as o
+from layers.facts.context import WalkContext
 from layers.facts.fold import MAX_LISTED, shown
+from layers.facts.logs import LogReads
 from layers.findings import Finding, finding
-from layers.sources import K8sObject
+from layers.sources import K8sObject, SourceError
 
 UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"  # only upgrade-failed is a finding
 
@@ -178,3 +180,29 @@ def upgrade_event_lines(events: Sequence[K8sObject]) -> list[str]:
         if "upgrade" in reason.lower() or "drain" in msg.lower() or "upgrade" in msg.lower():
             out.append(f"event {reason}: {msg}")
     return list(dict.fromkeys(out))[:MAX_LISTED]
+
+
+def upgrade_events(reads: LogReads, node: str, node_obj: K8sObject | None) -> list[str]:
+    """The node's driver-upgrade events, read only for an upgrade-failed node: they say why it failed."""
+    if not upgrade_failed(node, node_obj):
+        return []
+    try:
+        return upgrade_event_lines(reads.ctx.events("Node", None, node))
+    except SourceError as err:
+        reads.refused(f"events of node {node}", err, node)
+        return []
+
+
+def fleet_spreads(ctx: WalkContext) -> list[Spread]:
+    """The GPU nodes' (driver, CUDA runtime, kernel, OS image) spreads, once per walk."""
+
+    def compute() -> list[Spread]:
+        gpu = ctx.gpu_nodes()
+        return [
+            spread(gpu, "driver", driver_version),
+            spread(gpu, "CUDA runtime", runtime_version),
+            spread(gpu, "kernel", kernel_version),
+            spread(gpu, "OS image", os_image),
+        ]
+
+    return ctx.cached("l3_fleet_spread", compute)
