@@ -231,7 +231,12 @@ def device_plugin_nvml(w: Reads, node: str, pods: list[K8sObject], read_all_logs
         ns, name = o.namespace(pod), o.name(pod)
         for cname in plugin_containers(pod):
             for previous in (False, True) if ps.restarts(pod) else (False,):
-                lines = sig.lines_of(w.log(pod, cname, previous))
+                # By time and size, as layer 5 reads it (one read for both): NVML fails at start-up,
+                # at the head of the log, not in its last lines.
+                window = w.window(pod, cname, previous)
+                lines = list(
+                    dict.fromkeys(ln for t in (window.texts if window else ()) for ln in sig.lines_of(t))
+                )
                 at = [i for i, ln in enumerate(lines) if sig.DEVICE_PLUGIN_NVML_FAILED.matches(ln)][:3]
                 if not at:
                     continue
