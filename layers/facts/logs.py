@@ -41,11 +41,7 @@ class Window:
     """A log read by time and size: its texts in order, and what the byte cap left unread."""
 
     texts: tuple[str, ...] = ()
-    gaps: tuple[str, ...] = ()  # what was not read, for people ("lines after 10:02 of the last 24 h")
-
-    @property
-    def read(self) -> bool:
-        return bool(self.texts)
+    gaps: tuple[str, ...] = ()  # what was not read, for people ("…: the last 24 h past their first 1 MiB")
 
 
 @dataclass
