@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,16 +34,17 @@ from handlers.blocks import (
 from handlers.clicks import Click, walk_id_of
 from handlers.digest import DIAGNOSE, DIGEST_KEY, DIGEST_POSTED, parse_button_value
 from handlers.escape import escape
-from handlers.ports import StateUnavailable
+from handlers.operators import Operators
+from handlers.ports import Attachment, StateUnavailable
+from handlers.telling import unexpected
 from handlers.walks import WalkService
-from handlers.walkstate import Walk, WalkGone
+from handlers.walkstate import Walk, WalkGone, next_after, remaining, suggested
 from layers.facts.target import check_object_name
 from layers.findings import Target, WalkResult
 
 log = logging.getLogger("gpubot.buttons")
 
 OPERATOR_ACTIONS = frozenset({MUST_GATHER, CORDON, UNCORDON})
-GROUP_CACHE_S = 60.0
 
 # What came of a click (the `outcome` of the actions counter).
 DONE = "done"
@@ -83,44 +83,6 @@ class NodeActions(Protocol):
     def must_gather(self, node: str, target: Target, walk: WalkResult | None) -> Bundle: ...
 
 
-class Operators:
-    """GPUBOT_OPERATORS user ids, and members of GPUBOT_OPERATOR_GROUPS (cached briefly)."""
-
-    def __init__(
-        self,
-        users: Iterable[str],
-        groups: Iterable[str],
-        members: Callable[[str], Iterable[str]],
-        ttl_s: float = GROUP_CACHE_S,
-    ) -> None:
-        self.users = frozenset(users)
-        self.groups = tuple(groups)
-        self.members = members
-        self.ttl_s = ttl_s
-        self._cache: dict[str, tuple[float, frozenset[str]]] = {}
-        self._lock = threading.Lock()
-
-    def _group(self, group: str) -> frozenset[str]:
-        now = time.monotonic()
-        with self._lock:
-            hit = self._cache.get(group)
-            if hit and now - hit[0] < self.ttl_s:
-                return hit[1]
-        try:
-            ids = frozenset(self.members(group))
-        except Exception as err:  # fail closed: an unreadable group grants nothing
-            log.warning("could not list user group %s: %s", group, err)
-            return frozenset()
-        with self._lock:
-            self._cache[group] = (now, ids)
-        return ids
-
-    def allows(self, user: str) -> bool:
-        if user in self.users:
-            return True
-        return any(user in self._group(g) for g in self.groups)
-
-
 def when(now: float) -> str:
     """A Slack date token (shown in the reader's time zone) with a UTC fallback."""
     iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
@@ -148,6 +110,13 @@ class Buttons:
             outcome = FAILED  # unless the handler says otherwise (an exception leaves it failed)
             try:
                 outcome = self._handle(click)
+            except Exception as err:  # before its walk was read (a bug): the clicker hears it
+                log.exception("%s by %s failed", click.action_id, click.user)
+                self._tell(
+                    click,
+                    f":x: *{click.action_id.replace('_', ' ')}* failed (walk `{walk_id_of(click) or 'unknown'}`): "
+                    f"{escape(unexpected(err))}",
+                )
             finally:
                 observer.action(click.action_id, outcome)
 
@@ -192,6 +161,11 @@ class Buttons:
         except StateUnavailable as err:
             self._state_down(click, err)
             return STATE_DOWN
+        except Exception as err:  # anything else (a bug): said in the walk's thread, never silent
+            self.service.tell.say_failure(
+                walk, click.user, f"{click.action_id.replace('_', ' ')} by {click.user} failed", err
+            )
+            return FAILED
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -217,7 +191,7 @@ class Buttons:
         self.service.release_quietly(walk.walk_id, name)
 
     def _audit(self, walk: Walk, click: Click, what: str, extra: list[dict[str, Any]] | None = None) -> None:
-        self.service.note(walk, f"<@{click.user}> {what} · {when(self.clock())}", extra)
+        self.service.tell.note(walk, f"<@{click.user}> {what} · {when(self.clock())}", extra)
 
     def _digest_walk(self, click: Click) -> Walk:
         """A digest row's buttons carry `<digest id>|<node>`: one node walk per digest and node."""
@@ -268,17 +242,17 @@ class Buttons:
 
     def _descend(self, click: Click, walk: Walk) -> str:
         return self._run_layer(
-            click, walk, self.service.next_after(walk.walk_id, click.from_layer), "descended to"
+            click, walk, next_after(self.service.results(walk.walk_id), click.from_layer), "descended to"
         )
 
     def _jump(self, click: Click, walk: Walk) -> str:
         return self._run_layer(
-            click, walk, self.service.suggested(walk.walk_id, click.from_layer), "jumped to"
+            click, walk, suggested(self.service.results(walk.walk_id), click.from_layer), "jumped to"
         )
 
     def _walk_all(self, click: Click, walk: Walk) -> str:
-        remaining = self.service.remaining(walk.walk_id)
-        if not remaining:
+        left = remaining(self.service.results(walk.walk_id))
+        if not left:
             self._tell(click, "every layer has already been run for this walk: see the thread.")
             return NOTHING
         # Held only while this click runs: each layer's own claim keeps it from running twice.
@@ -286,8 +260,8 @@ class Buttons:
             self._tell(click, "the remaining layers are already being walked for this thread.")
             return REPEATED
         try:
-            self._audit(walk, click, "walked the remaining layers (" + ", ".join(map(str, remaining)) + ")")
-            ran = self.service.run_layers(walk, remaining)
+            self._audit(walk, click, "walked the remaining layers (" + ", ".join(map(str, left)) + ")")
+            ran = self.service.run_layers(walk, left)
         finally:
             self._release(walk, "walk_all")
         # Layers another click took meanwhile are not failures; none run at all is.
@@ -342,7 +316,7 @@ class Buttons:
         except Exception as err:
             # Freed before the failure is said: a retry prompted by the report must find it free.
             self._release(walk, name)
-            self.service.report_failure(walk, f"{verb} {node} requested by {click.user} failed", err)
+            self.service.tell.report_failure(walk, f"{verb} {node} requested by {click.user} failed", err)
             return FAILED
         if outcome.changed:
             undo_button = (
@@ -379,11 +353,11 @@ class Buttons:
             finally:
                 os.unlink(bundle.path)  # a temporary file: ours to remove once read
             self.service.poster.upload(
-                walk.channel, bundle.filename, content, thread_ts=walk.thread, title=bundle.filename
+                walk.channel, Attachment(bundle.filename, content), thread_ts=walk.thread
             )
         except Exception as err:
             self._release(walk, f"must_gather:{node}")  # before the report, as for cordon
-            self.service.report_failure(walk, f"must-gather of {node} failed", err)
+            self.service.tell.report_failure(walk, f"must-gather of {node} failed", err)
             return FAILED
-        self.service.note(walk, f"must-gather of `{escape(node)}` attached: {escape(bundle.summary)}")
+        self.service.tell.note(walk, f"must-gather of `{escape(node)}` attached: {escape(bundle.summary)}")
         return DONE

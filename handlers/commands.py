@@ -155,6 +155,18 @@ def one_cluster_reply(name: str | None, asked: str | None = None) -> str:
     return f":warning: this bot serves {this}, not `{escape(asked)}`: nothing was run."
 
 
+def answer_now(cmd: Command, cluster_name: str | None) -> str | None:
+    """What a single-cluster bot answers at once, in the ack, for a command that needs no work
+    (help, clusters, a walk asked of another cluster); None when the command has work to do."""
+    if isinstance(cmd, Help):
+        return USAGE
+    if isinstance(cmd, Clusters):
+        return one_cluster_reply(cluster_name)
+    if isinstance(cmd, Why) and cmd.cluster and cmd.cluster != cluster_name:
+        return one_cluster_reply(cluster_name, asked=cmd.cluster)
+    return None
+
+
 def usage_reply(problem: str | None = None) -> str:
     """The ephemeral reply: what was wrong (escaped: it may quote user text), then the usage."""
     if problem is None:

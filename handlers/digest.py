@@ -29,7 +29,7 @@ from handlers.blocks import (
     uncordon_confirm,
 )
 from handlers.escape import escape
-from handlers.ports import PostFailed, PostRef, SlackPoster, StateStore
+from handlers.ports import Attachment, PostFailed, PostRef, SlackPoster, StateStore
 from layers.digest import (
     ALLOCATABLE_BELOW_CAPACITY,
     REMAPPED_ROWS_RISING,
@@ -252,11 +252,12 @@ def post_digest(
     retention_s: float = 14 * 86400,
     thread_ts: str | None = None,
     cluster: str | None = None,
+    key: str | None = None,
 ) -> Posted:
     """Post the digest, then its chart and full list in the thread.
 
     With `thread_ts` (one cluster's part under a many-cluster root) the digest and its files go
-    into that thread.
+    into that thread. With `key` the message is posted at most once (SlackPoster.post).
 
     The message itself failing raises PostFailed; a failed attachment is logged,
     reported in the thread when possible, and returned, since the digest did post.
@@ -265,23 +266,22 @@ def post_digest(
     if store is not None:
         store.set(DIGEST_KEY.format(did), digest.to_dict(), retention_s)
     msg = digest_message(digest, did, day, cluster)
-    ref = poster.post(channel, msg.text, msg.blocks, thread_ts=thread_ts)
+    ref = poster.post(channel, msg.text, msg.blocks, thread_ts=thread_ts, key=key)
     files_ts = thread_ts or ref.ts
     if store is not None:
         store.set(DIGEST_POSTED.format(did, ref.channel), ref.ts, retention_s)
     posted = Posted(ref)
-    files: list[tuple[str, bytes | str, str]] = []
+    files: list[Attachment] = []
     if chart_png:
-        files.append(
-            (f"gpu-digest-{day or digest.generated_iso[:10]}.png", chart_png, "Remapped rows, 7 days")
-        )
-    files += [(name, content, "Every flagged node") for name, content in msg.attachments]
-    for name, content, title in files:
+        name = f"gpu-digest-{day or digest.generated_iso[:10]}.png"
+        files.append(Attachment(name, chart_png, "Remapped rows, 7 days"))
+    files += [Attachment(name, content, "Every flagged node") for name, content in msg.attachments]
+    for file in files:
         try:
-            poster.upload(channel, name, content, thread_ts=files_ts, title=title)
+            poster.upload(channel, file, thread_ts=files_ts)
         except PostFailed as err:
-            log.error("digest %s: %s could not be attached: %s", did, name, err.reason)
-            posted.problems.append(f"{name}: {err.reason}")
+            log.error("digest %s: %s could not be attached: %s", did, file.filename, err.reason)
+            posted.problems.append(f"{file.filename}: {err.reason}")
     if posted.problems:
         try:
             poster.post(channel, "Could not attach: " + "; ".join(posted.problems), thread_ts=files_ts)

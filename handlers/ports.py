@@ -25,6 +25,15 @@ class LockNotAcquired(Exception):
     """Another holder kept the lock past the wait."""
 
 
+@dataclass(frozen=True)
+class Attachment:
+    """A file for a channel or thread: its name, its bytes (or text), the title Slack shows (the name when None)."""
+
+    filename: str
+    content: bytes | str
+    title: str | None = None
+
+
 class PostFailed(Exception):
     """A Slack call that still failed after its retries; `reason` says why in one line (never a token)."""
 
@@ -87,16 +96,7 @@ class SlackPoster(Protocol):
         self, channel: str, user: str, text: str, blocks: list[dict[str, Any]] | None = None
     ) -> None: ...
 
-    def upload(
-        self,
-        channel: str,
-        filename: str,
-        content: bytes | str,
-        *,
-        thread_ts: str | None = None,
-        title: str | None = None,
-        comment: str | None = None,
-    ) -> None:
+    def upload(self, channel: str, file: Attachment, *, thread_ts: str | None = None) -> None:
         """Attach a file (files upload v2: get URL, send bytes, complete) to a channel or thread."""
         ...
 

@@ -12,8 +12,11 @@ completes and the root's layer track updated in place. The observer port
 counts walks, layer durations and findings, and tags every log line of a
 walk with its id.
 
-Past 400 lines on purpose: it is one class, and every method reads or writes the
-same walk keys and claims in the state store; cut in two (say, running and
+What a walk says besides its layers (audit lines, failures, answers to whoever
+asked) is handlers/telling.py's `Teller` (`self.tell`); where a navigation
+button goes next is handlers/walkstate.py's. What is left is a little past 400
+lines on purpose: it is one class, and every method reads or writes the same
+walk keys and claims in the state store; cut in two (say, running and
 posting), each half would need the other's keys and locks.
 """
 
@@ -24,12 +27,20 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
 
 from handlers.blocks import Message, layer_message, node_in_question, root_message
 from handlers.commands import usage_reply
 from handlers.escape import escape
-from handlers.ports import NoObserver, PostRef, SlackPoster, StateStore, StateUnavailable, WalkObserver
+from handlers.ports import (
+    Attachment,
+    NoObserver,
+    PostRef,
+    SlackPoster,
+    StateStore,
+    StateUnavailable,
+    WalkObserver,
+)
+from handlers.telling import Teller, said, unexpected
 from handlers.walkstate import Walk, WalkGone, layer_from_dict, layer_to_dict, new_walk_id
 from layers.facts.context import WalkContext
 from layers.findings import LayerResult, Target, WalkResult
@@ -69,6 +80,7 @@ class WalkService:
         self.claim_s = claim_s
         self.observer: WalkObserver = observer or NoObserver()
         self.poster = poster
+        self.tell = Teller(poster)  # audit lines and failures, in the thread or to whoever asked
         self.open_walk = open_walk
         self.retention_s = retention_s
         self.cluster_name = cluster_name
@@ -125,7 +137,18 @@ class WalkService:
         """
         walk_id = walk_id or new_walk_id()
         with self.observer.scope(walk_id):
-            return self._start(channel, user, target, thread_ts, walk_id)
+            try:
+                return self._start(channel, user, target, thread_ts, walk_id)
+            except Exception as err:  # before the root exists (a bug): the requester hears it
+                log.exception("walk %s of %s failed before it started", walk_id, target.label)
+                self.tell.ephemeral(
+                    channel,
+                    user,
+                    f":x: walk `{walk_id}` of {escape(target.label)} failed before it started: "
+                    f"{escape(unexpected(err))}",
+                    thread_ts,
+                )
+                return None
 
     def _start(
         self, channel: str, user: str | None, target: Target, thread_ts: str | None, walk_id: str
@@ -139,18 +162,9 @@ class WalkService:
                 text = usage_reply(f"{target.label} was not found: {err.message}")
             else:
                 text = f":x: could not read {escape(target.label)}: {escape(str(err))}"
-            self._ephemeral(channel, user, text, thread_ts)
+            self.tell.ephemeral(channel, user, text, thread_ts)
             return None
-        walk = Walk(
-            walk_id=walk_id,
-            target=ctx.target,
-            channel=channel,
-            requester=user,
-            root_ts=None,
-            thread_ts=thread_ts,
-            created_at=self.clock(),
-            cluster=self.cluster_name,
-        )
+        walk = self._new(walk_id, ctx.target, channel, user, thread_ts)
         root = root_message(WalkResult(ctx.target, ()), user, self.cluster_name, running=True)
         try:
             # At most once: a retry after a lost answer must not leave a second root "walking…" forever.
@@ -159,7 +173,7 @@ class WalkService:
             )
         except Exception as err:
             log.error("walk %s: could not post the root message: %s", walk.walk_id, err)
-            self._ephemeral(
+            self.tell.ephemeral(
                 channel,
                 user,
                 f":x: could not post in this channel (walk `{walk.walk_id}`): {escape(str(err))}",
@@ -169,20 +183,26 @@ class WalkService:
         ran: list[LayerResult] = []
         try:
             self.state.set(self._key(walk.walk_id), walk.to_dict(), self.retention_s)
-        except StateUnavailable as err:
+        except Exception as err:
             self._stopped(walk, ran, err)
             return None
         log.info("walk %s started for %s by %s", walk.walk_id, walk.target.label, user)
         self.observer.walk_started()
         try:
             self._follow(walk, 1, ctx, ran)
-        except StateUnavailable as err:
+        except Exception as err:  # the store, or anything else (a bug): said, never "walking…" forever
             self._stopped(walk, ran, err)
             return None
         finally:
             # Counted even when the run broke off (the store went down): started and finished pair up.
             self.observer.walk_finished(WalkResult(walk.target, tuple(ran)))
         return walk
+
+    def _new(
+        self, walk_id: str, target: Target, channel: str, requester: str | None, thread_ts: str | None
+    ) -> Walk:
+        """A walk of this cluster created now, its root not posted yet."""
+        return Walk(walk_id, target, channel, requester, None, thread_ts, self.clock(), self.cluster_name)
 
     def _store_answers(self, channel: str, user: str | None, walk_id: str, thread_ts: str | None) -> bool:
         """Checked before anything is posted: a walk whose state cannot be kept is not started."""
@@ -193,7 +213,7 @@ class WalkService:
             up, why = False, str(err)
         if not up:
             log.error("walk %s not started: state store unreachable: %s", walk_id, why)
-            self._ephemeral(
+            self.tell.ephemeral(
                 channel,
                 user,
                 f":x: {STORE_DOWN}, so walk `{walk_id}` was not started: {escape(why)}. Try again in a "
@@ -202,16 +222,21 @@ class WalkService:
             )
         return up
 
-    def _stopped(self, walk: Walk, ran: list[LayerResult], err: StateUnavailable) -> None:
-        """The store failed mid-walk: tell the requester, and the root says so instead of "walking…"."""
-        why = f"{STORE_DOWN} (walk `{walk.walk_id}`): {err}"
-        log.error("walk %s stopped: %s", walk.walk_id, err)
-        self._ephemeral(
-            walk.channel,
-            walk.requester,
-            f":x: walk `{walk.walk_id}` stopped: {escape(STORE_DOWN)}: {escape(str(err))}. Layers already "
-            "in the thread stand; run /gpu why again once it is back.",
-        )
+    def _stopped(self, walk: Walk, ran: list[LayerResult], err: Exception) -> None:
+        """The walk broke off once its root was posted: the requester (the store failed) or the
+        thread (anything else) is told, and the root says so instead of "walking…"."""
+        if isinstance(err, StateUnavailable):
+            why = f"{STORE_DOWN} (walk `{walk.walk_id}`): {err}"
+            log.error("walk %s stopped: %s", walk.walk_id, err)
+            self.tell.ephemeral(
+                walk.channel,
+                walk.requester,
+                f":x: walk `{walk.walk_id}` stopped: {escape(STORE_DOWN)}: {escape(str(err))}. Layers "
+                "already in the thread stand; run /gpu why again once it is back.",
+            )
+        else:
+            why = f"{said(err)} (walk `{walk.walk_id}`)"
+            self.tell.say_failure(walk, walk.requester, "the walk stopped", err)
         if walk.root_ts is None:
             return
         msg = root_message(
@@ -228,16 +253,7 @@ class WalkService:
 
     def prepare(self, walk_id: str, target: Target, channel: str, thread_ts: str | None) -> Walk:
         """A walk not started yet (a Diagnose button's), stored unless it exists: its first click starts it."""
-        walk = Walk(
-            walk_id=walk_id,
-            target=target,
-            channel=channel,
-            requester=None,
-            root_ts=None,
-            thread_ts=thread_ts,
-            created_at=self.clock(),
-            cluster=self.cluster_name,
-        )
+        walk = self._new(walk_id, target, channel, None, thread_ts)
         self.state.set_if_absent(self._key(walk_id), walk.to_dict(), self.retention_s)
         return self.load(walk_id)
 
@@ -275,7 +291,7 @@ class WalkService:
             # Free the layer so a later click can run it (unless the store itself is down), and say so.
             with contextlib.suppress(Exception):
                 self.release(walk.walk_id, name)
-            self.report_failure(walk, f"layer {layer} could not run", err)
+            self.tell.report_failure(walk, f"layer {layer} could not run", err)
             return None, ctx
         self._keep_and_post(walk, result)
         return result, ctx
@@ -296,9 +312,10 @@ class WalkService:
         except StateUnavailable as err:  # the buttons then offer layers done before: a click says so
             log.warning("walk %s: layers done not read for layer %s's buttons: %s", walk.walk_id, layer, err)
         node = node_in_question(walk.target, result)
-        self._post_layer(walk, layer_message(result, walk.walk_id, node, done, self.cluster_name))
+        msg = layer_message(result, walk.walk_id, node, done, self.cluster_name)
+        self._post_layer(walk, msg, key=f"{walk.walk_id}:layer:{layer}")
         if lost is not None:
-            self.report_failure(
+            self.tell.report_failure(
                 walk, f"layer {layer} ran but could not be stored; its buttons may not see it", lost
             )
             return
@@ -324,7 +341,7 @@ class WalkService:
             if not ran:
                 raise  # nothing ran: the clicker is told nothing was done
             done = ", ".join(str(r.layer) for r in ran)
-            self.report_failure(walk, f"the walk stopped after layer(s) {done}: {STORE_DOWN}", err)
+            self.tell.report_failure(walk, f"the walk stopped after layer(s) {done}: {STORE_DOWN}", err)
         finally:
             self.update_root(walk, running=False)
         return ran
@@ -377,27 +394,6 @@ class WalkService:
             if running:
                 self.update_root(walk, running=False)
 
-    def next_after(self, walk_id: str, from_layer: int | None) -> int | None:
-        """`layer_descend`: the layer below the clicked one (or below the deepest done)."""
-        done = self.results(walk_id)
-        base = from_layer if from_layer is not None else max(done, default=0)
-        nxt = base + 1
-        return nxt if nxt in LAYERS else None
-
-    def suggested(self, walk_id: str, from_layer: int | None) -> int | None:
-        """`layer_jump`: the layer the clicked layer's findings point to."""
-        done = self.results(walk_id)
-        if from_layer is not None and from_layer in done:
-            return done[from_layer].next_layer
-        for result in reversed(list(done.values())):
-            if result.next_layer is not None and result.next_layer not in done:
-                return result.next_layer
-        return None
-
-    def remaining(self, walk_id: str) -> list[int]:
-        done = self.results(walk_id)
-        return [n for n in sorted(LAYERS) if n not in done]
-
     # --- posting -----------------------------------------------------------------------------
 
     def update_root(self, walk: Walk, *, running: bool) -> None:
@@ -414,45 +410,11 @@ class WalkService:
         except Exception as err:  # the track is cosmetic; the layer messages carry the findings
             log.warning("walk %s: could not update the root message: %s", walk.walk_id, err)
 
-    def _post_layer(self, walk: Walk, msg: Message) -> None:
+    def _post_layer(self, walk: Walk, msg: Message, key: str) -> None:
         try:
-            self.poster.post(walk.channel, msg.text, msg.blocks, thread_ts=walk.thread)
+            # Keyed, as the root is: a retry, or an agent taking over the walk, finds it posted.
+            self.poster.post(walk.channel, msg.text, msg.blocks, thread_ts=walk.thread, key=key)
             for name, content in msg.attachments:
-                self.poster.upload(walk.channel, name, content, thread_ts=walk.thread, title=name)
+                self.poster.upload(walk.channel, Attachment(name, content), thread_ts=walk.thread)
         except Exception as err:
-            self.report_failure(walk, f"could not post {msg.text}", err)
-
-    def note(self, walk: Walk, text: str, extra: list[dict[str, Any]] | None = None) -> None:
-        """A line in the walk's thread (the audit trail), with `extra` blocks (a button); failures are logged."""
-        try:
-            self.poster.post(walk.channel, text, [_context(text), *(extra or ())], thread_ts=walk.thread)
-        except Exception as err:
-            log.error("walk %s: could not post to the thread (%s): %s", walk.walk_id, err, text)
-
-    def report_failure(self, walk: Walk, what: str, err: Exception) -> None:
-        """Say in the thread (or, failing that, the log) what failed, with the walk id."""
-        text = f":x: {escape(what)} (walk `{walk.walk_id}`): {escape(str(err))}"
-        log.error("walk %s: %s: %s", walk.walk_id, what, err)
-        try:
-            self.poster.post(walk.channel, text, [_context(text)], thread_ts=walk.thread)
-        except Exception as again:
-            log.error("walk %s: could not report the failure in the thread either: %s", walk.walk_id, again)
-
-    def _ephemeral(self, channel: str, user: str | None, text: str, thread_ts: str | None = None) -> None:
-        if user is None:
-            # Nobody asked (an alert opened the walk): the thread it was to run in hears it instead.
-            log.warning("no user to answer: %s", text)
-            if thread_ts is not None:
-                try:
-                    self.poster.post(channel, text, [_context(text)], thread_ts=thread_ts)
-                except Exception as err:
-                    log.error("could not say in the thread either: %s", err)
-            return
-        try:
-            self.poster.ephemeral(channel, user, text)
-        except Exception as err:
-            log.error("could not answer %s ephemerally: %s (%s)", user, err, text)
-
-
-def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text[:3000]}]}
+            self.tell.report_failure(walk, f"could not post {msg.text}", err)

@@ -1,16 +1,19 @@
 """A walk's stored state: what the state store keeps under the walk id.
 
 Plain JSON so any replica, after any restart, reads the same walk: its
-target, thread and requester, and each layer's result with when it ran.
+target, thread and requester, and each layer's result with when it ran; and,
+from the layers done, where each navigation button goes next.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from layers.findings import Finding, LayerResult, Severity, Target
+from layers.walk import LAYERS
 
 
 def walk_key(walk_id: str) -> str:
@@ -110,3 +113,27 @@ def layer_from_dict(d: dict[str, Any]) -> tuple[LayerResult, float]:
 
 def new_walk_id() -> str:
     return uuid.uuid4().hex[:16]
+
+
+# --- where a click goes next, from the layers done (`done`: WalkService.results) -------------------
+
+
+def next_after(done: Mapping[int, LayerResult], from_layer: int | None) -> int | None:
+    """`layer_descend`: the layer below the clicked one (or below the deepest done)."""
+    base = from_layer if from_layer is not None else max(done, default=0)
+    return base + 1 if base + 1 in LAYERS else None
+
+
+def suggested(done: Mapping[int, LayerResult], from_layer: int | None) -> int | None:
+    """`layer_jump`: the layer the clicked layer's findings point to."""
+    if from_layer is not None and from_layer in done:
+        return done[from_layer].next_layer
+    for result in reversed(list(done.values())):
+        if result.next_layer is not None and result.next_layer not in done:
+            return result.next_layer
+    return None
+
+
+def remaining(done: Mapping[int, LayerResult]) -> list[int]:
+    """`walk_all`: every layer not done yet, in order."""
+    return [n for n in sorted(LAYERS) if n not in done]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from layers import dra, xid
+from layers import xid
+from layers.dra import devicehealth
 from layers.facts import gpufacts as gf
 from layers.facts import objects as o
 from layers.facts import walkfacts as wf
@@ -114,7 +115,7 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
         )
     if log is not None and log.unhealthy:
         out.append(device_unhealthy(node, log, o.node_replicas(obj) if obj is not None else 1))
-    taints, dra_findings = dra.card_evidence(ctx, node)
+    taints, dra_findings = devicehealth.card_evidence(ctx, node)
     out += dra_findings
     out += xid_findings(node, log, gpus, facts.error, taints)
     out += row_remaps(node, gpus)
@@ -206,7 +207,7 @@ def xid_findings(
     log: PluginLog | None,
     gpus: list[gf.GpuFacts],
     telemetry_error: str | None,
-    taints: dra.TaintXids | None = None,
+    taints: devicehealth.TaintXids | None = None,
 ) -> list[Finding]:
     seen: dict[int, list[str]] = {}
     texts: dict[int, list[str]] = {}

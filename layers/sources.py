@@ -241,6 +241,42 @@ class Telemetry(Protocol):
         ...
 
 
+ReadFunc = Literal["instant", "increase", "rate", "max_over_time", "changed"]
+
+
+@dataclass(frozen=True)
+class Read:
+    """One Telemetry call as data (`func` names the method), for `read_all`."""
+
+    func: ReadFunc
+    metric: str
+    window_s: int = 0  # all but `instant`
+    match: Sequence[Selector] = ()
+    above: float | None = None  # all but `changed`
+
+
+def read_all(telemetry: Telemetry, reads: Sequence[Read]) -> list[list[Sample]]:
+    """Independent reads, results in order: at once where the source can (its `read_many`,
+    e.g. concurrent HTTP queries), else one after another. Raises the first TelemetryError."""
+    many: Callable[[Sequence[Read]], list[list[Sample]]] | None = getattr(telemetry, "read_many", None)
+    if many is not None:
+        return many(reads)
+    return [read_one(telemetry, r) for r in reads]
+
+
+def read_one(telemetry: Telemetry, r: Read) -> list[Sample]:
+    if r.func == "instant":
+        return telemetry.instant(r.metric, r.match, above=r.above)
+    if r.func == "changed":
+        return telemetry.changed(r.metric, r.window_s, r.match)
+    method = {
+        "increase": telemetry.increase,
+        "rate": telemetry.rate,
+        "max_over_time": telemetry.max_over_time,
+    }
+    return method[r.func](r.metric, r.window_s, r.match, above=r.above)
+
+
 class NoTelemetry:
     """Used when no metrics source is configured: every read says so."""
 

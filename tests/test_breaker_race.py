@@ -105,7 +105,7 @@ def test_a_cordon_that_cannot_get_the_lock_is_refused_and_sends_nothing() -> Non
 
 def test_the_bot_s_node_actions_take_the_store_lock() -> None:
     from bot.ops.config import load_config
-    from bot.slack.app import ClusterNodeActions
+    from bot.slack.node_actions import ClusterNodeActions
     from bot.sources.opener import Sources
     from layers.sources import NoTelemetry
 

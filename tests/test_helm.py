@@ -270,6 +270,43 @@ def test_settings_map_to_the_documented_environment(full_docs: list[dict[str, An
         http=True,
     )
     assert cfg.cluster_name == "prod-east-1" and cfg.cordon_max_fraction == 0.1 and cfg.workers == 8
+    assert (cfg.http_timeout_s, cfg.http_max_connections) == (20, 1024)
+
+
+def test_http_limits_default_to_the_bots_own(default_docs: list[dict[str, Any]]) -> None:
+    from bot.ops.config import Config
+
+    env = {e["name"]: e.get("value") for e in _bot_container(default_docs)["env"]}
+    defaults = Config()
+    assert env["GPUBOT_HTTP_TIMEOUT_S"] == str(defaults.http_timeout_s) == "10"
+    assert env["GPUBOT_HTTP_MAX_CONNECTIONS"] == str(defaults.http_max_connections) == "512"
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("http.timeoutSeconds=0", "http.timeoutSeconds must be a whole number from 1 to 300, got 0"),
+        ("http.timeoutSeconds=301", "http.timeoutSeconds must be a whole number from 1 to 300, got 301"),
+        ("http.timeoutSeconds=2.5", "http.timeoutSeconds must be a whole number from 1 to 300, got 2.5"),
+        ("http.timeoutSeconds=soon", "http.timeoutSeconds must be a whole number from 1 to 300, got soon"),
+        ("http.maxConnections=7", "http.maxConnections must be a whole number from 8 to 65536, got 7"),
+        ("http.maxConnections=65537", "http.maxConnections must be a whole number from 8 to 65536"),
+    ],
+)
+def test_bad_http_limits_stop_with_one_line(helm: str, setting: str, message: str) -> None:
+    # The bounds are the bot's (bot/ops/config.py): a pod that could not start is refused at install.
+    proc = subprocess.run(
+        [helm, "template", "gpubot", str(CHART), "--set", setting],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+    from bot.ops.config import ConfigError, load_config
+
+    name = "GPUBOT_HTTP_TIMEOUT_S" if "timeout" in setting else "GPUBOT_HTTP_MAX_CONNECTIONS"
+    with pytest.raises(ConfigError):
+        load_config({name: setting.split("=")[1]})
 
 
 def test_alerts_turn_on_the_webhook_with_its_token_secret(

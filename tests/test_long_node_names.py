@@ -16,7 +16,7 @@ import yaml
 
 from bot.actions.gather import name_part
 from bot.ops.config import load_config
-from bot.slack.app import ClusterNodeActions
+from bot.slack.node_actions import ClusterNodeActions
 from bot.sources.opener import open_sources
 from layers.findings import Target
 from tests.bundle_scenario import scenario

@@ -298,7 +298,7 @@ def test_kubernetes_api_errors_are_counted_by_kind(tmp_path: Path) -> None:
 
 def test_slack_api_errors_are_counted_once_per_failed_call() -> None:
     from bot.slack.post import Poster
-    from handlers.ports import PostFailed, PostRef
+    from handlers.ports import Attachment, PostFailed, PostRef
     from tests.fakes.slack_api import serve_slack
 
     def errors(method: str) -> float:
@@ -323,7 +323,7 @@ def test_slack_api_errors_are_counted_once_per_failed_call() -> None:
         b_upload = errors("files.upload_v2")
         slack.fail("files.getUploadURLExternal", 403)
         with pytest.raises(PostFailed, match=r"file upload of chart\.png"):
-            poster.upload("C0FAIL", "chart.png", b"png")
+            poster.upload("C0FAIL", Attachment("chart.png", b"png"))
         assert errors("files.upload_v2") == b_upload + 1
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from handlers.buttons import Operators
+from handlers.operators import Operators
 from tests.fakes.slack_api import FakeSlack, serve_slack
 from tests.services import RedisServer, ServiceUnavailable
 from tests.slack_harness import (

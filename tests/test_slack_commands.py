@@ -126,6 +126,22 @@ def test_help_is_the_usage(bot: Any) -> None:
     assert body["text"] == USAGE
 
 
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("clusters", "This bot serves one cluster (GPUBOT_CLUSTER_NAME is not set)"),
+        ("why eu-9/ml/trainer-0", "this bot serves one cluster (GPUBOT_CLUSTER_NAME is not set), not `eu-9`"),
+    ],
+)
+def test_a_single_cluster_bot_answers_cluster_questions_in_the_ack(
+    bot: Any, slack: FakeSlack, text: str, answer: str
+) -> None:
+    before = len(slack.calls)
+    body = json.loads(dispatch(bot, slash_body(text, channel="C0ONECLUSTER")).body)
+    assert answer in body["text"] and body["response_type"] == "ephemeral"
+    assert [c for c in slack.calls[before:] if c.params.get("channel") == "C0ONECLUSTER"] == []
+
+
 def test_missing_pod_is_answered_with_the_usage(bot: Any, slack: FakeSlack) -> None:
     response = dispatch(bot, slash_body("why -n ml ghost-0", user="U0GHOST", channel="C0GHOST"))
     assert json.loads(response.body)["text"] == "walking the layers for ml/ghost-0…"

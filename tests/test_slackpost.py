@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from bot.slack.post import Poster, PostFailed
-from handlers.ports import PostRef
+from handlers.ports import Attachment, PostRef
 from tests.fakes.slack_api import FakeSlack, serve_slack
 
 TOKEN = "xoxb-0000-test-token"
@@ -78,7 +78,7 @@ def test_slack_unreachable_is_post_failed_naming_the_url() -> None:
 
 def test_upload_v2_flow_hits_the_three_steps_with_the_local_url(slack: FakeSlack) -> None:
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 10
-    poster(slack).upload("C0DIGEST", "digest.png", png, thread_ts="1795000001.000100", title="chart")
+    poster(slack).upload("C0DIGEST", Attachment("digest.png", png, "chart"), thread_ts="1795000001.000100")
     methods = [c.method for c in slack.calls]
     assert methods == ["files.getUploadURLExternal", "upload", "files.completeUploadExternal"]
     get_url, upload, complete = slack.calls
@@ -92,7 +92,7 @@ def test_upload_v2_flow_hits_the_three_steps_with_the_local_url(slack: FakeSlack
 
 def test_upload_step_failure_is_retried(slack: FakeSlack) -> None:
     slack.fail("upload", 500, times=1)
-    poster(slack).upload("C0DIGEST", "full.txt", "every flagged node\n")
+    poster(slack).upload("C0DIGEST", Attachment("full.txt", "every flagged node\n"))
     assert [c.method for c in slack.calls].count("files.completeUploadExternal") == 1
     assert len(slack.calls_to("upload")) == 2
 
@@ -118,7 +118,7 @@ def test_a_retry_after_beyond_the_deadline_fails_at_once_saying_when(slack: Fake
 
 def test_upload_url_429_honours_its_retry_after(slack: FakeSlack) -> None:
     slack.fail("upload", 429, times=1, retry_after=1)
-    poster(slack).upload("C0DIGEST", "chart.png", b"\x89PNG\r\n\x1a\n")
+    poster(slack).upload("C0DIGEST", Attachment("chart.png", b"\x89PNG\r\n\x1a\n"))
     first, second = slack.calls_to("upload")
     assert second.at - first.at >= 0.95  # not the 10 ms backoff of "cannot reach Slack"
     assert len(slack.calls_to("files.completeUploadExternal")) == 1
@@ -127,7 +127,7 @@ def test_upload_url_429_honours_its_retry_after(slack: FakeSlack) -> None:
 def test_upload_url_client_error_fails_at_once(slack: FakeSlack) -> None:
     slack.fail("upload", 403, times=10)
     with pytest.raises(PostFailed) as err:
-        poster(slack).upload("C0DIGEST", "chart.png", b"png")
+        poster(slack).upload("C0DIGEST", Attachment("chart.png", b"png"))
     assert len(slack.calls_to("upload")) == 1
     assert "403" in err.value.reason and "cannot reach" not in err.value.reason
     assert slack.calls_to("files.completeUploadExternal") == []

@@ -8,19 +8,15 @@ only: closing the built-in client costs seconds.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qsl
 
 import pytest
-from aiohttp import WSMsgType, web
 
 from tests.fakes.slack_api import FakeSlack, serve_slack
-from tests.services import free_port
+from tests.fakes.slack_socket import SlackSocket
 from tests.slack_harness import (
     APP_TOKEN,
     BotProcess,
@@ -31,54 +27,6 @@ from tests.slack_harness import (
     wait_for,
     write_scenario,
 )
-
-
-class SlackSocket:
-    """Slack's end of the socket: sends envelopes, records what the bot sends back."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"ws://127.0.0.1:{self.port}/link"
-        self.received: list[dict[str, Any]] = []
-        self.connected = threading.Event()
-        self._loop = asyncio.new_event_loop()
-        self._ws: web.WebSocketResponse | None = None
-        self._runner: web.AppRunner | None = None
-        ready = threading.Event()
-        threading.Thread(target=self._run, args=(ready,), daemon=True).start()
-        assert ready.wait(10)
-
-    def _run(self, ready: threading.Event) -> None:
-        asyncio.set_event_loop(self._loop)
-        app = web.Application()
-        app.router.add_get("/link", self._link)
-        self._runner = web.AppRunner(app)
-        self._loop.run_until_complete(self._runner.setup())
-        self._loop.run_until_complete(web.TCPSite(self._runner, "127.0.0.1", self.port).start())
-        ready.set()
-        self._loop.run_forever()
-
-    async def _link(self, request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        self._ws = ws
-        await ws.send_str(
-            json.dumps({"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A0GPUBOT"}})
-        )
-        self.connected.set()
-        async for msg in ws:
-            if msg.type == WSMsgType.TEXT:
-                self.received.append(json.loads(msg.data))
-        return ws
-
-    def send(self, envelope: dict[str, Any]) -> None:
-        assert self._ws is not None
-        asyncio.run_coroutine_threadsafe(self._ws.send_str(json.dumps(envelope)), self._loop).result(5)
-
-    def stop(self) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
 
 
 @pytest.fixture
@@ -102,8 +50,9 @@ def test_socket_mode_round_trip(slack: FakeSlack, tmp_path: Path) -> None:
     try:
         assert socket.connected.wait(10)
         assert slack.calls_to("apps.connections.open")
-        # /readyz says the connection is up; there is no /slack/events in Socket Mode.
-        assert get(bot.url + "/readyz") == (200, "ready\n")
+        # /readyz says the connection is up once the client has taken the hello (its own thread,
+        # a moment after the server sent it); there is no /slack/events in Socket Mode.
+        wait_for("/readyz ready", lambda: get(bot.url + "/readyz") == (200, "ready\n"), explain=bot.log)
         assert get(bot.url + "/healthz")[0] == 200
 
         payload = dict(parse_qsl(slash_body("why ml/trainer-0", channel="C0SOCKET")))

@@ -18,10 +18,31 @@ import pytest
 from bot.sources.opener import bundled_scenarios
 from bot.sources.scenario import build_sources, load_scenario
 from tests.fakes.kube_api import serve
+from tests.services import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-NEVER_FOR_HELP = ("slack_bolt", "slack_sdk", "matplotlib", "kubernetes", "prometheus_api_client", "redis")
+NEVER_FOR_HELP = (
+    "slack_bolt",
+    "slack_sdk",
+    "matplotlib",
+    "kubernetes",
+    "prometheus_api_client",
+    "urllib3",
+    "redis",
+)
 NEVER_FOR_WHY = ("slack_bolt", "matplotlib", "kubernetes.client.models.", "kubernetes.client.api.", "cel")
+# With a plain kubeconfig (a token) and a Prometheus: not the client's package roots, its kubeconfig
+# loader, the ApiClient and pydantic (bot/sources/kubeclient.py, kubeconfig.py).
+NEVER_FOR_PLAIN_WHY = (
+    *NEVER_FOR_WHY,
+    "kubernetes.dynamic",
+    "kubernetes.config.kube_config",
+    "kubernetes.client.api_client",
+    "pydantic",
+    "oauthlib",
+    "bot.sources.scenario",
+    "prometheus_client",
+)
 
 
 def imported(*args: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:
@@ -67,8 +88,20 @@ def test_why_over_a_kubeconfig_loads_no_models_nor_slack() -> None:
     target = str((sc.extra.get("x-expect") or {})["target"])
     snapshot, _ = build_sources(sc)
     with serve(snapshot) as api:
-        modules, proc = imported("why", target, "--all", "--kubeconfig", api.kubeconfig, "--format", "json")
+        prometheus = f"http://127.0.0.1:{free_port()}"  # refused: the walk says unknown, and exits 0
+        modules, proc = imported(
+            "why",
+            target,
+            "--all",
+            "--kubeconfig",
+            api.kubeconfig,
+            "--prometheus-url",
+            prometheus,
+            "--format",
+            "json",
+        )
         assert api.count() > 0  # it really read the fake API server
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "kubernetes.client.rest" in modules  # the official client does the transport
-    assert loaded(modules, NEVER_FOR_WHY) == []
+    assert "bot.sources.prom" in modules
+    assert loaded(modules, NEVER_FOR_PLAIN_WHY) == []

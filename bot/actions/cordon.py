@@ -168,14 +168,7 @@ def _cordon(
     )
     if decision.action == "not-found":
         raise _not_found(node)
-    if decision.action != "cordon" or decision.patch is None:
-        return CordonOutcome(decision.action, node, decision.message)
-    if dry_run:
-        return CordonOutcome(
-            "cordon", node, f"dry run: would {decision.message}", decision.patch, dry_run=True
-        )
-    _apply(writer, node, decision.patch, "cordon")
-    return CordonOutcome("cordon", node, f"cordoned {node}: {reason.strip()}", decision.patch, applied=True)
+    return _carry_out(writer, node, decision, "cordon", f"cordoned {node}: {reason.strip()}", dry_run)
 
 
 def uncordon(
@@ -190,17 +183,22 @@ def uncordon(
             raise _not_found(node) from None
         raise _forbidden(err, node, "uncordon") from None
     decision = rm.uncordon_plan(obj, node, force=force)
-    if decision.action != "uncordon" or decision.patch is None:
+    done = decision.message.replace("uncordon ", "uncordoned ", 1)
+    return _carry_out(writer, node, decision, "uncordon", done, dry_run)
+
+
+def _carry_out(
+    writer: ClusterWriter,
+    node: str,
+    decision: rm.CordonDecision | rm.UncordonDecision,
+    verb: str,
+    done: str,
+    dry_run: bool,
+) -> CordonOutcome:
+    """A plan's decision: nothing to do (it says why), a dry run (what would change), or applied."""
+    if decision.action != verb or decision.patch is None:
         return CordonOutcome(decision.action, node, decision.message)
     if dry_run:
-        return CordonOutcome(
-            "uncordon", node, f"dry run: would {decision.message}", decision.patch, dry_run=True
-        )
-    _apply(writer, node, decision.patch, "uncordon")
-    return CordonOutcome(
-        "uncordon",
-        node,
-        decision.message.replace("uncordon ", "uncordoned ", 1),
-        decision.patch,
-        applied=True,
-    )
+        return CordonOutcome(verb, node, f"dry run: would {decision.message}", decision.patch, dry_run=True)
+    _apply(writer, node, decision.patch, verb)
+    return CordonOutcome(verb, node, done, decision.patch, applied=True)

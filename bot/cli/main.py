@@ -40,11 +40,22 @@ def build_parser() -> Parser:
         prog="gpubot",
         description="Diagnose GPU failures on Kubernetes clusters running the NVIDIA GPU Operator, layer by layer.",
     )
-    parser.add_argument("--version", action="version", version=f"gpubot {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for module in COMMAND_MODULES:
         module.register(sub, add_sources, add_format)
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """`--version`: the installed version, looked up only when asked (importlib.metadata costs ~20 ms)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        print(f"gpubot {_version()}")  # on stdout, as argparse's own version action prints
+        parser.exit()
 
 
 def _version() -> str:

@@ -79,12 +79,20 @@ OTHER = "other"
 # Layers run from milliseconds (objects only) to tens of seconds (a slow Prometheus).
 _LAYER_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
-WALKS_STARTED = Counter("gpubot_walks_started_total", "Walks opened (a pod or a node)", registry=REGISTRY)
-WALKS_FINISHED = Counter(
+
+def _counter(name: str, doc: str, *labels: str) -> Counter:
+    return Counter(name, doc, labels, registry=REGISTRY)
+
+
+def _gauge(name: str, doc: str) -> Gauge:
+    return Gauge(name, doc, registry=REGISTRY)
+
+
+WALKS_STARTED = _counter("gpubot_walks_started_total", "Walks opened (a pod or a node)")
+WALKS_FINISHED = _counter(
     "gpubot_walks_finished_total",
     "Walks ended, by the severity of their verdict (ok when nothing was found)",
-    ["verdict_severity"],
-    registry=REGISTRY,
+    "verdict_severity",
 )
 LAYER_DURATION = Histogram(
     "gpubot_layer_duration_seconds",
@@ -93,52 +101,35 @@ LAYER_DURATION = Histogram(
     buckets=_LAYER_BUCKETS,
     registry=REGISTRY,
 )
-FINDINGS = Counter(
-    "gpubot_findings_total",
-    "Findings reported, by code and severity",
-    ["code", "severity"],
-    registry=REGISTRY,
+FINDINGS = _counter("gpubot_findings_total", "Findings reported, by code and severity", "code", "severity")
+ACTIONS_TOTAL = _counter(
+    "gpubot_actions_total", "Button actions, by action id and outcome", "action", "outcome"
 )
-ACTIONS_TOTAL = Counter(
-    "gpubot_actions_total",
-    "Button actions, by action id and outcome",
-    ["action", "outcome"],
-    registry=REGISTRY,
-)
-SLACK_ERRORS = Counter(
-    "gpubot_slack_api_errors_total", "Slack Web API calls that failed", ["method"], registry=REGISTRY
-)
-KUBE_ERRORS = Counter(
+SLACK_ERRORS = _counter("gpubot_slack_api_errors_total", "Slack Web API calls that failed", "method")
+KUBE_ERRORS = _counter(
     "gpubot_kubernetes_api_errors_total",
     "Kubernetes API reads or writes that failed, by kind (forbidden, not_found, unavailable, bad_input)",
-    ["kind"],
-    registry=REGISTRY,
+    "kind",
 )
-DIGEST_RUNS = Counter(
-    "gpubot_digest_runs_total", "Daily digest runs, by outcome", ["outcome"], registry=REGISTRY
-)
-DIGEST_LAST_SUCCESS = Gauge(
+DIGEST_RUNS = _counter("gpubot_digest_runs_total", "Daily digest runs, by outcome", "outcome")
+DIGEST_LAST_SUCCESS = _gauge(
     "gpubot_digest_last_success_timestamp_seconds",
     "Unix time of this process's last digest posted (0: none yet)",
-    registry=REGISTRY,
 )
-DIGEST_SCHEDULED = Gauge(
-    "gpubot_digest_scheduled", "1 when this replica has the daily digest scheduled", registry=REGISTRY
-)
-ALERTS = Counter(
+DIGEST_SCHEDULED = _gauge("gpubot_digest_scheduled", "1 when this replica has the daily digest scheduled")
+ALERTS = _counter(
     "gpubot_alerts_total",
     "Alerts received on POST /alertmanager, by status and what was decided for each",
-    ["status", "decision"],
-    registry=REGISTRY,
+    "status",
+    "decision",
 )
-ALERT_INCIDENTS = Counter(
+ALERT_INCIDENTS = _counter(
     "gpubot_alert_incidents_total",
     "Alert incident events: thread_opened, summarized (storm), closed, rewalk, slack_failed",
-    ["event"],
-    registry=REGISTRY,
+    "event",
 )
-ALERT_WEBHOOKS = Counter(
-    "gpubot_alert_webhooks_total", "POST /alertmanager requests, by HTTP status", ["code"], registry=REGISTRY
+ALERT_WEBHOOKS = _counter(
+    "gpubot_alert_webhooks_total", "POST /alertmanager requests, by HTTP status", "code"
 )
 ALERT_WEBHOOK_SECONDS = Histogram(
     "gpubot_alert_webhook_seconds",
@@ -146,7 +137,7 @@ ALERT_WEBHOOK_SECONDS = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
     registry=REGISTRY,
 )
-START_TIME = Gauge("gpubot_start_time_seconds", "Unix time this process started", registry=REGISTRY)
+START_TIME = _gauge("gpubot_start_time_seconds", "Unix time this process started")
 START_TIME.set(time.time())
 
 # Every known child exists from the first scrape, so rate() and increase() see a 0 before the first event.

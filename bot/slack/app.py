@@ -7,16 +7,15 @@ fixed number of workers (GPUBOT_WORKERS) and an unbounded queue.
 
 `MetricsObserver` fills the handlers' WalkObserver port with bot/ops/metrics.py
 (walks, layer durations, findings, actions) and bot/ops/logs.py (the walk id on
-every log line of a walk or a click).
+every log line of a walk or a click). The node actions the buttons run are
+bot/slack/node_actions.py's.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,26 +32,19 @@ from bot.ops.config import Config
 from bot.ops.logs import walk_scope
 from bot.ops.secrets import mask_text
 from bot.slack.alert_webhook import AlertWebhook
+from bot.slack.node_actions import ClusterNodeActions
 from bot.sources.opener import Sources
 from handlers.alert_subjects import ClusterDirectory
 from handlers.alerts import AlertService, AlertSettings
 from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
-from handlers.buttons import Bundle, Buttons, Operators, Outcome
-from handlers.clicks import click_from_payload, click_problem, clicker, walk_id_of
-from handlers.commands import (
-    USAGE,
-    Clusters,
-    CommandError,
-    Digest,
-    Help,
-    Why,
-    one_cluster_reply,
-    parse_command,
-    usage_reply,
-)
+from handlers.buttons import Buttons, NodeActions
+from handlers.clicks import click_from_payload, walk_id_of
+from handlers.commands import CommandError, Digest, Why, answer_now, parse_command, usage_reply
 from handlers.digest import DIAGNOSE
 from handlers.escape import escape
+from handlers.operators import Operators
 from handlers.ports import SlackPoster, StateStore, StateUnavailable, WalkObserver
+from handlers.telling import unexpected
 from handlers.walks import CLAIM_S, RETENTION_S, WalkService
 from handlers.walkstate import new_walk_id
 from layers import digest as fleet
@@ -107,66 +99,6 @@ def group_members(client: WebClient) -> Callable[[str], Iterable[str]]:
     return members
 
 
-class ClusterNodeActions:
-    """Cordon, uncordon and must-gather over the chosen sources (bot/actions/cordon.py, bot/actions/bundle_writer.py)."""
-
-    def __init__(self, sources: Sources, cfg: Config, store: StateStore | None = None) -> None:
-        self.sources = sources
-        self.cfg = cfg
-        # The breaker's lock lives in the state store: with Redis, every replica (and a CLI with
-        # the same REDIS_URL) counts cordons one at a time.
-        self.store = store
-
-    def cordon(self, node: str, actor: str, reason: str) -> Outcome:
-        from bot.actions.cordon import cordon, store_breaker_lock
-
-        out = cordon(
-            self.sources.cluster,
-            self.sources.writer,
-            node,
-            reason,
-            actor,
-            max_fraction=self.cfg.cordon_max_fraction,
-            breaker_lock=(
-                store_breaker_lock(self.store, cluster=self.cfg.cluster_name)
-                if self.store is not None
-                else None
-            ),
-        )
-        return Outcome(out.applied, out.message)
-
-    def uncordon(self, node: str, actor: str) -> Outcome:
-        from bot.actions.cordon import uncordon
-
-        out = uncordon(self.sources.cluster, self.sources.writer, node)
-        return Outcome(out.applied, out.message)
-
-    def must_gather(self, node: str, target: Target, walk: WalkResult | None) -> Bundle:
-        from bot.actions.archive import name_part
-        from bot.actions.bundle_writer import collect_bundle
-
-        fd, path = tempfile.mkstemp(prefix=f"gpubot-must-gather-{name_part(node)}-", suffix=".tar.gz")
-        os.close(fd)
-        pod = (target.namespace, target.pod) if target.pod and target.namespace else None
-        try:
-            report = collect_bundle(
-                self.sources.cluster,
-                self.sources.telemetry,
-                path,
-                node=node,
-                target=pod,
-                walk=walk,
-                operator_namespace=self.cfg.operator_namespace,
-            )
-        except BaseException:
-            os.unlink(path)
-            raise
-        summary = f"{report.files} files, {report.archive_bytes / 1e6:.1f} MB"
-        if report.errors:
-            summary += f", {len(report.errors)} read(s) failed (listed in errors.txt)"
-        return Bundle(path=path, filename=f"must-gather-{name_part(node)}.tar.gz", summary=summary)
-
-
 @dataclass
 class GpuBot:
     """The Bolt app and what it drives; `shutdown()` drains the pool."""
@@ -183,29 +115,36 @@ class GpuBot:
     pending: set[Future[None]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def submit(self, what: str, fn: Callable[..., Any], *args: Any, walk_id: str | None = None) -> None:
-        """Run off the request path; a failure is logged with what it was (and its walk id), never lost."""
+    def submit(
+        self,
+        what: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        walk_id: str | None = None,
+        asker: tuple[str, str] | None = None,
+    ) -> None:
+        """Off the request path. The handlers say their own failures (in the thread, or to the
+        asker); whatever still escapes them is told to `asker` (channel, user), so nobody waits
+        on "walking…"."""
 
-        def run() -> None:
-            # The pool's threads do not inherit the listener's context: the walk id is set here.
-            with walk_scope(walk_id):
-                try:
-                    fn(*args)
-                except Exception:
-                    log.exception("%s failed", what)
+        def tell_asker(err: Exception) -> None:
+            if asker is not None:  # `what` names the walk
+                self.poster_quietly(*asker, f":x: {escape(what)} failed: {escape(unexpected(err))}")
 
-        fut: Future[None] = self.pool.submit(run)
-        with self._lock:
-            self.pending.add(fut)
-        fut.add_done_callback(self._done)
+        submit_job(
+            self.pool, self.pending, self._lock, what, fn, *args, walk_id=walk_id, on_failure=tell_asker
+        )
 
     def tell(self, channel: str, user: str, text: str) -> None:
         """An ephemeral answer, posted off the request path."""
         self.submit(f"answer to {user}", self.poster.ephemeral, channel, user, text)
 
-    def _done(self, fut: Future[None]) -> None:
-        with self._lock:
-            self.pending.discard(fut)
+    def poster_quietly(self, channel: str, user: str, text: str) -> None:
+        """An ephemeral answer from a worker already off the request path; a failure is logged."""
+        try:
+            self.poster.ephemeral(channel, user, text)
+        except Exception as err:
+            log.error("could not answer %s in %s: %s", user, channel, err)
 
     def ready(self) -> tuple[bool, str]:
         """/readyz: the state store answers and the Slack connection is up."""
@@ -219,6 +158,40 @@ class GpuBot:
 
     def shutdown(self, wait: bool = True) -> None:
         self.pool.shutdown(wait=wait, cancel_futures=not wait)
+
+
+def submit_job(
+    pool: ThreadPoolExecutor,
+    pending: set[Future[None]],
+    lock: threading.Lock,
+    what: str,
+    fn: Callable[..., Any],
+    *args: Any,
+    walk_id: str | None = None,
+    on_failure: Callable[[Exception], None] | None = None,
+) -> None:
+    """Run off the request path (the bot's pool, or a gateway's), kept in `pending` until done for the
+    drain at SIGTERM; a failure is logged with what it was (and its walk id), never lost, then
+    handed to `on_failure`."""
+
+    def run() -> None:
+        # The pool's threads do not inherit the listener's context: the walk id is set here.
+        with walk_scope(walk_id):
+            try:
+                fn(*args)
+            except Exception as err:
+                log.exception("%s failed", what)
+                if on_failure is not None:
+                    on_failure(err)
+
+    def done(fut: Future[None]) -> None:
+        with lock:
+            pending.discard(fut)
+
+    fut: Future[None] = pool.submit(run)
+    with lock:
+        pending.add(fut)
+    fut.add_done_callback(done)
 
 
 def _open_walk(sources: Sources, settings: Settings) -> Callable[[Target], WalkContext]:
@@ -239,7 +212,7 @@ def build_services(
     poster: SlackPoster,
     client: WebClient,
     *,
-    node_actions: Any = None,
+    node_actions: NodeActions | None = None,
     observer: WalkObserver | None = None,
     claim_s: float = CLAIM_S,
 ) -> tuple[WalkService, Buttons]:
@@ -260,25 +233,21 @@ def build_services(
     return service, buttons
 
 
-def build_app(
-    cfg: Config,
-    sources: Sources,
-    state: StateStore,
-    poster: SlackPoster,
-    *,
-    client: WebClient | None = None,
-    node_actions: Any = None,
-    workers: int | None = None,
-    token_verification: bool = True,
-    observer: WalkObserver | None = None,
-) -> GpuBot:
-    """The Bolt app with its listeners; nothing is served until bot/slack/run.py starts a transport."""
-    client = client or WebClient(token=cfg.slack_bot_token, base_url=cfg.slack_api_url)
-    service, buttons = build_services(
-        cfg, sources, state, poster, client, node_actions=node_actions, observer=observer
+def alert_settings(cfg: Config) -> AlertSettings:
+    """The GPUBOT_ALERT_* settings (a gateway hands them to the agents with each webhook's alerts)."""
+    assert cfg.alert_channel is not None  # load_config requires it with GPUBOT_ALERT_TOKEN
+    return AlertSettings(
+        channel=cfg.alert_channel,
+        rewalk_s=cfg.alert_rewalk_minutes * 60,
+        max_threads_per_hour=cfg.alert_max_threads_per_hour,
+        duplicate_s=cfg.alert_duplicate_seconds,
     )
-    app = App(
-        client=client,
+
+
+def bolt_app(cfg: Config, client: WebClient | None, token_verification: bool = True) -> App:
+    """The Bolt app of the bot or a gateway (bot/cluster/gateway.py), before any listener."""
+    return App(
+        client=client or WebClient(token=cfg.slack_bot_token, base_url=cfg.slack_api_url),
         signing_secret=cfg.slack_signing_secret,
         process_before_response=False,
         token_verification_enabled=token_verification,
@@ -287,17 +256,30 @@ def build_app(
         # Else Bolt copies the root level: at DEBUG it would log request and response bodies.
         logger=logging.getLogger("slack_bolt.App"),
     )
+
+
+def build_app(
+    cfg: Config,
+    sources: Sources,
+    state: StateStore,
+    poster: SlackPoster,
+    *,
+    client: WebClient | None = None,
+    node_actions: NodeActions | None = None,
+    workers: int | None = None,
+    token_verification: bool = True,
+    observer: WalkObserver | None = None,
+) -> GpuBot:
+    """The Bolt app with its listeners; nothing is served until bot/slack/run.py starts a transport."""
+    app = bolt_app(cfg, client, token_verification)
+    service, buttons = build_services(
+        cfg, sources, state, poster, app.client, node_actions=node_actions, observer=observer
+    )
     pool = ThreadPoolExecutor(max_workers=workers or cfg.workers, thread_name_prefix="gpubot-walk")
     bot = GpuBot(app, service, buttons, pool, state, poster, cfg)
     if cfg.alert_token and cfg.alert_channel:
-        alert_settings = AlertSettings(
-            channel=cfg.alert_channel,
-            rewalk_s=cfg.alert_rewalk_minutes * 60,
-            max_threads_per_hour=cfg.alert_max_threads_per_hour,
-            duplicate_s=cfg.alert_duplicate_seconds,
-        )
         alerts = AlertService(
-            state, service, ClusterDirectory(sources.cluster), alert_settings, observer=MetricsObserver()
+            state, service, ClusterDirectory(sources.cluster), alert_settings(cfg), observer=MetricsObserver()
         )
         bot.alerts = AlertWebhook(alerts, cfg.alert_token, bot.submit)
 
@@ -309,12 +291,8 @@ def build_app(
             ack(text=mask_text(usage_reply(str(err))), response_type="ephemeral")
             return
         channel, user = str(command.get("channel_id") or ""), str(command.get("user_id") or "")
-        if isinstance(cmd, Help):
-            ack(text=USAGE, response_type="ephemeral")
-        elif isinstance(cmd, Clusters):
-            ack(text=one_cluster_reply(cfg.cluster_name), response_type="ephemeral")
-        elif isinstance(cmd, Why) and cmd.cluster and cmd.cluster != cfg.cluster_name:
-            ack(text=one_cluster_reply(cfg.cluster_name, asked=cmd.cluster), response_type="ephemeral")
+        if (now := answer_now(cmd, cfg.cluster_name)) is not None:
+            ack(text=now, response_type="ephemeral")
         elif isinstance(cmd, Why):
             ack(text=mask_text(f"walking the layers for {escape(cmd.label)}…"), response_type="ephemeral")
             walk_id = new_walk_id()  # chosen here so even a crash of the walk is logged under it
@@ -328,25 +306,22 @@ def build_app(
                     walk_id=walk_id,
                 ),
                 walk_id=walk_id,
+                asker=(channel, user),
             )
         elif isinstance(cmd, Digest):
             ack(text="posting the GPU fleet digest in this channel…", response_type="ephemeral")
-            bot.submit("digest", post_digest_now, bot, sources, channel, user)
+            bot.submit("the digest", post_digest_now, bot, sources, channel, user, asker=(channel, user))
 
     @app.action(BUTTON_ACTIONS)
     def on_button(ack: Ack, body: dict[str, Any]) -> None:
         ack()
-        if (why := click_problem(body)) is not None:  # Socket Mode has no transport check before this
-            if (who := clicker(body)) is not None:
-                bot.tell(*who, f":warning: this click could not be read ({why}), so nothing was done.")
-            log.warning("refused a click: %s", why)
-            return
-        click = click_from_payload(body)
+        click = click_from_payload(body)  # its shape was checked by bot/slack/gate.py on either transport
         bot.submit(
             f"{click.action_id} by {click.user} on walk {click.value}",
             buttons.handle,
             click,
             walk_id=walk_id_of(click),
+            asker=(click.channel, click.user),
         )
 
     return bot

@@ -29,7 +29,7 @@ from slack_sdk.web import SlackResponse
 
 from bot.ops import metrics
 from bot.ops.secrets import mask_text
-from handlers.ports import PostFailed, PostRef, SlackPoster
+from handlers.ports import Attachment, PostFailed, PostRef, SlackPoster
 
 __all__ = ["PostFailed", "Poster"]
 
@@ -116,6 +116,12 @@ class Poster:
         )
         return PostRef(channel=str(resp.get("channel") or channel), ts=str(resp.get("ts") or ""))
 
+    def find_posted(self, channel: str, thread_ts: str | None, key: str, since: float) -> PostRef | None:
+        """Where the message posted with `key` since `since` landed (None: Slack has none, or cannot
+        tell). An agent taking over a dead agent's walk asks before posting (bot/cluster/once.py)."""
+        found = self._find(channel, thread_ts, key, since)
+        return None if found is None else PostRef(channel, str(found.get("ts") or ""))
+
     def _find(self, channel: str, thread_ts: str | None, key: str, since: float) -> SlackResponse | None:
         """The message carrying `key` posted since `since`, if Slack has it (None when it cannot tell)."""
         try:
@@ -166,27 +172,18 @@ class Poster:
             ),
         )
 
-    def upload(
-        self,
-        channel: str,
-        filename: str,
-        content: bytes | str,
-        *,
-        thread_ts: str | None = None,
-        title: str | None = None,
-        comment: str | None = None,
-    ) -> None:
+    def upload(self, channel: str, file: Attachment, *, thread_ts: str | None = None) -> None:
+        content = file.content
         self._call(
             "files.upload_v2",
             lambda: self._client.files_upload_v2(
                 channel=channel,
-                filename=filename,
+                filename=file.filename,
                 content=mask_text(content) if isinstance(content, str) else content,
-                title=mask_text(title or filename),
+                title=mask_text(file.title or file.filename),
                 thread_ts=thread_ts,
-                initial_comment=mask_text(comment) if comment else comment,
             ),
-            what=f"file upload of {filename}",
+            what=f"file upload of {file.filename}",
         )
 
     # --- retries -----------------------------------------------------------------------

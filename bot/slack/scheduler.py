@@ -43,7 +43,9 @@ from apscheduler.triggers.cron import CronTrigger
 
 from bot.ops import metrics
 from bot.slack.digest_post import Collect, DigestFailed, Published, publish_digest, worst_case_post_s
+from handlers.escape import escape
 from handlers.ports import LockNotAcquired, SlackPoster, StateStore, StateUnavailable
+from handlers.telling import unexpected
 from layers.digest import Digest
 
 log = logging.getLogger("gpubot.scheduler")
@@ -155,6 +157,15 @@ class DigestJob:
         except StateUnavailable:
             return True
 
+    def _say_crash(self, day: str, err: Exception) -> None:
+        """A digest that crashed (a bug, not a backend failure) is said in its channel: nobody asked
+        for it, but its readers would otherwise wait for a message that never comes."""
+        text = f":x: the GPU fleet digest for {day} was not posted: {escape(unexpected(err))}"
+        try:
+            self.poster.post(self.channel, text)
+        except Exception as again:
+            log.error("digest %s: could not say in %s that it failed: %s", day, self.channel, again)
+
     def post(self, day: str) -> Published:
         published = publish_digest(
             self.collect,
@@ -196,10 +207,11 @@ class DigestJob:
                 log.error("digest %s was not posted: %s", day, err)
                 metrics.record_digest_run("failed")
             return Outcome.FAILED
-        except Exception:
+        except Exception as err:
             # Counted before APScheduler logs it: a digest that crashes must show on /metrics too.
             if not posted:
                 metrics.record_digest_run("failed")
+                self._say_crash(day, err)
             raise
         if outcome is not Outcome.POSTED:
             log.info("digest %s: %s (by another replica or an earlier run)", day, outcome.value)

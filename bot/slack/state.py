@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypedDict, TypeVar, Unpack
 from urllib.parse import urlsplit
 
 import redis
@@ -36,6 +36,15 @@ def shown_url(url: str) -> str:
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+class RedisLink(TypedDict, total=False):
+    """How to reach Redis besides its URL; what is left out takes `redis_client`'s default."""
+
+    ca_bundle: str | None
+    password: str | None
+    timeout_s: float
+    ride_out_restarts: bool
 
 
 def redis_client(
@@ -82,26 +91,11 @@ def _ms(seconds: float) -> int:
 class RedisState:
     """StateStore over redis-py; safe to share between threads (redis-py pools connections)."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        prefix: str = "gpubot:",
-        timeout_s: float = 5.0,
-        ca_bundle: str | None = None,
-        password: str | None = None,
-        ride_out_restarts: bool = False,
-    ) -> None:
+    def __init__(self, url: str, *, prefix: str = "gpubot:", **link: Unpack[RedisLink]) -> None:
         self.shown = shown_url(url)
         self._prefix = prefix
         try:
-            self._redis = redis_client(
-                url,
-                ca_bundle=ca_bundle,
-                password=password,
-                timeout_s=timeout_s,
-                ride_out_restarts=ride_out_restarts,
-            )
+            self._redis = redis_client(url, **link)
         except (ValueError, RedisError) as err:
             raise StateUnavailable(f"Redis URL {self.shown} is not usable: {_short(err)}") from None
 

@@ -4,22 +4,27 @@ bot/slack/slackroute.py checks the signature on the raw bytes before anything
 else; every route is served behind bot/slack/httpserver.py's timeouts and caps.
 With GPUBOT_ALERT_TOKEN set, both modes serve Alertmanager's webhook at
 /alertmanager (bot/slack/alert_webhook.py).
-Socket Mode (bot/slack/run.py connects it) serves only the health endpoints
-here. On SIGTERM `drain` lets running walks finish within a grace period.
+Socket Mode (`socket_mode`, bot/slack/socketmode.py) serves only the health
+endpoints here. Both transports hand Slack's payloads to the same gate
+(bot/slack/gate.py: envelope shape, replays) before Bolt. On SIGTERM `drain` lets running walks finish within a grace period.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.ops import metrics
 from bot.ops.config import Config
 from bot.slack.alert_webhook import PATH as ALERTS_PATH
+from bot.slack.gate import SlackGate
 from bot.slack.httpserver import HttpServer, Limits, Response, Route, start_server
 from bot.slack.slackroute import EVENTS_PATH, SlackEvents
 from handlers.ports import StateStore
+
+if TYPE_CHECKING:
+    from bot.slack.socketmode import GatedSocketModeHandler
 
 log = logging.getLogger("gpubot.serve")
 
@@ -69,9 +74,7 @@ def start_http(bot: Front, host: str, port: int, *, events: bool) -> HttpServer:
     }
     if events:
         assert bot.cfg.slack_signing_secret is not None  # load_config(http=True) checked it
-        routes[("POST", EVENTS_PATH)] = SlackEvents(
-            bot.app, bot.cfg.slack_signing_secret, bot.state, tell=bot.tell
-        )
+        routes[("POST", EVENTS_PATH)] = SlackEvents(gate(bot), bot.cfg.slack_signing_secret)
     if bot.alerts is not None:  # in Socket Mode too: Alertmanager needs no public Slack endpoint
         routes[("POST", ALERTS_PATH)] = bot.alerts
     cfg = bot.cfg
@@ -82,6 +85,18 @@ def start_http(bot: Front, host: str, port: int, *, events: bool) -> HttpServer:
         max_connections=cfg.http_max_connections,
     )
     return start_server(routes, host, port, limits)
+
+
+def gate(front: Front) -> SlackGate:
+    """The checks every Slack payload passes before Bolt, over HTTP and over Socket Mode."""
+    return SlackGate(front.app, front.state, front.tell)
+
+
+def socket_mode(front: Front, app_token: str) -> GatedSocketModeHandler:
+    """The Socket Mode connection for this front's Bolt app (not connected yet: `connect()`)."""
+    from bot.slack.socketmode import GatedSocketModeHandler  # slack_sdk's WebSocket client: only when used
+
+    return GatedSocketModeHandler(front.app, app_token, gate(front))
 
 
 def _ready(bot: Front) -> Response:

@@ -1,11 +1,12 @@
 """The live cluster: layers.sources.Cluster and ClusterWriter over the official kubernetes client.
 
-The client's ApiClient does configuration, auth (tokens, exec plugins and their
-refresh), TLS and retries; requests go out through its `param_serialize` +
-`call_api` on the REST paths below, and bodies come back as the API's own JSON
-(camelCase dicts, `json.loads`), so a live cluster looks exactly like a
-scenario file to the layers. The generated API classes and their pydantic
-models are never imported: building them cost ~1 s of every command's start.
+The client's Configuration does auth (tokens, exec plugins and their refresh: its
+`auth_settings`) and its RESTClientObject TLS, proxies and retries; requests go
+out through it on the REST paths below, and bodies come back as the API's own
+JSON (camelCase dicts, `json.loads`), so a live cluster looks exactly like a
+scenario file to the layers. The generated API classes, their pydantic models and
+the ApiClient that serializes them are never imported: building them cost ~1 s of
+every command's start (bot/sources/kubeclient.py, bot/sources/kubeconfig.py).
 Every failure becomes a SourceError naming what could not be read
 (bot/sources/kube_errors.py), counted in gpubot_kubernetes_api_errors_total by
 its kind; nothing from the client (tokens included) leaks into messages.
@@ -19,21 +20,25 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import urllib3
-import yaml
-from kubernetes import config
-from kubernetes.client.api_client import ApiClient
-from kubernetes.client.configuration import Configuration
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
 from bot.sources.kube_errors import api_error, counted, unreachable
-from layers.sources import DraKind, K8sObject, SourceError
+from bot.sources.kubeclient import (
+    ApiException,
+    ConfigException,
+    Configuration,
+    RESTClientObject,
+    load_incluster_config,
+)
+from bot.sources.kubeconfig import load_kubeconfig
+from bot.sources.listing import DRA_GROUP, EVERYTHING, ListReads, Selection
+from layers.sources import K8sObject, SourceError
 
 PAGE_SIZE = 500
+USER_AGENT = "gpubot"
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 # The NVIDIADriver CRD has only ever shipped as v1alpha1.
 _FALLBACK_VERSIONS = {"nvidiadrivers": "v1alpha1"}
@@ -64,6 +69,11 @@ class Resource:
         return root
 
 
+def _query_value(value: str | int | bool) -> str:
+    """A query value as the API reads it (booleans lower-case, as the client serializes them)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _segment(value: str, what: str, res: Resource) -> str:
     """One path segment; an empty or slashed one would address another object."""
     if not isinstance(value, str) or not value or "/" in value or value in (".", ".."):
@@ -91,24 +101,30 @@ DRA_FALLBACK = {"devicetaintrules": ("v1beta2", "v1alpha3")}
 DRA_BETAS = ("v1beta2", "v1beta1")
 
 
-class KubeCluster:
-    """A Kubernetes API server, read through one private ApiClient."""
+class KubeCluster(ListReads):
+    """A Kubernetes API server, read through one private connection pool of the client."""
 
-    def __init__(self, api_client: ApiClient, source: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, configuration: Configuration, source: str, timeout_s: float = 10.0) -> None:
         if not timeout_s > 0:
             raise SourceError("bad_input", f"Kubernetes request timeout must be positive, got {timeout_s}")
-        self._api = api_client
+        self.configuration = configuration
+        self._rest = RESTClientObject(configuration)
         self._source = source
         self.timeout_s = timeout_s
         self.page_size = PAGE_SIZE
-        self.server = str(api_client.configuration.host)
+        self.server = str(configuration.host)
         self.calls = 0  # HTTP requests made, for benchmarks
         self._calls_lock = threading.Lock()
 
     @property
-    def api_client(self) -> ApiClient:
-        """The private client, for calls outside the Cluster protocol (pods/exec for a bug report)."""
-        return self._api
+    def api_client(self) -> Any:
+        """A client's ApiClient on the same configuration, for calls outside the Cluster protocol
+        (pods/exec for a bug report); built only then, with its pydantic models."""
+        from kubernetes.client.api_client import ApiClient
+
+        api = ApiClient(configuration=self.configuration)
+        api.user_agent = USER_AGENT
+        return api
 
     # --- construction ------------------------------------------------------------
 
@@ -121,55 +137,23 @@ class KubeCluster:
         explicit = kubeconfig or os.environ.get("KUBECONFIG") or context
         if os.environ.get("KUBERNETES_SERVICE_HOST") and not explicit:
             try:
-                config.load_incluster_config(client_configuration=cfg)
+                load_incluster_config(client_configuration=cfg)
             except (ConfigException, OSError) as err:
                 raise SourceError("bad_input", f"in-cluster Kubernetes credentials unusable: {err}") from None
             source = "in-cluster"
         else:
             path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-            source = f"context {cls._load_kubeconfig(cfg, path, context)}"
+            source = f"context {load_kubeconfig(cfg, path, context)}"
         # A dead server must fail fast: one connect retry, none on reads or statuses.
         cfg.retries = Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0, raise_on_status=False)
         if not cfg.verify_ssl:
             # The kubeconfig asked for insecure-skip-tls-verify: the user chose it, and a
             # warning per request would break "one line on stderr".
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-        api_client = ApiClient(configuration=cfg)
-        api_client.user_agent = "gpubot"
-        return cls(api_client, f"{source} ({cfg.host})", timeout_s)
-
-    @staticmethod
-    def _load_kubeconfig(cfg: Configuration, path: str, context: str | None) -> str:
-        """Load `path` (a KUBECONFIG list is allowed) into cfg; returns the context used."""
-        files = [os.path.expanduser(p) for p in path.split(os.pathsep) if p]
-        readable = [f for f in files if os.path.isfile(f) and os.access(f, os.R_OK)]
-        if not readable:
-            raise SourceError(
-                "bad_input", f"no readable kubeconfig at {path} (set KUBECONFIG or pass --kubeconfig)"
-            )
-        try:
-            contexts, current = config.list_kube_config_contexts(config_file=path)
-        except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise SourceError("bad_input", f"kubeconfig {path} is not usable: {first}") from None
-        names = [str(c.get("name")) for c in contexts or []]
-        chosen = context or (current or {}).get("name")
-        if not chosen or chosen not in names:
-            what = f"context {chosen!r} not found" if chosen else "no current context"
-            raise SourceError(
-                "bad_input", f"{what} in kubeconfig {path} (available: {', '.join(names) or 'none'})"
-            )
-        try:
-            config.load_kube_config(
-                config_file=path, context=chosen, client_configuration=cfg, persist_config=False
-            )
-        except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise SourceError("bad_input", f"kubeconfig {path}, context {chosen}: {first}") from None
-        return str(chosen)
+        return cls(cfg, f"{source} ({cfg.host})", timeout_s)
 
     def close(self) -> None:
-        self._api.close()
+        self._rest.pool_manager.clear()
 
     @property
     def source(self) -> str:
@@ -192,19 +176,24 @@ class KubeCluster:
         """One HTTP request through the client's auth, TLS and retries; the raw body or a SourceError."""
         with self._calls_lock:
             self.calls += 1
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if content_type:
             headers["Content-Type"] = content_type
         try:
-            request = self._api.param_serialize(
-                method=method,
-                resource_path=path,
-                query_params=list(query),
-                header_params=headers,
+            # The configuration's own auth: a bearer token, refreshed by its hook (exec plugins).
+            settings: Mapping[str, Mapping[str, Any]] = self.configuration.auth_settings()  # type: ignore[assignment]
+            for auth in settings.values():
+                headers[str(auth["key"])] = str(auth["value"])
+            url = f"{self.configuration.host}{path}"
+            if query:
+                url += "?" + urlencode([(k, _query_value(v)) for k, v in query], safe="/", quote_via=quote)
+            resp = self._rest.request(
+                method,
+                url,
+                headers=headers,
                 body=dict(body) if body is not None else None,
-                auth_settings=["BearerToken"],
+                _request_timeout=self.timeout_s,
             )
-            resp = self._api.call_api(*request, _request_timeout=self.timeout_s)
         except ApiException as exc:  # TLS failures and the like, raised with status 0
             raise counted(
                 api_error(self.server, exc.status, exc.reason, exc.body, verb, resource, namespace)
@@ -227,21 +216,15 @@ class KubeCluster:
         obj: K8sObject = json.loads(body)
         return obj
 
-    def _list(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> list[K8sObject]:
+    def _list(self, res: Resource, where: Selection = EVERYTHING) -> list[K8sObject]:
         """Every page of a list; items get the kind/apiVersion the server leaves off."""
+        namespace = where.namespace if res.namespaced else None
         path = res.path(namespace)
         query: list[tuple[str, str | int | bool]] = []
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
-        if label_selector:
-            query.append(("labelSelector", label_selector))
+        if where.fields:
+            query.append(("fieldSelector", where.fields))
+        if where.labels:
+            query.append(("labelSelector", where.labels))
         query.append(("limit", self.page_size))
         items: list[K8sObject] = []
         token: str | None = None
@@ -267,19 +250,34 @@ class KubeCluster:
     def get_pod(self, namespace: str, name: str) -> K8sObject:
         return self._get(PODS, name, namespace)
 
-    def list_pods(
-        self,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> list[K8sObject]:
-        return self._list(PODS, namespace, label_selector=label_selector, field_selector=field_selector)
+    def _select(self, group: str, kind: str, where: Selection) -> list[K8sObject]:
+        match (group, kind):
+            case ("", "Pod"):
+                return self._list(PODS, where)
+            case ("", "Node"):
+                return self._list(NODES, where)
+            case ("apps", "DaemonSet"):
+                return self._list(DAEMONSETS, where)
+            case ("node.k8s.io", "RuntimeClass"):
+                return self._list(RUNTIMECLASSES, where)
+            case (group, kind) if group == DRA_GROUP and kind in DRA_RESOURCES:
+                return self._list_dra(kind, where)
+        raise ValueError(f"no list read for {group}/{kind}")
+
+    def _list_dra(self, kind: str, where: Selection) -> list[K8sObject]:
+        for version in (
+            DRA_RESOURCES[kind].version,
+            *DRA_FALLBACK.get(DRA_RESOURCES[kind].plural, DRA_BETAS),
+        ):
+            try:
+                return self._list(replace(DRA_RESOURCES[kind], version=version), where)
+            except SourceError as err:
+                if err.kind != "not_found":
+                    raise
+        return []  # the cluster serves no DRA API: not an error
 
     def get_node(self, name: str) -> K8sObject:
         return self._get(NODES, name)
-
-    def list_nodes(self, label_selector: str | None = None) -> list[K8sObject]:
-        return self._list(NODES, label_selector=label_selector)
 
     def list_events(
         self, namespace: str | None, kind: str | None = None, name: str | None = None
@@ -291,12 +289,7 @@ class KubeCluster:
             terms.append(f"involvedObject.name={name}")
         # A node's events carry no namespace and usually land in "default": search everywhere.
         where = namespace if namespace and kind != "Node" else None
-        return self._list(EVENTS, where, field_selector=",".join(terms) or None)
-
-    def list_daemonsets(
-        self, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[K8sObject]:
-        return self._list(DAEMONSETS, namespace, label_selector=label_selector)
+        return self._list(EVENTS, Selection(where, fields=",".join(terms) or None))
 
     def list_custom(self, group: str, version: str, plural: str) -> list[K8sObject]:
         versions = [version]
@@ -310,31 +303,6 @@ class KubeCluster:
                 if err.kind != "not_found":
                     raise
         return []  # the CRD is not installed
-
-    def list_runtimeclasses(self) -> list[K8sObject]:
-        return self._list(RUNTIMECLASSES)
-
-    def list_dra(
-        self,
-        kind: DraKind,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> list[K8sObject]:
-        res = DRA_RESOURCES[kind]
-        where = namespace if res.namespaced else None
-        for version in (res.version, *DRA_FALLBACK.get(res.plural, DRA_BETAS)):
-            try:
-                return self._list(
-                    replace(DRA_RESOURCES[kind], version=version),
-                    where,
-                    label_selector=label_selector,
-                    field_selector=field_selector,
-                )
-            except SourceError as err:
-                if err.kind != "not_found":
-                    raise
-        return []  # the cluster serves no DRA API: not an error
 
     def pod_log(
         self,

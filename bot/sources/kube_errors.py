@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 import urllib3
 
-from bot.ops import metrics
 from layers.sources import SourceError
 
 # 400s of the log endpoint that mean "this container has no log (yet)".
@@ -45,8 +45,14 @@ def _status_message(status: int, reason: str | None, body: str) -> str:
 
 
 def counted(err: SourceError) -> SourceError:
-    """A failed API call, counted by kind for /metrics."""
-    metrics.record_kubernetes_api_error(err.kind)
+    """A failed API call, counted by kind for /metrics, in a process that has them.
+
+    A process that never loaded the registry (a CLI command) has no /metrics to show: loading
+    it for the 404s a walk expects (a CRD not installed, a DRA version not served) cost ~30 ms.
+    """
+    metrics = sys.modules.get("bot.ops.metrics")
+    if metrics is not None:
+        metrics.record_kubernetes_api_error(err.kind)
     return err
 
 

@@ -54,7 +54,6 @@ def open_sources(
     prometheus_url: str | None = None,
 ) -> Sources:
     from bot.ops.config import ConfigError, check_url
-    from bot.sources.scenario import build_sources, load_scenario
 
     if scenario and bundle:
         raise SourceError("bad_input", "give --scenario or --bundle, not both: each is a whole cluster")
@@ -67,13 +66,16 @@ def open_sources(
     writer: ClusterWriter
     if bundle:
         from bot.sources.bundle_reader import read_bundle
+        from bot.sources.scenario import build_sources
 
         sc = read_bundle(bundle)
-        snap, series_telemetry = build_sources(sc)
+        snap, series_telemetry = build_sources(sc, consume=True)  # sc is read for these alone
         cluster, writer, desc = snap, snap, f"bundle {bundle}"
     elif scenario:
+        from bot.sources.scenario import build_sources, load_scenario
+
         sc = load_scenario(resolve_scenario(scenario))
-        snap, series_telemetry = build_sources(sc)
+        snap, series_telemetry = build_sources(sc, consume=True)  # sc is read for these alone
         cluster, writer, desc = snap, snap, f"scenario {sc.name}"
     else:
         from bot.sources.kube import KubeCluster

@@ -1,104 +1,39 @@
 """The Telemetry interface over a real Prometheus (prometheus-api-client).
 
-One PromQL query per call, evaluated at an explicit `time` so a fixed
-evaluation instant (`at=`) reads history exactly as a scenario does. Metric
-name alternatives (`A|B`) and selector alternatives become `or` unions; label
-values are regex-escaped. Every failure becomes a TelemetryError naming the
-URL, what went wrong and what to check; the bearer token never appears in a
-message or a repr.
+One PromQL query per call (bot/sources/promql.py), evaluated at an explicit `time`
+so a fixed evaluation instant (`at=`) reads history exactly as a scenario does.
+Independent reads handed over together (`read_many`, layers.sources.read_all) go
+out at once, each worker thread with its own PrometheusConnect (a requests Session
+is not safe to share between threads), under one deadline: a Prometheus that
+accepts and never answers costs one timeout, not one per query, and ends in a
+TelemetryError (the layers' `unknown`), never a hang. Every failure becomes a
+TelemetryError naming the URL, what went wrong and what to check; the bearer
+token never appears in a message or a repr.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from layers.sources import BEFORE_WINDOW_S, RangeSeries, Sample, Selector, TelemetryError
+from bot.sources.promql import build_changed_query, build_query, matches, plan
+from layers.sources import RangeSeries, Read, Sample, Selector, TelemetryError, read_one
 
-METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-# RE2 metacharacters; Prometheus anchors label regexes, so escaping these makes a literal match.
-_REGEX_META = re.compile(r"([\\.+*?()|\[\]{}^$])")
-# Past this many characters of percent-encoded query the selectors are dropped
-# and applied here instead: proxies in front of Prometheus commonly cap request
-# lines at 8 KiB, and the client library sends the query in the URL even for POST.
-MAX_ENCODED_QUERY = 6000
+__all__ = ["PrometheusTelemetry", "build_changed_query", "build_query", "matches"]
 
-# Functions over a range, keyed by the Telemetry method name.
-_RANGE_FUNCS = ("increase", "rate", "max_over_time")
-
-
-def _escape_regex(value: str) -> str:
-    return _REGEX_META.sub(r"\\\1", value)
-
-
-def _promql_string(value: str) -> str:
-    """A PromQL double-quoted string literal (Go escaping)."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
-def matches(labels: Mapping[str, str], match: Sequence[Selector]) -> bool:
-    """Whether a series' labels satisfy any one alternative (a missing label counts as "")."""
-    if not match:
-        return True
-    return any(all(labels.get(k, "") in vals for k, vals in alt.items()) for alt in match)
-
-
-def _matchers(alt: Selector) -> list[str]:
-    out = []
-    for label, values in sorted(alt.items()):
-        regex = "|".join(_escape_regex(v) for v in values)
-        out.append(f"{label}=~{_promql_string(regex)}")
-    return out
-
-
-def build_query(func: str | None, metric: str, window_s: int | None, match: Sequence[Selector]) -> str:
-    """The PromQL for one read; `func` None means the raw series (instant or range).
-
-    Raw series with name alternatives use one `{__name__=~"A|B"}` selector (names
-    are kept, so the series stay distinct); functions drop the name, so each name
-    gets its own term and `or` keeps the left one on an identical label set.
-    """
-    names = metric.split("|")
-    alts: list[list[str]] = [_matchers(a) for a in match] if match else [[]]
-    if func is None:
-        name_sel = [f'__name__=~"{metric}"'] if len(names) > 1 else []
-        prefix = "" if name_sel else metric
-        return " or ".join(f"{prefix}{{{','.join(name_sel + m)}}}" if name_sel or m else metric for m in alts)
-    terms = []
-    for name in names:
-        for m in alts:
-            sel = f"{name}{{{','.join(m)}}}" if m else name
-            terms.append(f"{func}({sel}[{window_s}s])")
-    return " or ".join(terms)
-
-
-def build_changed_query(metric: str, window_s: int, match: Sequence[Selector]) -> str:
-    """Series that changed within the window or began in it (Telemetry.changed).
-
-    Set operators match on every label but the name; `last_over_time` drops it too.
-    """
-    changes = build_query("changes", metric, window_s, match)
-    alts: list[list[str]] = [_matchers(a) for a in match] if match else [[]]
-    before = " or ".join(
-        f"last_over_time({name}{{{','.join(m)}}}[{BEFORE_WINDOW_S}s] offset {window_s}s)"
-        if m
-        else f"last_over_time({name}[{BEFORE_WINDOW_S}s] offset {window_s}s)"
-        for name in metric.split("|")
-        for m in alts
-    )
-    return f"({changes}) > 0 or (({changes}) unless ({before}))"
+# At most this many queries of one batch in flight (a walk hands over ten, the digest five).
+MAX_IN_FLIGHT = 8
 
 
 class PrometheusTelemetry:
@@ -135,11 +70,35 @@ class PrometheusTelemetry:
         self.queries = 0  # HTTP queries made, for benchmarks and tests
         self._last = threading.local()  # the last HTTP response of this thread, for error bodies
 
+        self._ca_bundle, self._insecure, self._retries = ca_bundle, insecure, retries
+        # Clients not in use: a query borrows one, so no requests Session is shared between
+        # threads, and there are never more than the queries once in flight.
+        self._idle: list[PrometheusConnect] = []
+        self._lock = threading.Lock()
+        # One batch's deadline: every query's own timeout, its retries and their backoff.
+        self._deadline_s = timeout_s * (retries + 1) + 0.2 * retries + 1.0
+
+    @contextmanager
+    def _borrowed(self) -> Iterator[PrometheusConnect]:
+        """A client of its own for one query: a requests Session is not safe to share between threads."""
+        with self._lock:
+            client = self._idle.pop() if self._idle else None
+        try:
+            if client is None:
+                client = self._new_client()
+            yield client
+        finally:
+            if client is not None:
+                with self._lock:
+                    self._idle.append(client)
+
+    def _new_client(self) -> PrometheusConnect:
         session = requests.Session()
-        session.verify = False if insecure else (ca_bundle or True)
+        session.verify = False if self._insecure else (self._ca_bundle or True)
         session.hooks["response"].append(self._remember)
         # Retry a refused connection and a 502/503/504 once, quickly; never a read
         # timeout (that would double the wait); hand the last 5xx back for its body.
+        retries = self._retries
         retry = Retry(
             total=retries,
             connect=retries,
@@ -150,7 +109,7 @@ class PrometheusTelemetry:
             allowed_methods=None,
             raise_on_status=False,
         )
-        self._client = PrometheusConnect(url=self.url, session=session, retry=retry, timeout=timeout_s)  # type: ignore[arg-type]
+        return PrometheusConnect(url=self.url, session=session, retry=retry, timeout=self._timeout_s)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"PrometheusTelemetry({self.shown_url!r})"
@@ -163,7 +122,10 @@ class PrometheusTelemetry:
         return self._at if self._at is not None else self._clock()
 
     def close(self) -> None:
-        self._client.close()
+        with self._lock:
+            clients, self._idle = self._idle, []
+        for client in clients:
+            client.close()
 
     # --- Telemetry --------------------------------------------------------------
 
@@ -191,14 +153,12 @@ class PrometheusTelemetry:
         return self._vector("changed", metric, window_s, match)
 
     def count(self, metric: str, match: Sequence[Selector] = ()) -> int:
-        query, local = self._plan(None, metric, None, match)
+        query, local = plan(None, metric, None, match)
         if query is None:
             return 0
         if local:  # the selector was too long for a URL: count what comes back
             return len(self._vector(None, metric, None, match))
-        raw = self._call(
-            query, lambda: self._client.custom_query(f"count({query})", params={"time": self.now()})
-        )
+        raw = self._call(query, lambda c: c.custom_query(f"count({query})", params={"time": self.now()}))
         items = self._items(raw, f"count({query})", "value")
         return int(float(items[0]["value"][1])) if items else 0
 
@@ -209,15 +169,13 @@ class PrometheusTelemetry:
             raise TelemetryError(
                 f"range of {metric}: window and step must be positive (got {window_s}s/{step_s}s)"
             )
-        query, local = self._plan(None, metric, None, match)
+        query, local = plan(None, metric, None, match)
         if query is None:
             return []
         end = self.now()
         start_dt = datetime.fromtimestamp(end - window_s, tz=UTC)
         end_dt = datetime.fromtimestamp(end, tz=UTC)
-        raw = self._call(
-            query, lambda: self._client.custom_query_range(query, start_dt, end_dt, f"{step_s}s")
-        )
+        raw = self._call(query, lambda c: c.custom_query_range(query, start_dt, end_dt, f"{step_s}s"))
         out = []
         for item in self._items(raw, query, "values"):
             labels = dict(item["metric"])
@@ -227,35 +185,48 @@ class PrometheusTelemetry:
             out.append(RangeSeries(labels=labels, points=points))
         return out
 
+    def read_many(self, reads: Sequence[Read]) -> list[list[Sample]]:
+        """Independent reads at once (at most MAX_IN_FLIGHT), results in order, under one deadline.
+
+        The first failure in order is raised, as one-after-another reads would; a read still
+        unanswered at the deadline is a timeout (its thread is left to its socket timeout).
+        """
+        results: list[list[Sample] | BaseException | None] = [None] * len(reads)
+        done = threading.Semaphore(0)
+        pending = list(range(len(reads)))
+        taken = threading.Lock()
+
+        def work() -> None:
+            while True:
+                with taken:
+                    if not pending:
+                        return
+                    i = pending.pop(0)
+                try:
+                    results[i] = read_one(self, reads[i])
+                except BaseException as err:  # handed to the caller's thread, raised there
+                    results[i] = err
+                done.release()
+
+        for _ in range(min(len(reads), MAX_IN_FLIGHT)):
+            threading.Thread(target=work, name="prometheus-read", daemon=True).start()
+        deadline = time.monotonic() + self._deadline_s
+        for _ in reads:
+            if not done.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                break
+        out: list[list[Sample]] = []
+        for r, got in zip(reads, results, strict=True):
+            if isinstance(got, BaseException):
+                raise got
+            if got is None:
+                query = plan(None if r.func == "instant" else r.func, r.metric, r.window_s or None, r.match)[
+                    0
+                ]
+                raise TelemetryError(self._timeout_error(f"Prometheus at {self.shown_url}", str(query)))
+            out.append(got)
+        return out
+
     # --- plumbing ---------------------------------------------------------------
-
-    def _plan(
-        self, func: str | None, metric: str, window_s: int | None, match: Sequence[Selector]
-    ) -> tuple[str | None, bool]:
-        """(query, filter_locally); query None when the selectors can match nothing."""
-        names = metric.split("|")
-        bad = [n for n in names if not METRIC_NAME.match(n)]
-        if bad:
-            raise TelemetryError(f"not a Prometheus metric name: {bad[0]!r} (in {metric!r})")
-        if window_s is not None and window_s <= 0:
-            raise TelemetryError(f"{func} of {metric}: window must be positive (got {window_s}s)")
-        for alt in match:
-            for label in alt:
-                if not LABEL_NAME.match(label):
-                    raise TelemetryError(f"not a Prometheus label name: {label!r} (selecting {metric})")
-        live = [alt for alt in match if all(alt.values())]  # an empty value list matches no series
-        if match and not live:
-            return None, False
-
-        def build(alts: Sequence[Selector]) -> str:
-            if func == "changed":
-                return build_changed_query(metric, window_s or 0, alts)
-            return build_query(func, metric, window_s, alts)
-
-        query = build(live)
-        if live and len(quote(query)) > MAX_ENCODED_QUERY:
-            return build(()), True
-        return query, False
 
     def _vector(
         self,
@@ -265,13 +236,13 @@ class PrometheusTelemetry:
         match: Sequence[Selector],
         above: float | None = None,
     ) -> list[Sample]:
-        query, local = self._plan(func, metric, window_s, match)
+        query, local = plan(func, metric, window_s, match)
         if query is None:
             return []
         if above is not None:
             # Filtered on the server: only the series that matter cross the wire.
             query = f"({query}) > {float(above)!r}"
-        raw = self._call(query, lambda: self._client.custom_query(query, params={"time": self.now()}))
+        raw = self._call(query, lambda c: c.custom_query(query, params={"time": self.now()}))
         out = []
         for item in self._items(raw, query, "value"):
             labels = dict(item["metric"])
@@ -296,13 +267,16 @@ class PrometheusTelemetry:
     def _remember(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
         self._last.response = response
 
-    def _call(self, query: str, do: Callable[[], Any]) -> Any:
-        self._client.headers = self._headers()
+    def _call(self, query: str, do: Callable[[PrometheusConnect], Any]) -> Any:
+        headers = self._headers()
         self._last.response = None
-        self.queries += 1
+        with self._lock:
+            self.queries += 1
         where = f"Prometheus at {self.shown_url}"
         try:
-            return do()
+            with self._borrowed() as client:
+                client.headers = headers
+                return do(client)
         except requests.exceptions.SSLError as e:
             raise TelemetryError(
                 f"{where}: TLS verification failed ({_short(e)}); set PROMETHEUS_CA_BUNDLE to the CA that signed it"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -51,8 +52,13 @@ def _labels(
     metric = labels.get("__name__")
     if not metric:
         raise ScenarioError(source, path, "expected `__name__` (the metric name)")
+    # Metric names found valid before (a fleet has six, in 240,000 series), kept with the label
+    # names under a prefix no label name can carry.
+    if "=" + metric in checked:
+        return labels
     if not _METRIC_NAME.match(metric):
         raise ScenarioError(source, f"{path}.__name__", f"invalid metric name {metric!r}")
+    checked.add("=" + metric)
     return labels
 
 
@@ -110,14 +116,16 @@ class RawEntry(msgspec.Struct, forbid_unknown_fields=True):
 _ENTRY = msgspec.json.Decoder(RawEntry)
 
 
-def _entry(raw: msgspec.Raw) -> RawEntry | object:
-    """One `metrics` entry of the JSON fast path, its points left as text (an own copy, so the
-    file's buffer can go). An entry off the usual shape is decoded whole, for the exact message."""
+def _entry(raw: msgspec.Raw, copy: bool) -> RawEntry | object:
+    """One `metrics` entry of the JSON fast path, its points left as text: an own copy, so the
+    file's buffer can go, unless the file is mapped (`copy` False: the views stay on its pages).
+    An entry off the usual shape is decoded whole, for the exact message."""
     try:
         entry = _ENTRY.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return _decode(raw)
-    entry.values, entry.value = entry.values.copy(), entry.value.copy()
+    if copy:
+        entry.values, entry.value = entry.values.copy(), entry.value.copy()
     return entry
 
 
@@ -148,15 +156,27 @@ def _lazy_points(
     """The reader of an entry's points; decoded at once when they are not a JSON list (or
     are short), so a malformed entry is still reported when the file is read."""
     where = f"metrics[{index}]"
-    if instant or len(raw) < 8 or bytes(memoryview(raw)[:1]) != b"[":  # short: at most one point
+    if instant or len(raw) < 8 or memoryview(raw)[0] != 0x5B:  # short: at most one point
         value = _decode(raw) if len(raw) else None
         path = f"{where}.value" if instant else f"{where}.values"
         return _points([value] if instant else value, now, source, path)
     return _PointsText(raw, now, source, index)
 
 
-def read_metrics(raw: object, now: float, source: str, consume: bool = False) -> list[SeriesData]:
+# A mapped file's pages are released every this many entries (~5 MB of text).
+RELEASE_EVERY = 16_384
+
+
+def read_metrics(
+    raw: object,
+    now: float,
+    source: str,
+    consume: bool = False,
+    release: Callable[[], None] | None = None,
+) -> list[SeriesData]:
     """`consume`: the list is the caller's to spend; each entry is dropped once read (peak memory).
+    `release`: the entries are views into a mapped file; their points stay views, and the file's
+    pages are released every RELEASE_EVERY entries and at the end.
 
     Entries are dicts, or msgspec.Raw from the JSON fast path (bot/sources/scenario.py):
     decoded one at a time, their points kept as text and checked when first read (same
@@ -174,7 +194,9 @@ def read_metrics(raw: object, now: float, source: str, consume: bool = False) ->
         where = f"metrics[{i}]"
         points: _PointsText | list[tuple[float, float]]
         if type(entry) is msgspec.Raw:
-            entry = _entry(entry)
+            entry = _entry(entry, copy=release is None)
+            if release is not None and i % RELEASE_EVERY == RELEASE_EVERY - 1:
+                release()
         if type(entry) is RawEntry:
             labels = _labels(entry.metric, source, f"{where}.metric", checked, strings, own=True)
             instant = len(entry.value) > 0
@@ -215,6 +237,8 @@ def read_metrics(raw: object, now: float, source: str, consume: bool = False) ->
             series.append(SeriesData(labels, points))
         if consume:
             raw[i] = None
+    if release is not None:
+        release()
     return series
 
 

@@ -13,9 +13,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from bot.sources.listing import EVERYTHING, ListReads, Selection
 from bot.sources.selectors import node_named, parse_field_selector, parse_label_selector
 from layers.facts.logsigs import line_time
-from layers.sources import DraKind, K8sObject, SourceError
+from layers.sources import K8sObject, SourceError
 
 # Custom resources the layers read, by plural, as (group, kind).
 CUSTOM_KINDS: dict[str, tuple[str, str]] = {
@@ -70,7 +71,7 @@ def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
             target[key] = copy.deepcopy(value) if isinstance(value, (dict, list)) else value
 
 
-class SnapshotCluster:
+class SnapshotCluster(ListReads):
     """Objects by kind, indexed for the reads the layers make."""
 
     def __init__(
@@ -150,14 +151,8 @@ class SnapshotCluster:
     def source(self) -> str:
         return self._source
 
-    def _list(
-        self,
-        group: str,
-        kind: str,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> list[K8sObject]:
+    def _select(self, group: str, kind: str, where: Selection = EVERYTHING) -> list[K8sObject]:
+        namespace, label_selector, field_selector = where.namespace, where.labels, where.fields
         match_labels = parse_label_selector(label_selector)
         match_fields = parse_field_selector(field_selector)
         out = []
@@ -188,19 +183,8 @@ class SnapshotCluster:
     def get_pod(self, namespace: str, name: str) -> K8sObject:
         return self._get("", "Pod", namespace, name, "pods")
 
-    def list_pods(
-        self,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> list[K8sObject]:
-        return self._list("", "Pod", namespace, label_selector, field_selector)
-
     def get_node(self, name: str) -> K8sObject:
         return self._get("", "Node", "", name, "nodes")
-
-    def list_nodes(self, label_selector: str | None = None) -> list[K8sObject]:
-        return self._list("", "Node", None, label_selector)
 
     def list_events(
         self, namespace: str | None, kind: str | None = None, name: str | None = None
@@ -218,28 +202,11 @@ class SnapshotCluster:
                     for e in evs
                 ]
             return sorted(events, key=_storage_key)
-        return self._list("", "Event", namespace)
-
-    def list_daemonsets(
-        self, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[K8sObject]:
-        return self._list("apps", "DaemonSet", namespace, label_selector)
+        return self._select("", "Event", Selection(namespace))
 
     def list_custom(self, group: str, version: str, plural: str) -> list[K8sObject]:
         g, kind = CUSTOM_KINDS.get(plural, (group, plural))
-        return self._list(g, kind)
-
-    def list_runtimeclasses(self) -> list[K8sObject]:
-        return self._list("node.k8s.io", "RuntimeClass")
-
-    def list_dra(
-        self,
-        kind: DraKind,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> list[K8sObject]:
-        return self._list("resource.k8s.io", kind, namespace, label_selector, field_selector)
+        return self._select(g, kind)
 
     def pod_log(
         self,

@@ -13,10 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from layers.facts import dra
+from layers.facts import dra, draslices
 from layers.facts import objects as o
 from layers.facts.candidates import untolerated_taints
-from layers.facts.dra import Claim, DeviceClass, Inventory, Matcher, PodClaim, Request
+from layers.facts.dra import Claim, DeviceClass, Matcher, PodClaim, Request
+from layers.facts.draslices import Inventory
 from layers.facts.placement import selector_misses
 from layers.sources import K8sObject, SourceError
 
@@ -36,12 +37,12 @@ def inventory(ctx: WalkContext) -> Inventory:
     """The GPU inventory; DeviceTaintRules a 403 hides are left out (the caller says so)."""
 
     def read() -> Inventory:
-        slices = ctx.cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={dra.DRIVER}")
+        slices = ctx.cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={draslices.DRIVER}")
         try:
             rules = taint_rules(ctx)
         except SourceError:
             rules = []
-        return dra.build_inventory(slices, rules)
+        return draslices.build_inventory(slices, rules)
 
     return ctx.cached("dra_inventory", read)
 
@@ -100,12 +101,14 @@ class PodClaimState:
 
 def pod_claims(ctx: WalkContext) -> list[PodClaimState]:
     """The target pod's claims, resolved; SourceError escapes (the caller reports it)."""
-    pod = ctx.pod
-    if pod is None:
-        return []
+    return claims_of(ctx, ctx.pod) if ctx.pod is not None else []
+
+
+def claims_of(ctx: WalkContext, pod: K8sObject) -> list[PodClaimState]:
+    """One pod's claims, resolved (the target's, or a pod on a node walk's node); read once per walk."""
+    ns = str((pod.get("metadata") or {}).get("namespace") or "default")
 
     def read() -> list[PodClaimState]:
-        ns = str((pod.get("metadata") or {}).get("namespace") or "default")
         out = []
         for entry in dra.pod_claims(pod):
             claim_obj = _named(ctx, "ResourceClaim", ns, entry.claim_name) if entry.claim_name else None
@@ -124,7 +127,8 @@ def pod_claims(ctx: WalkContext) -> list[PodClaimState]:
             out.append(PodClaimState(entry, None, requests, why))
         return out
 
-    return ctx.cached("dra_pod_claims", read)
+    name = str((pod.get("metadata") or {}).get("name") or "")
+    return ctx.cached(("dra_pod_claims", ns, name), read)
 
 
 def slice_nodes(ctx: WalkContext) -> frozenset[str]:

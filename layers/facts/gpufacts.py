@@ -26,7 +26,7 @@ from layers.facts.hosts import (
     promql_matcher,
     selector_for,
 )
-from layers.sources import Sample, Selector, Telemetry
+from layers.sources import Read, Sample, Selector, Telemetry, read_all
 
 DAY_S = 24 * 3600
 PREEMPTION_WINDOW_S = 300
@@ -239,10 +239,10 @@ class _Assembly:
                 gpu.last_xid = number
                 gpu.last_xid_message = s.labels.get("err_msg") or None
 
-    def read_last_xid(self, telemetry: Telemetry, match: Sequence[Selector], above: float | None) -> None:
-        """The last-Xid gauge, and whether each non-zero value changed within 24 h (one more
-        call, made only when some GPU has one)."""
-        self.put_last_xid(telemetry.instant(LAST_XID, match, above=above))
+    def read_last_xid(self, telemetry: Telemetry, match: Sequence[Selector], last: Iterable[Sample]) -> None:
+        """The last-Xid gauge's samples, and whether each non-zero value changed within 24 h (one
+        more call, made only when some GPU has one)."""
+        self.put_last_xid(last)
         if not any(g.last_xid for g in self.gpus.values()):
             return
         for s in telemetry.changed(LAST_XID, DAY_S, match):
@@ -302,16 +302,32 @@ def read_gpu_facts(
     # almost every GPU, come back for the sick GPUs only (`> 0` on the server), as in the
     # digest. Framebuffer stays whole: it also tells which nodes have DCGM series at all.
     nz = 0.0 if len(nodes) > SPARSE_READ_NODES else None
-    asm.put("fb_used_mib", telemetry.instant(FB_USED, match))
-    asm.put("fb_free_mib", telemetry.instant(FB_FREE, match))
-    asm.read_last_xid(telemetry, match, nz)
-    asm.put_xid_counts(telemetry.max_over_time(XID_COUNT, DAY_S, match, above=nz))
-    asm.put("correctable_rows", telemetry.instant(CORRECTABLE_ROWS, match, above=nz))
-    asm.put("uncorrectable_rows", telemetry.instant(UNCORRECTABLE_ROWS, match, above=nz))
-    asm.put("correctable_rows_24h", telemetry.increase(CORRECTABLE_ROWS, DAY_S, match, above=nz))
-    asm.put("uncorrectable_rows_24h", telemetry.increase(UNCORRECTABLE_ROWS, DAY_S, match, above=nz))
-    asm.put("row_remap_failure", telemetry.max_over_time(ROW_REMAP_FAILURE, DAY_S, match, above=nz))
-    asm.put_clock_events(telemetry.max_over_time(CLOCK_EVENTS, DAY_S, match, above=nz))
+    # Independent reads, handed over together (a Prometheus sends them at once).
+    fb_used, fb_free, last, xids, rows, urows, rows24, urows24, remap, clocks = read_all(
+        telemetry,
+        [
+            Read("instant", FB_USED, match=match),
+            Read("instant", FB_FREE, match=match),
+            Read("instant", LAST_XID, match=match, above=nz),
+            Read("max_over_time", XID_COUNT, DAY_S, match, nz),
+            Read("instant", CORRECTABLE_ROWS, match=match, above=nz),
+            Read("instant", UNCORRECTABLE_ROWS, match=match, above=nz),
+            Read("increase", CORRECTABLE_ROWS, DAY_S, match, nz),
+            Read("increase", UNCORRECTABLE_ROWS, DAY_S, match, nz),
+            Read("max_over_time", ROW_REMAP_FAILURE, DAY_S, match, nz),
+            Read("max_over_time", CLOCK_EVENTS, DAY_S, match, nz),
+        ],
+    )
+    asm.put("fb_used_mib", fb_used)
+    asm.put("fb_free_mib", fb_free)
+    asm.read_last_xid(telemetry, match, last)
+    asm.put_xid_counts(xids)
+    asm.put("correctable_rows", rows)
+    asm.put("uncorrectable_rows", urows)
+    asm.put("correctable_rows_24h", rows24)
+    asm.put("uncorrectable_rows_24h", urows24)
+    asm.put("row_remap_failure", remap)
+    asm.put_clock_events(clocks)
     wanted = set(nodes) | {n for n in pods.values() if n}
     return [f for f in asm.facts() if f.node in wanted]
 
@@ -372,10 +388,20 @@ def read_fleet_health(
     asm = _Assembly(hostmap, {})
     # Only non-zero series: across a fleet these signals are zero almost
     # everywhere, and moving 80,000 zeros costs most of the digest's time.
-    asm.put("correctable_rows_24h", telemetry.increase(CORRECTABLE_ROWS, DAY_S, match, above=0))
-    asm.put("uncorrectable_rows_24h", telemetry.increase(UNCORRECTABLE_ROWS, DAY_S, match, above=0))
-    asm.put("row_remap_failure", telemetry.max_over_time(ROW_REMAP_FAILURE, DAY_S, match, above=0))
-    asm.read_last_xid(telemetry, match, 0)
-    asm.put_xid_counts(telemetry.max_over_time(XID_COUNT, DAY_S, match, above=0))
+    rows24, urows24, remap, last, xids = read_all(
+        telemetry,
+        [
+            Read("increase", CORRECTABLE_ROWS, DAY_S, match, 0),
+            Read("increase", UNCORRECTABLE_ROWS, DAY_S, match, 0),
+            Read("max_over_time", ROW_REMAP_FAILURE, DAY_S, match, 0),
+            Read("instant", LAST_XID, match=match, above=0),
+            Read("max_over_time", XID_COUNT, DAY_S, match, 0),
+        ],
+    )
+    asm.put("correctable_rows_24h", rows24)
+    asm.put("uncorrectable_rows_24h", urows24)
+    asm.put("row_remap_failure", remap)
+    asm.read_last_xid(telemetry, match, last)
+    asm.put_xid_counts(xids)
     grouped = by_node(asm.facts())
     return {node: NodeHealth(node, tuple(gpus)) for node, gpus in sorted(grouped.items())}

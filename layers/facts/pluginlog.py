@@ -118,7 +118,8 @@ def read_plugin_log(ctx: WalkContext, node: str) -> tuple[PluginLog | None, list
     except SourceError as err:
         return None, [_log_unknown(node, f"could not list the operator pods: {err.message}", err.hint())]
     if not pods and ctx.operator_pods_on(node, "dra-kubelet-plugin"):
-        return None, []  # a DRA node: its kubelet plugin's log is read with its device taints (layers/dra.py)
+        # A DRA node: its kubelet plugin's log is read with its device taints (layers/dra/devicehealth.py).
+        return None, []
     if not pods:
         return None, [
             _log_unknown(

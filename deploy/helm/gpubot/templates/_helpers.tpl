@@ -87,6 +87,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.ingress.enabled (ne .Values.slack.mode "http") }}
 {{- fail "ingress.enabled only makes sense with slack.mode=http (Socket Mode needs no inbound traffic)" }}
 {{- end }}
+{{- /* The bot's own bounds (bot/ops/config.py): refused here rather than by a pod that will not start. */}}
+{{- range $key, $bounds := dict "timeoutSeconds" (list 1 300) "maxConnections" (list 8 65536) }}
+{{- $v := index $.Values.http $key }}
+{{- $whole := and (or (kindIs "float64" $v) (kindIs "int64" $v) (kindIs "int" $v)) (eq (float64 $v) (float64 (int $v))) }}
+{{- if or (not $whole) (lt (int $v) (index $bounds 0)) (gt (int $v) (index $bounds 1)) }}
+{{- fail (printf "http.%s must be a whole number from %d to %d, got %v" $key (index $bounds 0) (index $bounds 1) $v) }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* The bot's own pods (the in-chart Redis has component=redis: selectors must not overlap). */}}

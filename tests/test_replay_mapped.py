@@ -1,0 +1,73 @@
+"""Replay equivalence for mapped files: a fleet-sized JSON scenario (past MAP_BYTES) is decoded
+in place from a read-only mapping, its points kept as views on the file's pages and the pages
+released as it goes. Here every file is mapped (MAP_BYTES 0), so each bundled and incident
+scenario, a fleet with history and a broken point are read that way and must walk, and fail,
+exactly as the standard loader's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.fleet import make_fleet
+from bot.sources import scenario as scenario_module
+from bot.sources.scenario import ScenarioError, build_sources, load_scenario
+from layers.walk import walk
+from tests import test_replay as unmapped
+from tests.test_replay import SCENARIOS, as_json, standard, walks
+
+
+@pytest.fixture(autouse=True)
+def every_file_mapped(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    mapped: list[int] = []
+    read_buffer = scenario_module._read_buffer
+
+    def spy(path: str | Path) -> object:
+        buf, pages = read_buffer(path)
+        mapped.append(int(pages is not None))
+        return buf, pages
+
+    monkeypatch.setattr(scenario_module, "MAP_BYTES", 0)
+    monkeypatch.setattr(scenario_module, "_read_buffer", spy)
+    yield mapped
+    assert mapped and all(mapped)  # the mapped path really ran
+
+
+@pytest.mark.parametrize("yaml_path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_a_mapped_file_walks_like_the_standard_loader(yaml_path: Path, tmp_path: Path) -> None:
+    path = as_json(yaml.safe_load(yaml_path.read_text()), tmp_path, yaml_path.stem)
+    assert walks(load_scenario(path)) == walks(standard(path))
+
+
+def test_a_mapped_fleet_reads_its_points_from_the_file_when_asked(tmp_path: Path) -> None:
+    path = as_json(make_fleet(60, 8, operands=10, samples=25, sick_every=20), tmp_path, "fleet")
+    fast = load_scenario(path)
+    assert all(s._points is None for s in fast.series)
+    cluster, telemetry = build_sources(fast, consume=False)
+    walk(cluster, telemetry, "ml", "trainer-0")
+    assert any(s._points is not None for s in fast.series)
+    assert walks(fast) == walks(standard(path))
+    assert fast.series == standard(path).series  # every point, read back from the released pages
+
+
+def test_a_broken_point_in_a_mapped_file_is_reported_when_read(tmp_path: Path) -> None:
+    unmapped.test_a_broken_point_is_reported_when_read_with_the_same_message(tmp_path)
+
+
+def test_consumed_sources_walk_like_copied_ones(tmp_path: Path) -> None:
+    path = as_json(make_fleet(20, 8, operands=10, samples=5, sick_every=10), tmp_path, "small")
+    copied = walks(load_scenario(path))
+    cluster, telemetry = build_sources(load_scenario(path), consume=True)
+    from bot.render import walk_json
+
+    assert walk_json(walk(cluster, telemetry, "ml", "trainer-0")) == copied[0]
+
+
+def test_a_truncated_mapped_file_is_one_error_line(tmp_path: Path) -> None:
+    path = tmp_path / "cut.json"
+    path.write_text('{"kind": "Scenario", "metrics": [{"metric": {"__name__": "X"}, "values": [[0, 1]')
+    with pytest.raises(ScenarioError, match=r"cut\.json: JSON syntax error"):
+        load_scenario(path)
