@@ -384,15 +384,11 @@ def with_plugin_xids(
         if log is not None and log.xids:
             extra[f.node] = tuple(sorted(set(f.xids_24h) | set(log.xids)))
     notes = list(digest.notes)
-    if unread:
-        notes.append(
-            f"device plugin log not read on {shown(unread)}"
-            + ": Xids DCGM cannot report (79, 119, 120) may be missing from xids_24h"
-        )
+    missing = "Xids DCGM cannot report (79, 119, 120) may be missing from xids_24h"
+    notes += [f"device plugin log not read on {shown(unread)}: {missing}"] if unread else []
     if partial:
         notes.append(
-            f"device plugin log read only in part on {shown(partial)}"
-            + ": it passes the byte cap, so Xids in the part not read may be missing from xids_24h"
+            f"device plugin log read only in part on {shown(partial)} (past the byte cap): {missing}"
         )
     if len(gaps) > PLUGIN_LOG_NODES:
         notes.append(

@@ -7,6 +7,11 @@ about the whole fleet (80,000 GPUs) in at most seven calls.
 Which series belong to which node and workload: layers/facts/hosts.py.
 
 The walk's shared read (with the target pod's vLLM facts) is layers/facts/walkfacts.py.
+
+Why one module past 400 lines: its two reads (the walk's `read_gpu_facts`, the digest's
+`read_fleet_health`) are two selections over one private assembly of per-GPU facts
+(`_Assembly`: which series is whose, the last-Xid gauge's age); apart they would export it.
+Which series belong to which node already went to hosts.py.
 """
 
 from __future__ import annotations
