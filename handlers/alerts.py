@@ -71,8 +71,13 @@ class AlertService:
         *,
         clock: Callable[[], float] = time.time,
         observer: AlertObserver | None = None,
+        cluster: str | None = None,
     ) -> None:
         self.state = state
+        # Many clusters share one Redis: a cluster's agent keeps its incidents, fingerprints, storm
+        # window and summaries under its own prefix (node gpu-7 of two clusters: two incidents).
+        # The single process keeps the unprefixed keys it always had.
+        self.prefix = f"alert:{cluster}:" if cluster else "alert:"
         self.walks = walks
         self.poster = walks.poster
         self.directory = directory
@@ -83,17 +88,14 @@ class AlertService:
 
     # --- keys -------------------------------------------------------------------------------
 
-    @staticmethod
-    def _incident_key(subject_key: str) -> str:
-        return f"alert:incident:{subject_key}"
+    def _incident_key(self, subject_key: str) -> str:
+        return f"{self.prefix}incident:{subject_key}"
 
-    @staticmethod
-    def _fingerprint_key(fp: str) -> str:
-        return f"alert:fp:{fp}"
+    def _fingerprint_key(self, fp: str) -> str:
+        return f"{self.prefix}fp:{fp}"
 
-    @staticmethod
-    def _summary_key(hour: int) -> str:
-        return f"alert:summary:{hour}"
+    def _summary_key(self, hour: int) -> str:
+        return f"{self.prefix}summary:{hour}"
 
     # --- the webhook's part: the store only -------------------------------------------------
 
@@ -135,7 +137,7 @@ class AlertService:
         now = self.clock()
         key: str | None = None
         try:
-            with self.state.lock(f"alert:{subject.key}", LOCK_S, wait_s=10.0):
+            with self.state.lock(f"{self.prefix}{subject.key}", LOCK_S, wait_s=10.0):
                 before = self._load(subject.key)
                 change = apply(before, subject, alerts, now, self.policy)
                 inc = change.incident
@@ -166,10 +168,10 @@ class AlertService:
 
     def _gate(self, inc: Incident, now: float) -> None:
         """Storm control: a thread while fewer than the maximum opened in the last 60 minutes."""
-        with self.state.lock("alert:storm", LOCK_S, wait_s=10.0):
-            opened = [t for t in (self.state.get("alert:threads") or []) if now - t < HOUR_S]
+        with self.state.lock(f"{self.prefix}storm", LOCK_S, wait_s=10.0):
+            opened = [t for t in (self.state.get(f"{self.prefix}threads") or []) if now - t < HOUR_S]
             if len(opened) < self.settings.max_threads_per_hour:
-                self.state.set("alert:threads", [*opened, now], HOUR_S)
+                self.state.set(f"{self.prefix}threads", [*opened, now], HOUR_S)
                 return
         inc.kind = "summary"
         inc.summary_hour = int(now // HOUR_S)
@@ -177,7 +179,7 @@ class AlertService:
 
     def _update(self, key: str, incident_id: str, change: Callable[[Incident], None]) -> Incident | None:
         """Change the stored incident (unless another one has replaced it meanwhile)."""
-        with self.state.lock(f"alert:{key}", LOCK_S, wait_s=10.0):
+        with self.state.lock(f"{self.prefix}{key}", LOCK_S, wait_s=10.0):
             inc = self._load(key)
             if inc is None or inc.id != incident_id:
                 return None
@@ -198,7 +200,7 @@ class AlertService:
     def sync(self, key: str) -> None:
         """Post what the incident of `key` says and Slack does not show yet; run its walk when due."""
         try:
-            with self.state.lock(f"alert:slack:{key}", 15 * 60, wait_s=60.0):
+            with self.state.lock(f"{self.prefix}slack:{key}", 15 * 60, wait_s=60.0):
                 if key.startswith(STORM):
                     self._post_summary(int(key.removeprefix(STORM)))
                     return
@@ -217,7 +219,8 @@ class AlertService:
             return None
         if inc.root is None:
             msg = incident_root(inc, self.walks.cluster_name)
-            ref = self.poster.post(self.settings.channel, msg.text, msg.blocks)
+            # Keyed: an agent taking over a webhook whose agent died after this post finds it.
+            ref = self.poster.post(self.settings.channel, msg.text, msg.blocks, key=f"{inc.id}:root")
             version = inc.version
 
             def rooted(i: Incident) -> None:
@@ -239,7 +242,13 @@ class AlertService:
             inc = self._update(key, inc.id, lambda i: setattr(i, "dropped", max(0, i.dropped - lost))) or inc
         posted = []
         for line in inc.outbox:
-            self.poster.post(root.channel, line["text"], [_context(line["text"])], thread_ts=root.ts)
+            self.poster.post(
+                root.channel,
+                line["text"],
+                [_context(line["text"])],
+                thread_ts=root.ts,
+                key=f"{inc.id}:line:{line['n']}",
+            )
             posted.append(line["n"])
         if posted:
             done = set(posted)
@@ -320,7 +329,7 @@ class AlertService:
         )
         channel, ts = self.settings.channel, rec["ts"]
         if ts is None:
-            ref = self.poster.post(channel, msg.text, msg.blocks)
+            ref = self.poster.post(channel, msg.text, msg.blocks, key=f"{skey}:root")
             channel, ts = ref.channel, ref.ts
         else:
             channel = rec.get("channel") or channel

@@ -252,11 +252,12 @@ def post_digest(
     retention_s: float = 14 * 86400,
     thread_ts: str | None = None,
     cluster: str | None = None,
+    key: str | None = None,
 ) -> Posted:
     """Post the digest, then its chart and full list in the thread.
 
     With `thread_ts` (one cluster's part under a many-cluster root) the digest and its files go
-    into that thread.
+    into that thread. With `key` the message is posted at most once (SlackPoster.post).
 
     The message itself failing raises PostFailed; a failed attachment is logged,
     reported in the thread when possible, and returned, since the digest did post.
@@ -265,7 +266,7 @@ def post_digest(
     if store is not None:
         store.set(DIGEST_KEY.format(did), digest.to_dict(), retention_s)
     msg = digest_message(digest, did, day, cluster)
-    ref = poster.post(channel, msg.text, msg.blocks, thread_ts=thread_ts)
+    ref = poster.post(channel, msg.text, msg.blocks, thread_ts=thread_ts, key=key)
     files_ts = thread_ts or ref.ts
     if store is not None:
         store.set(DIGEST_POSTED.format(did, ref.channel), ref.ts, retention_s)

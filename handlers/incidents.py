@@ -43,7 +43,21 @@ DUPLICATE = "duplicate"
 RESOLVED = "resolved"
 NO_INCIDENT = "no_incident"  # resolved, but no open incident has it
 UNKNOWN_SUBJECT = "unknown_subject"
-DECISIONS = (OPENED, NEW_ALERT, REPEAT, REFIRED, DUPLICATE, RESOLVED, NO_INCIDENT, UNKNOWN_SUBJECT)
+# A gateway's (bot/cluster/alert_forward.py): queued for its cluster's agent, or no cluster to go to.
+FORWARDED = "forwarded"
+UNKNOWN_CLUSTER = "unknown_cluster"
+DECISIONS = (
+    OPENED,
+    NEW_ALERT,
+    REPEAT,
+    REFIRED,
+    DUPLICATE,
+    RESOLVED,
+    NO_INCIDENT,
+    UNKNOWN_SUBJECT,
+    FORWARDED,
+    UNKNOWN_CLUSTER,
+)
 
 
 @dataclass(frozen=True)

@@ -296,7 +296,8 @@ class WalkService:
         except StateUnavailable as err:  # the buttons then offer layers done before: a click says so
             log.warning("walk %s: layers done not read for layer %s's buttons: %s", walk.walk_id, layer, err)
         node = node_in_question(walk.target, result)
-        self._post_layer(walk, layer_message(result, walk.walk_id, node, done, self.cluster_name))
+        msg = layer_message(result, walk.walk_id, node, done, self.cluster_name)
+        self._post_layer(walk, msg, key=f"{walk.walk_id}:layer:{layer}")
         if lost is not None:
             self.report_failure(
                 walk, f"layer {layer} ran but could not be stored; its buttons may not see it", lost
@@ -414,9 +415,10 @@ class WalkService:
         except Exception as err:  # the track is cosmetic; the layer messages carry the findings
             log.warning("walk %s: could not update the root message: %s", walk.walk_id, err)
 
-    def _post_layer(self, walk: Walk, msg: Message) -> None:
+    def _post_layer(self, walk: Walk, msg: Message, key: str) -> None:
         try:
-            self.poster.post(walk.channel, msg.text, msg.blocks, thread_ts=walk.thread)
+            # Keyed, as the root is: a retry, or an agent taking over the walk, finds it posted.
+            self.poster.post(walk.channel, msg.text, msg.blocks, thread_ts=walk.thread, key=key)
             for name, content in msg.attachments:
                 self.poster.upload(walk.channel, name, content, thread_ts=walk.thread, title=name)
         except Exception as err:

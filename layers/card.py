@@ -11,7 +11,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from layers import dra, xid
+from layers import xid
+from layers.dra import devicehealth
 from layers.facts import gpufacts as gf
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
@@ -116,7 +117,8 @@ def read_plugin_log(ctx: WalkContext, node: str) -> tuple[PluginLog | None, list
     except SourceError as err:
         return None, [_log_unknown(node, f"could not list the operator pods: {err.message}", err.hint())]
     if not pods and ctx.operator_pods_on(node, "dra-kubelet-plugin"):
-        return None, []  # a DRA node: its kubelet plugin's log is read with its device taints (layers/dra.py)
+        # A DRA node: its kubelet plugin's log is read with its device taints (layers/dra/devicehealth.py).
+        return None, []
     if not pods:
         return None, [
             _log_unknown(
@@ -250,7 +252,7 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
         )
     if log is not None and log.unhealthy:
         out.append(device_unhealthy(node, log))
-    taints, dra_findings = dra.card_evidence(ctx, node)
+    taints, dra_findings = devicehealth.card_evidence(ctx, node)
     out += dra_findings
     out += xid_findings(node, log, gpus, facts.error, taints)
     out += row_remaps(node, gpus)
@@ -315,7 +317,7 @@ def xid_findings(
     log: PluginLog | None,
     gpus: list[gf.GpuFacts],
     telemetry_error: str | None,
-    taints: dra.TaintXids | None = None,
+    taints: devicehealth.TaintXids | None = None,
 ) -> list[Finding]:
     seen: dict[int, list[str]] = {}
     texts: dict[int, list[str]] = {}

@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from layers.facts import dra
+from layers.facts import draslices
 from layers.facts import objects as o
 from layers.facts.context import Settings, WalkContext
-from layers.facts.dra import Inventory
+from layers.facts.draslices import Inventory
 from layers.facts.gpufacts import (
     CORRECTABLE_ROWS,
     UNCORRECTABLE_ROWS,
@@ -165,8 +165,10 @@ def _dra_resources(
     if not devices:
         return (), ()
     usable = sum(1 for d in devices if not d.blocking_taints)
-    xids = {int(t.value) for d in devices for t in d.taints if t.key == dra.TAINT_XID and t.value.isdigit()}
-    return (ResourceCount(dra.DRIVER, len(devices), usable),), tuple(sorted(xids))
+    xids = {
+        int(t.value) for d in devices for t in d.taints if t.key == draslices.TAINT_XID and t.value.isdigit()
+    }
+    return (ResourceCount(draslices.DRIVER, len(devices), usable),), tuple(sorted(xids))
 
 
 def _flag(
@@ -336,7 +338,7 @@ def dra_inventory(cluster: Cluster, notes: list[str]) -> Inventory | None:
     """The GPUs DRA nodes publish, with their taints (one slice list, one DeviceTaintRule list);
     a refusal is a note naming the rule, a cluster without DRA an empty inventory."""
     try:
-        slices = cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={dra.DRIVER}")
+        slices = cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={draslices.DRIVER}")
     except SourceError as err:
         notes.append(f"DRA ResourceSlices not read, so GPUs tainted by the DRA driver are not counted: {err}")
         return None
@@ -345,7 +347,7 @@ def dra_inventory(cluster: Cluster, notes: list[str]) -> Inventory | None:
     except SourceError as err:
         notes.append(f"DeviceTaintRules not read (taints they add are not counted): {err}")
         rules = []
-    inventory = dra.build_inventory(slices, rules)
+    inventory = draslices.build_inventory(slices, rules)
     if inventory.problems:
         notes.append(
             f"{len(inventory.problems)} part(s) of the DRA inventory unreadable: {inventory.problems[0]}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Sequence
 
-from layers import dra
+from layers.dra.computedomain import compute_domains
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
@@ -63,7 +63,7 @@ def check(ctx: WalkContext) -> LayerResult:
         w.cannot(what, why, ctx.bound_node)
     findings.extend(container_start_failed(refused.failures))
     findings.extend(app_sees_no_gpu(w, {f.container for f in refused.failures}))
-    findings.extend(dra.compute_domains(ctx))
+    findings.extend(compute_domains(ctx))
     if operator:
         by_node: dict[str, list[K8sObject]] = defaultdict(list)
         for p in operator:
@@ -143,11 +143,14 @@ _CAUSE_TEXT = {
     "unknown-device": "the runtime hook was asked for device {detail}, which {node} does not have: the "
     "allocated GPU is gone, or NVIDIA_VISIBLE_DEVICES names a device the node lacks",
     "hook-failed": "the NVIDIA runtime hook failed on {node} ({detail}): read the container toolkit's log",
+    "dra-prepare": "the kubelet on {node} cannot prepare the pod's DRA claim ({detail})",
 }
 
 
 def _cause_text(f: StartFailure) -> str:
     node = f.node or "the node"
+    if f.dra is not None:
+        return f.dra.explain(node)
     if f.requirement is not None:
         req = f.requirement
         if req.what in ("cuda", "driver"):
@@ -191,7 +194,10 @@ def container_start_failed(failures: Sequence[StartFailure]) -> list[Finding]:
             commands.append(
                 "kubectl get nodes -L nvidia.com/cuda.driver-version.full,nvidia.com/cuda.runtime-version.full"
             )
-        if any(f.cause in ("cdi-unresolvable", "hook-failed", "unknown-device") for f in group):
+        for d in dict.fromkeys(f.dra for f in group if f.dra is not None):
+            evidence += [e for e in d.evidence if e not in evidence]
+            commands += [c for c in d.commands(first.node or "") if c not in commands]
+        if any(f.cause in ("cdi-unresolvable", "hook-failed", "unknown-device") and not f.dra for f in group):
             commands.append(
                 "kubectl logs -n gpu-operator -l app=nvidia-container-toolkit-daemonset -c nvidia-container-toolkit-ctr"
             )

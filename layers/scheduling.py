@@ -12,8 +12,8 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from layers import dra
 from layers.capacity import allocatable_below_capacity, capacity_columns, gpu_exhausted, more_nodes
+from layers.dra import pods as dra_pods
 from layers.facts import drareads
 from layers.facts import objects as o
 from layers.facts.candidates import Candidates, not_for_pods
@@ -61,7 +61,7 @@ def check(ctx: WalkContext) -> LayerResult:
         return LayerResult.build(LAYER, findings)
     if bound:
         if uses_dra:
-            findings.extend(dra.bound_pod(ctx, bound))
+            findings.extend(dra_pods.bound_pod(ctx, bound))
         findings.append(
             finding(
                 "L1_POD_SCHEDULED",
@@ -80,7 +80,7 @@ def check(ctx: WalkContext) -> LayerResult:
         findings.append(scheduling_gated(pod))
         return LayerResult.build(LAYER, findings)
     if uses_dra:
-        findings.extend(dra.unbound_pod(ctx, pod, failures))
+        findings.extend(dra_pods.unbound_pod(ctx, pod, failures))
         if nodes is not None:
             cands = ctx.candidates()
             if failures:

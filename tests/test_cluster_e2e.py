@@ -5,8 +5,9 @@ over a kubeconfig), all post to one fake Slack Web API, and a REAL redis-server
 (append-only file on) carries the streams. The gateway is given a kubeconfig
 of a third fake API server, which must see no request at all. Intervals are
 tight through settings (heartbeat 0.2 s, takeover after 3 s idle), never
-sleeps of a minute. The faults: an agent SIGKILLed mid-walk (another agent of
-its cluster finishes it; the restarted agent does too), the gateway restarted
+sleeps of a minute. The faults: an agent SIGKILLed mid-walk, while Slack holds
+the answer to a post it took (another agent of its cluster finishes the walk and
+posts nothing twice; the restarted agent does too), the gateway restarted
 with requests queued, Redis restarted mid-stream.
 """
 
@@ -263,24 +264,29 @@ def test_the_digest_has_one_root_and_one_part_per_cluster(fleet: dict[str, Any],
 def test_an_agent_killed_mid_walk_is_taken_over_and_the_thread_has_one_of_each(
     fleet: dict[str, Any], slack: FakeSlack, kube_eu: FakeKubeAPI, redis_aof: RedisServer
 ) -> None:
+    """Killed at the worst point: Slack has taken layer 5's message, the agent has not heard so."""
     gw: BotProcess = fleet["gateway"]
     channel = "C0E2EKILL"
-    kube_eu.fail(PLUGIN_LOG, delay=4.0, times=1)  # the first walk to read the plugin log hangs there
+    kube_eu.fail(PLUGIN_LOG, delay=1.0, times=1)  # layer 5 waits: time to arm the lost answer
     ack_text(gw, "why eu-1/ml/trainer-0", channel)
-    # Killed at a known point: layer 1 posted and recorded, the agent hanging in layer 5's log read.
     wait_for("layer 1 recorded", lambda: layer_one_recorded(slack, redis_aof.url, channel))
+    slack.lose_answers("chat.postMessage", seconds=20)  # the next post, layer 5's: taken, answer held
+    wait_for("layer 5 taken by Slack", lambda: walked(slack, channel))
     pid = holder_pid(redis_aof.url, "eu-1")
     victim = next(p for k, p in fleet.items() if k.startswith("eu-") and p.proc.pid == pid)
     os.kill(pid, signal.SIGKILL)
     victim.proc.wait(timeout=5)
-    wait_for(
-        "the walk finished by the other agent", lambda: walked(slack, "C0E2EKILL"), timeout=20, explain=gw.log
-    )
-    one_walk_each(slack, channel)
     r = redis.Redis.from_url(redis_aof.url)
-    wait_for("acknowledged", lambda: r.xpending(REQUESTS.format("eu-1"), GROUP)["pending"] == 0)
     survivor = next(p for k, p in fleet.items() if k.startswith("eu-") and p is not victim)
+    wait_for(
+        "the walk finished by the other agent",
+        lambda: r.xpending(REQUESTS.format("eu-1"), GROUP)["pending"] == 0,
+        timeout=20,
+        explain=survivor.log,
+    )
+    one_walk_each(slack, channel)  # layer 5 found in the thread by its metadata, not posted again
     assert "took over" in survivor.log_path.read_text()
+    assert "Slack has it" in survivor.log_path.read_text()
     fleet["fleet"].procs.remove(victim)
 
 

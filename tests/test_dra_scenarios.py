@@ -52,7 +52,7 @@ def test_compute_domain_names_the_daemon_that_has_not_joined() -> None:
     assert "3 of 4 IMEX daemons ready" in f.summary
     assert "not ready: gb200-rack1-node4" in f.evidence
     assert any(
-        "on gb200-rack1-node4: container compute-domain-daemon CrashLoopBackOff" in e for e in f.evidence
+        "on gb200-rack1-node4: container compute-domain-daemon: CrashLoopBackOff" in e for e in f.evidence
     )
     assert any("current node not ready in ComputeDomain" in e for e in f.evidence)
 

@@ -9,7 +9,10 @@ at-least-once from the stream and effectively-once in Slack:
   done in the state store first (`request:<id>:done`), so an entry whose agent
   died between the two is acknowledged without running again;
 - walk ids are chosen by the gateway, so a walk taken over mid-way resumes
-  where its thread stands instead of starting a second root;
+  where its thread stands instead of starting a second root; and every post
+  that must appear once (the root, each layer, a digest part) records its
+  intent first, so a takeover finds in Slack what its dead agent posted
+  (bot/cluster/once.py);
 - entries idle past the claim-idle time (their agent died) are taken over with
   XAUTOCLAIM, by another agent of the cluster or this one after a restart;
   entries still being worked on are renewed (XCLAIM JUSTID) so nobody takes
@@ -38,10 +41,11 @@ from dataclasses import dataclass
 from bot.cluster import stream_metrics as metrics
 from bot.cluster.kinds import BadRequest
 from bot.cluster.leases import LeaseKeeper
+from bot.cluster.once import OncePoster
 from bot.cluster.streams import ClusterStreams, Entry, Request, StreamsUnavailable
 from bot.ops.logs import walk_scope
 from handlers.escape import escape
-from handlers.ports import SlackPoster, StateStore, StateUnavailable
+from handlers.ports import StateStore, StateUnavailable
 
 log = logging.getLogger("gpubot.agent")
 
@@ -87,7 +91,7 @@ class Agent:
         cluster: str,
         streams: ClusterStreams,
         store: StateStore,
-        poster: SlackPoster,
+        poster: OncePoster,
         handlers: Mapping[str, Handler],
         leases: LeaseKeeper,
         *,
@@ -238,7 +242,7 @@ class Agent:
         except StateUnavailable as err:
             log.warning("request %s: done mark unread, running it: %s", req.request_id, err)
         try:
-            with self.leases.work():
+            with self.leases.work(), self.poster.scope(req.request_id):
                 handler(req)
         except BadRequest as err:
             self._give_up(entry, req, f"the request is malformed: {err}", attempts=entry.deliveries)

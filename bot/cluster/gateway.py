@@ -14,6 +14,8 @@ a kubeconfig.
 - `/gpu clusters`: the clusters, their agents' version and last heartbeat.
 - `/gpu digest` and the daily digest: one root here, one part per cluster from
   its agents (bot/cluster/digest_root.py).
+- POST /alertmanager (with GPUBOT_ALERT_TOKEN): each alert to its cluster's
+  agent by its `cluster` label (bot/cluster/alert_forward.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from bot.cluster.kinds import click_request, why_request
 from bot.cluster.routing import NoRoute, Route, clusters_text, route
 from bot.cluster.streams import ClusterStreams, Request, StreamsUnavailable
 from bot.ops.config import Config
+from bot.slack.app import submit_job
 from handlers.clicks import Click, click_from_payload, click_problem, clicker
 from handlers.commands import USAGE, Clusters, CommandError, Digest, Help, Why, parse_command, usage_reply
 from handlers.digest import cluster_of, parse_button_value
@@ -68,7 +71,7 @@ class Gateway:
     version: str = field(default_factory=gpubot_version)
     clock: Callable[[], float] = time.time
     slack_up: Callable[[], bool] = lambda: True
-    alerts: Any = None  # POST /alertmanager is served by the single process only, for now
+    alerts: Any = None  # POST /alertmanager (bot/cluster/alert_forward.py), with GPUBOT_ALERT_TOKEN
     pending: set[Future[None]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -83,24 +86,11 @@ class Gateway:
         return True, "ready"
 
     def submit(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
-        def run() -> None:
-            try:
-                fn(*args)
-            except Exception:
-                log.exception("%s failed", what)
-
-        fut: Future[None] = self.pool.submit(run)
-        with self._lock:
-            self.pending.add(fut)
-        fut.add_done_callback(lambda f: self._forget(f))
+        submit_job(self.pool, self.pending, self._lock, what, fn, *args)
 
     def tell(self, channel: str, user: str, text: str) -> None:
         """An ephemeral answer, posted off the request path (bot/slack/slackroute.py's refusals)."""
         self.submit(f"answer to {user}", self.poster.ephemeral, channel, user, text)
-
-    def _forget(self, fut: Future[None]) -> None:
-        with self._lock:
-            self.pending.discard(fut)
 
     def shutdown(self, wait: bool = True) -> None:
         self.roots.cancel()
@@ -190,20 +180,21 @@ def build_gateway(
     button_actions: Any = None,
 ) -> Gateway:
     """The gateway's Bolt app; nothing is served until a transport runs it (bot/serve.py)."""
-    from bot.slack.app import BUTTON_ACTIONS
+    from bot.slack.app import BUTTON_ACTIONS, bolt_app
 
-    client = client or WebClient(token=cfg.slack_bot_token, base_url=cfg.slack_api_url)
-    app = App(
-        client=client,
-        signing_secret=cfg.slack_signing_secret,
-        process_before_response=False,
-        token_verification_enabled=token_verification,
-        request_verification_enabled=cfg.slack_signing_secret is not None,
-        logger=logging.getLogger("slack_bolt.App"),
-    )
+    app = bolt_app(cfg, client, token_verification)
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpubot-gateway")
     roots = DigestRoots(cfg, state, streams, poster, gpubot_version())
     gw = Gateway(app, streams, state, poster, cfg, roots, pool)
+    if cfg.alert_token and cfg.alert_channel:
+        from bot.cluster.alert_forward import AlertForwarder
+        from bot.slack.alert_webhook import AlertWebhook
+        from bot.slack.app import MetricsObserver, alert_settings
+
+        forwarder = AlertForwarder(
+            streams, state, poster, alert_settings(cfg), gw.version, MetricsObserver(), gw.submit
+        )
+        gw.alerts = AlertWebhook(forwarder, cfg.alert_token, gw.submit)
 
     @app.command("/gpu")
     def on_gpu(ack: Ack, command: dict[str, Any]) -> None:

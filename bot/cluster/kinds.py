@@ -8,6 +8,10 @@ thread where what became of it is said (a poison entry, an unknown kind).
 - `click`: a button click, as bot/slack/app.py hands it to the button handlers.
 - `digest_part`: this cluster's part of a digest, under the root the gateway
   posted; posted once per run and cluster however many agents take it.
+- `alerts`: the alerts of one Alertmanager webhook that concern this cluster
+  (bot/cluster/alert_forward.py), with the gateway's alert settings: the agent
+  records them and brings their incident threads up to date, as the single
+  process does on POST /alertmanager (handlers/alerts.py).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.cluster.streams import Request
+from handlers.alert_payload import PayloadError, batch_from_dict
+from handlers.alerts import AlertService, AlertSettings
 from handlers.buttons import Buttons
 from handlers.clicks import Click
 from handlers.ports import StateStore
@@ -32,6 +38,7 @@ log = logging.getLogger("gpubot.agent")
 WHY = "why"
 CLICK = "click"
 DIGEST_PART = "digest_part"
+ALERTS = "alerts"
 PART_KEY = "digest:part:{}:{}"  # run, cluster: set once the part is posted
 PART_TTL_S = 3 * 86400
 
@@ -65,6 +72,16 @@ def digest_part_request(run: str, day: str, channel: str, thread_ts: str, versio
     return Request(
         DIGEST_PART, {**body, "reply": {"channel": channel, "thread_ts": thread_ts}}, sender_version=version
     )
+
+
+def alerts_request(payload: dict[str, Any], settings: AlertSettings, version: str) -> Request:
+    """`payload`: an Alertmanager v4 payload holding only this cluster's alerts."""
+    body = {
+        "payload": payload,
+        "settings": dataclasses.asdict(settings),
+        "reply": {"channel": settings.channel},
+    }
+    return Request(ALERTS, body, sender_version=version)
 
 
 # --- the agent's side ----------------------------------------------------------------------------
@@ -145,15 +162,50 @@ def run_digest_part(
     return handle
 
 
+def _alert_settings(raw: Any) -> AlertSettings:
+    if not isinstance(raw, dict) or not isinstance(raw.get("channel"), str) or not raw["channel"]:
+        raise BadRequest("the request has no alert settings with a channel")
+    try:
+        return AlertSettings(
+            channel=raw["channel"],
+            rewalk_s=float(raw.get("rewalk_s", 30 * 60)),
+            max_threads_per_hour=int(raw.get("max_threads_per_hour", 10)),
+            duplicate_s=float(raw.get("duplicate_s", 60)),
+        )
+    except (TypeError, ValueError) as err:
+        raise BadRequest(f"the alert settings are not numbers: {err}") from None
+
+
+# The agent's alert service under the gateway's settings (its cluster's keys, directory and walks).
+MakeAlerts = Callable[[AlertSettings], AlertService]
+
+
+def run_alerts(make: MakeAlerts) -> Callable[[Request], None]:
+    def handle(req: Request) -> None:
+        try:
+            batch = batch_from_dict(req.body.get("payload"))
+        except PayloadError as err:
+            raise BadRequest(f"not an Alertmanager payload: {err}") from None
+        alerts = make(_alert_settings(req.body.get("settings")))
+        # A store that fails raises here and the entry is retried; a taken-over entry is recorded
+        # again as a duplicate delivery, and what its dead agent left unposted is caught up.
+        for key in alerts.receive(batch):
+            alerts.catch_up(key)
+
+    return handle
+
+
 def agent_handlers(
     cluster: str,
     service: WalkService,
     buttons: Buttons,
     publish_part: PublishPart,
     lease_s: float,
+    make_alerts: MakeAlerts,
 ) -> dict[str, Callable[[Request], None]]:
     return {
         WHY: run_why(service),
         CLICK: run_click(buttons),
         DIGEST_PART: run_digest_part(cluster, service.state, publish_part, lease_s),
+        ALERTS: run_alerts(make_alerts),
     }

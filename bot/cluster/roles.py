@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import threading
 from dataclasses import dataclass, replace
-from types import FrameType
 from typing import Any
 
 from bot.ops.config import Config, ConfigError, check_url
-from bot.slack.transport import Front, drain, start_http
+from bot.slack.transport import Front, start_http
 from layers.sources import SourceError
 
 log = logging.getLogger("gpubot.serve")
@@ -77,18 +75,23 @@ class AgentFront:
 def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any) -> Any:
     """The agent over this cluster's sources: the single process's walk service and buttons, with
     short renewed claims (leases), fed by the cluster's stream."""
-    from bot.cluster.agent import Agent, AgentTiming
+    from bot.cluster.agent import Agent, AgentTiming, consumer_name
     from bot.cluster.kinds import agent_handlers
     from bot.cluster.leases import LeaseKeeper, LeasingStore
-    from bot.slack.app import build_services
+    from bot.cluster.once import OncePoster
+    from bot.slack.app import MetricsObserver, build_services
     from bot.slack.digest_post import publish_digest
+    from handlers.alert_subjects import ClusterDirectory
+    from handlers.alerts import AlertService, AlertSettings
     from layers.digest import collect_digest
 
     assert cfg.cluster_name is not None  # load_config(role="agent") requires it
     timing = AgentTiming(heartbeat_s=cfg.heartbeat_s, claim_idle_s=cfg.claim_idle_s)
     keeper = LeaseKeeper(state, timing.lease_s)
     leased = LeasingStore(state, keeper)
-    service, buttons = build_services(cfg, sources, leased, poster, poster.client, claim_s=timing.lease_s)
+    consumer = consumer_name()
+    once = OncePoster(poster, state, consumer)
+    service, buttons = build_services(cfg, sources, leased, once, poster.client, claim_s=timing.lease_s)
 
     def collect() -> Any:
         digest = collect_digest(sources.cluster, sources.telemetry, operator_namespace=cfg.operator_namespace)
@@ -97,7 +100,7 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
     def publish_part(run: str, channel: str, day: str, thread_ts: str) -> object:
         return publish_digest(
             collect,
-            poster,
+            once,
             channel,
             day=day,
             store=leased,
@@ -105,11 +108,26 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
             thread_ts=thread_ts,
             cluster=cfg.cluster_name,
             count_run=run == day,  # the daily run; `/gpu digest` is not what the staleness alert watches
+            key=f"digest:{run}:part:{cfg.cluster_name}",
         )
 
-    handlers = agent_handlers(cfg.cluster_name, service, buttons, publish_part, timing.lease_s)
+    directory = ClusterDirectory(sources.cluster)  # one node-list cache for every webhook's alerts
+    cluster = cfg.cluster_name
+
+    def make_alerts(settings: AlertSettings) -> AlertService:
+        return AlertService(leased, service, directory, settings, observer=MetricsObserver(), cluster=cluster)
+
+    handlers = agent_handlers(cluster, service, buttons, publish_part, timing.lease_s, make_alerts)
     return Agent(
-        cfg.cluster_name, streams, leased, poster, handlers, keeper, timing=timing, workers=cfg.workers
+        cfg.cluster_name,
+        streams,
+        leased,
+        once,
+        handlers,
+        keeper,
+        timing=timing,
+        workers=cfg.workers,
+        consumer=consumer,
     )
 
 
@@ -118,6 +136,7 @@ def serve_role(args: argparse.Namespace) -> int:
     from bot.ops.config import load_config
     from bot.ops.logs import setup_logging
     from bot.slack.post import Poster
+    from bot.slack.run import stop_on_signals
     from bot.slack.state import open_state
     from handlers.ports import StateUnavailable
 
@@ -140,14 +159,7 @@ def serve_role(args: argparse.Namespace) -> int:
     streams = _streams(cfg)
     assert cfg.slack_bot_token is not None
     poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s: stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
     if gateway:
         return _run_gateway(args, cfg, state, streams, poster, stop)
     log.info(
@@ -184,20 +196,13 @@ def _listen(front: Front, args: argparse.Namespace, *, events: bool) -> Any:
 def _run_gateway(
     args: argparse.Namespace, cfg: Config, state: Any, streams: Any, poster: Any, stop: threading.Event
 ) -> int:
-    from slack_sdk.errors import SlackApiError, SlackClientError
 
     from bot.cluster import stream_metrics
     from bot.cluster.gateway import build_gateway
     from bot.cluster.streams import StreamsUnavailable
-    from bot.ops import metrics
+    from bot.slack.run import connect_socket_mode, serve_until, with_bot_token
 
-    try:
-        gw = build_gateway(cfg, state, streams, poster, client=poster.client)
-    except (SlackApiError, SlackClientError, OSError) as err:  # Bolt calls auth.test at start
-        raise SourceError(
-            "unavailable",
-            f"Slack Web API at {cfg.slack_api_url} refused the bot token or did not answer: {err}",
-        ) from None
+    gw = with_bot_token(cfg, lambda: build_gateway(cfg, state, streams, poster, client=poster.client))
 
     def registered() -> list[str]:
         try:
@@ -212,20 +217,7 @@ def _run_gateway(
     if args.http:
         log.info("gateway serving Slack events at http://%s:%s/slack/events", host, port)
     else:
-        from slack_bolt.adapter.socket_mode import SocketModeHandler
-
-        socket_handler = SocketModeHandler(gw.app, cfg.slack_app_token)
-        gw.slack_up = socket_handler.client.is_connected
-        try:
-            socket_handler.connect()
-        except (SlackApiError, SlackClientError, OSError) as err:
-            server.shutdown()
-            server.server_close()
-            gw.shutdown(wait=False)
-            raise SourceError(
-                "unavailable",
-                f"Slack refused the app-level token (SLACK_APP_TOKEN) or Socket Mode did not connect: {err}",
-            ) from None
+        socket_handler = connect_socket_mode(gw, cfg.slack_app_token, server)
         log.info("gateway connected to Slack over Socket Mode; health at http://%s:%s/healthz", host, port)
     scheduler = None
     if cfg.digest_channel:
@@ -239,16 +231,4 @@ def _run_gateway(
             cfg.digest_minute,
             cfg.timezone,
         )
-    try:
-        stop.wait()
-    finally:
-        server.shutdown()
-        server.server_close()
-        if scheduler is not None:
-            scheduler.shutdown(wait=False)
-            metrics.record_digest_scheduled(False)
-        if socket_handler is not None:
-            socket_handler.close()
-        drain(gw, DRAIN_S)
-        log.info("stopped")
-    return 0
+    return serve_until(stop, gw, server, socket_handler, scheduler)

@@ -24,6 +24,7 @@ from redis.exceptions import RedisError, ResponseError
 
 REQUESTS = "gpubot:requests:{}"
 DEAD = "gpubot:dead:{}"
+UNROUTED = "gpubot:alerts:unrouted"  # alerts the gateway could send to no cluster, with why
 CLUSTERS = "gpubot:clusters"
 GROUP = "agents"
 DEFAULT_MAXLEN = 10_000
@@ -156,6 +157,13 @@ class ClusterStreams:
                 f"queue on {key}",
                 lambda: self.redis.xadd(key, request.fields(), maxlen=self.maxlen, approximate=True),  # type: ignore[arg-type]
             )
+        )
+
+    def keep_unrouted(self, fields: dict[str, str]) -> None:
+        """Keep what no cluster could take (`XRANGE gpubot:alerts:unrouted - +`), trimmed like the dead."""
+        self._do(
+            f"keep in {UNROUTED}",
+            lambda: self.redis.xadd(UNROUTED, fields, maxlen=DEAD_MAXLEN, approximate=True),  # type: ignore[arg-type]
         )
 
     def clusters(self) -> dict[str, ClusterSeen]:

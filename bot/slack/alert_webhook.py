@@ -17,12 +17,11 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from bot.ops import metrics
 from bot.slack.httpserver import Request, Response
-from handlers.alert_payload import PayloadError, parse_payload
-from handlers.alerts import AlertService
+from handlers.alert_payload import AlertBatch, PayloadError, parse_payload
 from handlers.ports import StateUnavailable
 
 log = logging.getLogger("gpubot.alertmanager")
@@ -44,10 +43,18 @@ def authorized(header: str | None, token: str) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
 
 
+class Receiver(Protocol):
+    """handlers/alerts.py's AlertService, or a gateway's forwarder (bot/cluster/alert_forward.py)."""
+
+    def receive(self, batch: AlertBatch) -> list[str]: ...
+
+    def catch_up(self, key: str) -> None: ...
+
+
 class AlertWebhook:
     """The route (bot/slack/httpserver.py has read the body within its limits): a request → its answer."""
 
-    def __init__(self, service: AlertService, token: str, submit: Callable[..., None]) -> None:
+    def __init__(self, service: Receiver, token: str, submit: Callable[..., None]) -> None:
         self.service = service
         self.token = token
         self.submit = submit  # GpuBot.submit: the worker pool, failures logged

@@ -184,28 +184,11 @@ class GpuBot:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def submit(self, what: str, fn: Callable[..., Any], *args: Any, walk_id: str | None = None) -> None:
-        """Run off the request path; a failure is logged with what it was (and its walk id), never lost."""
-
-        def run() -> None:
-            # The pool's threads do not inherit the listener's context: the walk id is set here.
-            with walk_scope(walk_id):
-                try:
-                    fn(*args)
-                except Exception:
-                    log.exception("%s failed", what)
-
-        fut: Future[None] = self.pool.submit(run)
-        with self._lock:
-            self.pending.add(fut)
-        fut.add_done_callback(self._done)
+        submit_job(self.pool, self.pending, self._lock, what, fn, *args, walk_id=walk_id)
 
     def tell(self, channel: str, user: str, text: str) -> None:
         """An ephemeral answer, posted off the request path."""
         self.submit(f"answer to {user}", self.poster.ephemeral, channel, user, text)
-
-    def _done(self, fut: Future[None]) -> None:
-        with self._lock:
-            self.pending.discard(fut)
 
     def ready(self) -> tuple[bool, str]:
         """/readyz: the state store answers and the Slack connection is up."""
@@ -219,6 +202,36 @@ class GpuBot:
 
     def shutdown(self, wait: bool = True) -> None:
         self.pool.shutdown(wait=wait, cancel_futures=not wait)
+
+
+def submit_job(
+    pool: ThreadPoolExecutor,
+    pending: set[Future[None]],
+    lock: threading.Lock,
+    what: str,
+    fn: Callable[..., Any],
+    *args: Any,
+    walk_id: str | None = None,
+) -> None:
+    """Run off the request path (the bot's pool, or a gateway's), kept in `pending` until done for the
+    drain at SIGTERM; a failure is logged with what it was (and its walk id), never lost."""
+
+    def run() -> None:
+        # The pool's threads do not inherit the listener's context: the walk id is set here.
+        with walk_scope(walk_id):
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("%s failed", what)
+
+    def done(fut: Future[None]) -> None:
+        with lock:
+            pending.discard(fut)
+
+    fut: Future[None] = pool.submit(run)
+    with lock:
+        pending.add(fut)
+    fut.add_done_callback(done)
 
 
 def _open_walk(sources: Sources, settings: Settings) -> Callable[[Target], WalkContext]:
@@ -260,6 +273,31 @@ def build_services(
     return service, buttons
 
 
+def alert_settings(cfg: Config) -> AlertSettings:
+    """The GPUBOT_ALERT_* settings (a gateway hands them to the agents with each webhook's alerts)."""
+    assert cfg.alert_channel is not None  # load_config requires it with GPUBOT_ALERT_TOKEN
+    return AlertSettings(
+        channel=cfg.alert_channel,
+        rewalk_s=cfg.alert_rewalk_minutes * 60,
+        max_threads_per_hour=cfg.alert_max_threads_per_hour,
+        duplicate_s=cfg.alert_duplicate_seconds,
+    )
+
+
+def bolt_app(cfg: Config, client: WebClient | None, token_verification: bool = True) -> App:
+    """The Bolt app of the bot or a gateway (bot/cluster/gateway.py), before any listener."""
+    return App(
+        client=client or WebClient(token=cfg.slack_bot_token, base_url=cfg.slack_api_url),
+        signing_secret=cfg.slack_signing_secret,
+        process_before_response=False,
+        token_verification_enabled=token_verification,
+        # Socket Mode has no signatures to check; HTTP mode always has a signing secret (load_config).
+        request_verification_enabled=cfg.slack_signing_secret is not None,
+        # Else Bolt copies the root level: at DEBUG it would log request and response bodies.
+        logger=logging.getLogger("slack_bolt.App"),
+    )
+
+
 def build_app(
     cfg: Config,
     sources: Sources,
@@ -273,31 +311,15 @@ def build_app(
     observer: WalkObserver | None = None,
 ) -> GpuBot:
     """The Bolt app with its listeners; nothing is served until bot/slack/run.py starts a transport."""
-    client = client or WebClient(token=cfg.slack_bot_token, base_url=cfg.slack_api_url)
+    app = bolt_app(cfg, client, token_verification)
     service, buttons = build_services(
-        cfg, sources, state, poster, client, node_actions=node_actions, observer=observer
-    )
-    app = App(
-        client=client,
-        signing_secret=cfg.slack_signing_secret,
-        process_before_response=False,
-        token_verification_enabled=token_verification,
-        # Socket Mode has no signatures to check; HTTP mode always has a signing secret (load_config).
-        request_verification_enabled=cfg.slack_signing_secret is not None,
-        # Else Bolt copies the root level: at DEBUG it would log request and response bodies.
-        logger=logging.getLogger("slack_bolt.App"),
+        cfg, sources, state, poster, app.client, node_actions=node_actions, observer=observer
     )
     pool = ThreadPoolExecutor(max_workers=workers or cfg.workers, thread_name_prefix="gpubot-walk")
     bot = GpuBot(app, service, buttons, pool, state, poster, cfg)
     if cfg.alert_token and cfg.alert_channel:
-        alert_settings = AlertSettings(
-            channel=cfg.alert_channel,
-            rewalk_s=cfg.alert_rewalk_minutes * 60,
-            max_threads_per_hour=cfg.alert_max_threads_per_hour,
-            duplicate_s=cfg.alert_duplicate_seconds,
-        )
         alerts = AlertService(
-            state, service, ClusterDirectory(sources.cluster), alert_settings, observer=MetricsObserver()
+            state, service, ClusterDirectory(sources.cluster), alert_settings(cfg), observer=MetricsObserver()
         )
         bot.alerts = AlertWebhook(alerts, cfg.alert_token, bot.submit)
 

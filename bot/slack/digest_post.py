@@ -64,6 +64,7 @@ def publish_digest(
     chart: Chart = digest_chart,
     thread_ts: str | None = None,
     cluster: str | None = None,
+    key: str | None = None,
 ) -> Published:
     """Collect the digest, draw its chart, post both; count the run unless `count_run` is False
     (an on-demand `/gpu digest` is not the daily run the staleness alert watches)."""
@@ -90,6 +91,7 @@ def publish_digest(
             retention_s=retention_s,
             thread_ts=thread_ts,
             cluster=cluster,
+            key=key,
         )
     except PostFailed as err:
         raise failed(err.reason) from None

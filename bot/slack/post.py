@@ -116,6 +116,12 @@ class Poster:
         )
         return PostRef(channel=str(resp.get("channel") or channel), ts=str(resp.get("ts") or ""))
 
+    def find_posted(self, channel: str, thread_ts: str | None, key: str, since: float) -> PostRef | None:
+        """Where the message posted with `key` since `since` landed (None: Slack has none, or cannot
+        tell). An agent taking over a dead agent's walk asks before posting (bot/cluster/once.py)."""
+        found = self._find(channel, thread_ts, key, since)
+        return None if found is None else PostRef(channel, str(found.get("ts") or ""))
+
     def _find(self, channel: str, thread_ts: str | None, key: str, since: float) -> SlackResponse | None:
         """The message carrying `key` posted since `since`, if Slack has it (None when it cannot tell)."""
         try:

@@ -15,15 +15,17 @@ import argparse
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.ops import metrics
 from bot.ops.config import Config
 from bot.slack.app import GpuBot
-from bot.slack.transport import EVENTS_PATH, drain, start_http
+from bot.slack.httpserver import HttpServer
+from bot.slack.transport import EVENTS_PATH, Drained, drain, start_http
 from bot.sources.opener import Sources
 from handlers.ports import StateUnavailable
 from layers.sources import SourceError
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from layers.sources import Telemetry
 
 log = logging.getLogger("gpubot.serve")
+T = TypeVar("T")
 
 
 def run_bot(args: argparse.Namespace) -> int:
@@ -61,25 +64,11 @@ def run_bot(args: argparse.Namespace) -> int:
         raise SourceError("unavailable", f"state store: {err}") from None
     assert cfg.slack_bot_token is not None  # load_config(need_slack=True) checked it
     poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
-    try:
-        bot = build_app(cfg, sources, state, poster, client=poster.client)
-    except (SlackApiError, SlackClientError, OSError) as err:  # Bolt calls auth.test at start
-        raise SourceError(
-            "unavailable",
-            f"Slack Web API at {cfg.slack_api_url} refused the bot token or did not answer: {err}",
-        ) from None
+    bot = with_bot_token(cfg, lambda: build_app(cfg, sources, state, poster, client=poster.client))
     log.info("sources: %s", sources.description)
     log.info("%s", note)
 
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s: stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
+    stop = stop_on_signals()
     socket_handler: Any = None
     try:
         server = start_http(bot, args.host, args.port, events=args.http)
@@ -97,23 +86,61 @@ def run_bot(args: argparse.Namespace) -> int:
             EVENTS_PATH,
         )
     else:
-        from slack_bolt.adapter.socket_mode import SocketModeHandler
-
-        socket_handler = SocketModeHandler(bot.app, cfg.slack_app_token)
-        bot.slack_up = socket_handler.client.is_connected
-        try:
-            socket_handler.connect()
-        except (SlackApiError, SlackClientError, OSError) as err:
-            server.shutdown()
-            server.server_close()
-            bot.shutdown(wait=False)
-            raise SourceError(
-                "unavailable",
-                f"Slack refused the app-level token (SLACK_APP_TOKEN) or Socket Mode did not connect: {err}",
-            ) from None
+        socket_handler = connect_socket_mode(bot, cfg.slack_app_token, server)
         log.info("connected to Slack over Socket Mode; health at http://%s:%s/healthz, /metrics", host, port)
 
-    scheduler = _start_digest(bot, sources, cfg)
+    return serve_until(stop, bot, server, socket_handler, _start_digest(bot, sources, cfg))
+
+
+def with_bot_token(cfg: Config, build: Callable[[], T]) -> T:
+    """Build a Bolt app (the bot's or a gateway's): Bolt calls auth.test at start, and a refused
+    token or an unreachable Web API is one SourceError line."""
+    try:
+        return build()
+    except (SlackApiError, SlackClientError, OSError) as err:
+        raise SourceError(
+            "unavailable",
+            f"Slack Web API at {cfg.slack_api_url} refused the bot token or did not answer: {err}",
+        ) from None
+
+
+def stop_on_signals() -> threading.Event:
+    """Set by SIGTERM or SIGINT (the bot's, a gateway's or an agent's)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop
+
+
+def connect_socket_mode(front: Any, app_token: str | None, server: HttpServer) -> Any:
+    """Socket Mode for the bot or a gateway (bot/cluster/roles.py); its readiness follows the
+    connection. Refused: the HTTP server and the front's pool stop, and SourceError says why."""
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+    handler = SocketModeHandler(front.app, app_token)
+    front.slack_up = handler.client.is_connected
+    try:
+        handler.connect()
+    except (SlackApiError, SlackClientError, OSError) as err:
+        server.shutdown()
+        server.server_close()
+        front.shutdown(wait=False)
+        raise SourceError(
+            "unavailable",
+            f"Slack refused the app-level token (SLACK_APP_TOKEN) or Socket Mode did not connect: {err}",
+        ) from None
+    return handler
+
+
+def serve_until(
+    stop: threading.Event, front: Drained, server: HttpServer, socket_handler: Any, scheduler: Any
+) -> int:
+    """Serve until `stop`; then no new requests, no schedule, no Slack connection, running work drained."""
     try:
         stop.wait()
     finally:
@@ -124,7 +151,7 @@ def run_bot(args: argparse.Namespace) -> int:
             metrics.record_digest_scheduled(False)
         if socket_handler is not None:
             socket_handler.close()
-        drain(bot)
+        drain(front)
         log.info("stopped")
     return 0
 

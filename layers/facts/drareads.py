@@ -13,10 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from layers.facts import dra
+from layers.facts import dra, draslices
 from layers.facts import objects as o
 from layers.facts.candidates import untolerated_taints
-from layers.facts.dra import Claim, DeviceClass, Inventory, Matcher, PodClaim, Request
+from layers.facts.dra import Claim, DeviceClass, Matcher, PodClaim, Request
+from layers.facts.draslices import Inventory
 from layers.facts.placement import selector_misses
 from layers.sources import K8sObject, SourceError
 
@@ -36,12 +37,12 @@ def inventory(ctx: WalkContext) -> Inventory:
     """The GPU inventory; DeviceTaintRules a 403 hides are left out (the caller says so)."""
 
     def read() -> Inventory:
-        slices = ctx.cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={dra.DRIVER}")
+        slices = ctx.cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={draslices.DRIVER}")
         try:
             rules = taint_rules(ctx)
         except SourceError:
             rules = []
-        return dra.build_inventory(slices, rules)
+        return draslices.build_inventory(slices, rules)
 
     return ctx.cached("dra_inventory", read)
 

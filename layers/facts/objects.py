@@ -201,14 +201,6 @@ def waiting_reason(status: dict[str, Any]) -> str | None:
     return str(waiting.get("reason")) if waiting and waiting.get("reason") else None
 
 
-def last_terminated_reason(status: dict[str, Any]) -> str | None:
-    for key in ("lastState", "state"):
-        term = (status.get(key) or {}).get("terminated")
-        if term and term.get("reason"):
-            return str(term["reason"])
-    return None
-
-
 def iter_all_statuses(pod: K8sObject) -> Iterator[tuple[bool, dict[str, Any]]]:
     """(is_init, status) for every init and app container status."""
     for s in container_statuses(pod, init=True):

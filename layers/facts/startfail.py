@@ -21,13 +21,17 @@ from typing import Any
 
 from layers.facts import objects as o
 from layers.facts.context import WalkContext, component
+from layers.facts.drastart import DraStart, claim_containers, dra_start, waits_for_domain
 from layers.facts.logsigs import event_line, event_message
 from layers.sources import K8sObject, SourceError
 
 # Waiting reasons under which the kubelet reports a refused create/start; a container in
 # CrashLoopBackOff after a refused start keeps the refusal in lastState (reason StartError).
 START_REASONS = frozenset({"CreateContainerError", "RunContainerError", "StartError"})
-EVENT_REASONS = frozenset({"Failed", "FailedCreatePodSandBox", "FailedStart", "BackOff"})
+# FailedPrepareDynamicResources: the kubelet could not prepare a DRA claim, so no container is created.
+EVENT_REASONS = frozenset(
+    {"Failed", "FailedCreatePodSandBox", "FailedStart", "BackOff", "FailedPrepareDynamicResources"}
+)
 
 _VERSION = r"\d{1,4}(?:\.\d{1,4}){0,3}"
 # The hook's requirement check (libnvidia-container): "unsatisfied condition: cuda>=12.9", with
@@ -40,6 +44,8 @@ _REQUIREMENT = re.compile(
 _CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE))
     for name, pattern in (
+        # First: the plugin's error inside may quote a driver or CDI failure; the claim is the story.
+        ("dra-prepare", r"Failed\s+to\s+prepare\s+dynamic\s+resources(?::\s*(?P<detail>[^\n]{0,200}))?"),
         ("driver-not-loaded", r"nvml\s+error:\s*driver\s+not\s+loaded"),
         ("driver-rpc", r"driver\s+rpc\s+error(?::\s*(?P<detail>[\w ]{1,40}))?"),
         ("driver-library", r"load\s+library\s+failed:\s*(?P<detail>libnvidia-ml\.so[\w.]{0,8})"),
@@ -58,7 +64,8 @@ _CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 # Where the hook's own words start inside the runtime's wrapping.
 _CORE = re.compile(
-    r"nvidia-container-cli(?:\.real)?:|unresolvable\s+CDI|error\s+executing\s+hook|CDI\s+device\s+injection",
+    r"nvidia-container-cli(?:\.real)?:|unresolvable\s+CDI|error\s+executing\s+hook|CDI\s+device\s+injection"
+    r"|Failed\s+to\s+prepare\s+dynamic\s+resources",
     re.IGNORECASE,
 )
 # A run of backslashes starts only at its first one: otherwise every position inside a long run
@@ -98,6 +105,7 @@ class StartFailure:
     where: str  # "status" or "event"
     raw: str  # the message as the kubelet gave it, whitespace collapsed
     requirement: Requirement | None = None
+    dra: DraStart | None = None  # the DRA claim and kubelet plugin behind it (layers/facts/drastart.py)
 
     @property
     def names_driver(self) -> bool:
@@ -144,6 +152,8 @@ def _failure(pod: K8sObject, container: str, reason: str, message: str, where: s
     if got is None:
         return None
     cause, detail, req = got
+    if cause == "dra-prepare" and waits_for_domain(message):
+        return None  # the node's IMEX daemon has not joined: L2_COMPUTE_DOMAIN_NOT_READY quotes it
     return StartFailure(
         namespace=o.namespace(pod) or "",
         pod=o.name(pod),
@@ -218,8 +228,9 @@ def _read(ctx: WalkContext) -> WalkStartFailures:
         try:
             events = ctx.events("Pod", ns, name)
         except SourceError as err:
-            return WalkStartFailures(tuple(start_failures(pod)), ((f"the events of {ns}/{name}", err),))
-        return WalkStartFailures(tuple(start_failures(pod, events)))
+            found = _with_dra(ctx, pod, start_failures(pod))
+            return WalkStartFailures(tuple(found), ((f"the events of {ns}/{name}", err),))
+        return WalkStartFailures(tuple(_with_dra(ctx, pod, start_failures(pod, events))))
     node = ctx.target.node
     if not node:
         return WalkStartFailures(())
@@ -231,3 +242,22 @@ def _read(ctx: WalkContext) -> WalkStartFailures:
         return WalkStartFailures((), ((f"the pods on {node}", err),))
     found = [f for p in pods if component(p) is None for f in start_failures(p)]
     return WalkStartFailures(tuple(found))
+
+
+def _with_dra(ctx: WalkContext, pod: K8sObject, failures: list[StartFailure]) -> list[StartFailure]:
+    """The target's refusals with their DRA claim and kubelet plugin; a claim prepare failure stands
+    for each container that uses the claim; one of another vendor's DRA driver is left out."""
+    out: list[StartFailure] = []
+    for f in failures:
+        if f.cause not in ("cdi-unresolvable", "dra-prepare"):
+            out.append(f)
+            continue
+        facts = dra_start(ctx, pod, f.cause, f.raw)
+        if facts is None:
+            if f.cause != "dra-prepare":
+                out.append(f)
+            continue
+        f = replace(f, dra=facts)
+        users = [] if f.container else claim_containers(pod, facts.claim)
+        out += [replace(f, container=c) for c in users] or [f]
+    return out

@@ -142,6 +142,6 @@ def test_a_domain_without_status_names_the_crashing_controller() -> None:
     [f] = findings("dra-compute-domain-controller-crashloop", "L2_COMPUTE_DOMAIN_NOT_READY")
     assert "0 of 2 IMEX daemons ready, 2 node(s) never joined" in f.summary
     assert any(
-        "is not Ready: container compute-domain CrashLoopBackOff, restarts 19" in e for e in f.evidence
+        "is not Ready: container compute-domain: CrashLoopBackOff, 19 restarts" in e for e in f.evidence
     )
     assert any("error creating informer factory: Unauthorized" in e for e in f.evidence)

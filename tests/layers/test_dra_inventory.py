@@ -1,9 +1,9 @@
-"""The DRA inventory (layers/facts/dra.py): what a cluster's ResourceSlices publish, read around bad input."""
+"""The DRA inventory (layers/facts/draslices.py): what a cluster's ResourceSlices publish, read around bad input."""
 
 from __future__ import annotations
 
 from layers.facts.devicecel import SEMVER_TAG
-from layers.facts.dra import build_inventory
+from layers.facts.draslices import build_inventory
 
 
 def test_bad_slices_are_problems_and_the_rest_stands() -> None:

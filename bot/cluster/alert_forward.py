@@ -1,0 +1,153 @@
+"""The gateway's POST /alertmanager: each alert to its cluster's agent, through the cluster's stream.
+
+The gateway has no cluster to map subjects in, so it only routes. The route
+(bot/slack/alert_webhook.py) checks the token and the payload as in the single
+process; `receive` then splits the alerts by their `cluster` label (the label
+Prometheus' `external_labels` usually add; with one registered cluster, an
+alert without it goes there, as a command without a cluster does) and queues
+one `alerts` request per cluster (bot/cluster/kinds.py) holding that
+cluster's alerts. Its agent records them under its own keys and posts the
+threads, so incidents and the storm window are per cluster.
+
+An alert naming a cluster no agent has registered, or naming none while
+several are registered, has nowhere to go: it is kept in
+`gpubot:alerts:unrouted` with why, logged once per webhook, counted
+(`decision="unknown_cluster"`), and said in GPUBOT_ALERT_CHANNEL at most once
+an hour per cluster name. Redis failing answers 503 (Alertmanager sends again;
+agents take the repeat as a duplicate delivery).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from bot.cluster.kinds import alerts_request
+from bot.cluster.streams import ClusterStreams, StreamsUnavailable
+from handlers.alert_payload import Alert, AlertBatch
+from handlers.alerts import AlertSettings
+from handlers.escape import escape
+from handlers.incidents import FORWARDED, UNKNOWN_CLUSTER
+from handlers.ports import AlertObserver, SlackPoster, StateStore, StateUnavailable
+
+log = logging.getLogger("gpubot.gateway")
+
+CLUSTER_LABEL = "cluster"
+NOTE_EVERY_S = 3600
+NO_LABEL = ""  # the unrouted group of alerts without a cluster label
+
+
+def alert_dict(alert: Alert) -> dict[str, Any]:
+    """An alert as Alertmanager's payload has it (what the agent parses again)."""
+    return {
+        "status": alert.status,
+        "labels": dict(alert.labels),
+        "annotations": dict(alert.annotations),
+        "fingerprint": alert.fingerprint,
+        "startsAt": alert.starts_at,
+        "endsAt": alert.ends_at,
+    }
+
+
+class AlertForwarder:
+    """The alert receiver of a gateway: `receive` queues, `catch_up` has nothing to catch up."""
+
+    def __init__(
+        self,
+        streams: ClusterStreams,
+        state: StateStore,
+        poster: SlackPoster,
+        settings: AlertSettings,
+        version: str,
+        observer: AlertObserver,
+        submit: Callable[..., None],
+    ) -> None:
+        self.streams = streams
+        self.state = state
+        self.poster = poster
+        self.settings = settings
+        self.version = version
+        self.observer = observer
+        self.submit = submit
+
+    def receive(self, batch: AlertBatch) -> list[str]:
+        """Queue each cluster's alerts; StateUnavailable (→ 503) when Redis fails."""
+        try:
+            known = set(self.streams.clusters())
+            by_cluster, unrouted = self._split(batch, known)
+            for cluster, alerts in by_cluster.items():
+                payload = {
+                    "version": "4",
+                    "receiver": batch.receiver,
+                    "groupKey": batch.group_key,
+                    "externalURL": batch.external_url,
+                    "alerts": [alert_dict(a) for a in alerts],
+                }
+                self.streams.queue(cluster, alerts_request(payload, self.settings, self.version))
+            for named, alerts in unrouted.items():
+                self.streams.keep_unrouted(self._unrouted_fields(batch, named, alerts, known))
+        except StreamsUnavailable as err:
+            raise StateUnavailable(str(err)) from None
+        for cluster, alerts in by_cluster.items():
+            for a in alerts:
+                self.observer.alert(a.status, FORWARDED)
+            log.info("%d alert(s) queued for cluster %s", len(alerts), cluster)
+        for named, alerts in unrouted.items():
+            for a in alerts:
+                self.observer.alert(a.status, UNKNOWN_CLUSTER)
+            why = self._why(named, known)
+            log.error("%d alert(s) kept in gpubot:alerts:unrouted: %s", len(alerts), why)
+            self.submit(f"note on unrouted alerts of {named!r}", self._note, named, alerts, why)
+        return []
+
+    def catch_up(self, key: str) -> None:
+        """The agents bring Slack in line (receive never names a key)."""
+
+    def _split(
+        self, batch: AlertBatch, known: set[str]
+    ) -> tuple[dict[str, list[Alert]], dict[str, list[Alert]]]:
+        routed: dict[str, list[Alert]] = {}
+        unrouted: dict[str, list[Alert]] = {}
+        only = next(iter(known)) if len(known) == 1 else None
+        for alert in batch.alerts:
+            named = alert.labels.get(CLUSTER_LABEL, NO_LABEL)
+            if named in known:
+                routed.setdefault(named, []).append(alert)
+            elif named == NO_LABEL and only is not None:
+                routed.setdefault(only, []).append(alert)
+            else:
+                unrouted.setdefault(named, []).append(alert)
+        return routed, unrouted
+
+    @staticmethod
+    def _why(named: str, known: set[str]) -> str:
+        listed = ", ".join(f"`{escape(k)}`" for k in sorted(known)) or "none yet"
+        if named == NO_LABEL:
+            return f"the alert has no `{CLUSTER_LABEL}` label and several clusters are registered ({listed})"
+        return f"no agent of cluster `{escape(named[:63])}` has registered (registered: {listed})"
+
+    def _unrouted_fields(
+        self, batch: AlertBatch, named: str, alerts: list[Alert], known: set[str]
+    ) -> dict[str, str]:
+        return {
+            "cluster": named[:63],
+            "reason": self._why(named, known),
+            "receiver": batch.receiver,
+            "alerts": json.dumps([alert_dict(a) for a in alerts], separators=(",", ":")),
+        }
+
+    def _note(self, named: str, alerts: list[Alert], why: str) -> None:
+        """Said in the alert channel once an hour per cluster name: nobody reads gateway logs daily."""
+        if not self.state.set_if_absent(f"alert:unrouted-note:{named[:63]}", 1, NOTE_EVERY_S):
+            return
+        names = ", ".join(f"`{escape(n)}`" for n in dict.fromkeys(a.name for a in alerts))
+        text = (
+            f":warning: {len(alerts)} alert(s) ({names[:1500]}) went to no cluster: {why}. They are kept "
+            "in `gpubot:alerts:unrouted`; set the alert's `cluster` label (Prometheus `external_labels`) "
+            "to a cluster whose agent runs. Said at most once an hour per cluster name."
+        )
+        self.poster.post(
+            self.settings.channel, text, [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+        )
