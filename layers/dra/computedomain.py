@@ -14,6 +14,7 @@ from layers.facts import objects as o
 from layers.facts.context import WalkContext, component
 from layers.facts.deployments import DRA_SELECTOR
 from layers.facts.drastart import pod_state
+from layers.facts.logs import LogReads
 from layers.findings import Finding, finding
 from layers.sources import K8sObject, SourceError
 
@@ -118,18 +119,15 @@ def _controllers_down(ctx: WalkContext) -> list[str]:
     except SourceError as err:
         return [f"DRA driver controller not read: {err}"]
     out = []
+    logs = LogReads(ctx, 2)
     for p in pods:
         if component(p) != "dra-controller" or o.pod_ready(p):
             continue
         out.append(f"DRA controller {o.namespace(p)}/{o.name(p)} is not Ready: {pod_state(p)}")
         for c in o.containers(p):
-            try:
-                text = ctx.log(o.namespace(p) or "", o.name(p), str(c.get("name")), previous=True)
-            except SourceError as err:
-                out.append(f"its log not read: {err}")
-                break
+            text = logs.log(p, str(c.get("name")), previous=True)
             out += [f"{c.get('name')} (previous): {line}" for line in sig.tail(text, 2)]
-    return out
+    return out + [u.summary for u in logs.unknowns()]
 
 
 def _missing(wanted: object, joined: Sequence[dict[str, object]]) -> str:

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 from layers.dra import DAY_S, cannot, slice_cmd
 from layers.facts import drareads as reads
-from layers.facts import draslices
+from layers.facts import draslices, podstatus
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
 from layers.facts.deployments import dra_plugin_container
-from layers.facts.placement import MAX_LISTED
+from layers.facts.fold import MAX_LISTED
+from layers.facts.logs import LogReads
 from layers.findings import Finding, finding, unknown
 from layers.sources import SourceError
 
@@ -115,18 +116,14 @@ def plugin_health_lines(ctx: WalkContext, node: str) -> tuple[dict[str, list[str
         return {}, [cannot(5, f"the DRA kubelet plugin pod on {node}", err)]
     now = ctx.telemetry.now()
     heard: dict[str, list[str]] = {}
-    problems: list[Finding] = []
+    logs = LogReads(ctx, 5)
     for pod in pods:
-        ns, name = o.namespace(pod) or "", o.name(pod)
+        name = o.name(pod)
         container = dra_plugin_container(pod, draslices.DRIVER)
         if container is None:
             continue  # this plugin pod serves no GPUs (the chart's gpu plugin disabled)
-        for previous in (False, True):
-            try:
-                text = ctx.log(ns, name, container, previous)
-            except SourceError as err:
-                problems.append(cannot(5, f"the log of the DRA kubelet plugin {ns}/{name} on {node}", err))
-                break
+        for previous in (False, True) if podstatus.restarted(pod, container) else (False,):
+            text = logs.log(pod, container, previous)
             for line in sig.lines_of(text):
                 ts = sig.line_time(line, now)
                 if ts is not None and ts < now - DAY_S:
@@ -138,4 +135,4 @@ def plugin_health_lines(ctx: WalkContext, node: str) -> tuple[dict[str, list[str
                 elif _PUBLISH_FAILED.search(line):
                     for lines in heard.values():
                         lines.append(where + sig.clip(line))
-    return heard, problems
+    return heard, logs.unknowns("the DRA kubelet plugin's health events were not read")

@@ -13,7 +13,8 @@ from layers.facts import dra, draslices
 from layers.facts.devicecel import compile_selector
 from layers.facts.dra import Matcher, Request
 from layers.facts.draslices import Device, Inventory
-from layers.facts.placement import MAX_LISTED, listed, one_node
+from layers.facts.fold import MAX_LISTED, listed
+from layers.facts.placement import one_node
 from layers.findings import Finding, finding, unknown
 
 # --- the tainted devices -------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from layers.facts import drareads as reads
 from layers.facts.context import WalkContext
 from layers.facts.dra import Matcher, Request
 from layers.facts.draslices import Device
-from layers.facts.placement import MAX_LISTED, listed
+from layers.facts.fold import fold
 from layers.facts.schedmsg import SchedulingFailure
 from layers.findings import Finding, finding
 from layers.sources import K8sObject, SourceError
@@ -102,19 +102,10 @@ def unbound_pod(ctx: WalkContext, pod: K8sObject, failures: Sequence[SchedulingF
     if not inv.devices:
         out.append(no_devices_anywhere(inv))
         return out
-    silent = [n for n in candidates if not inv.on(n)]
-    out += [no_devices_on(n) for n in silent[:MAX_LISTED]]
-    if len(silent) > MAX_LISTED:
-        out.append(
-            finding(
-                "L1_DRA_NO_DEVICES",
-                f"{len(silent) - MAX_LISTED} more GPU nodes publish no ResourceSlice of driver {draslices.DRIVER}",
-                evidence=listed(silent[MAX_LISTED:]),
-                commands=[SLICES_CMD],
-            )
-        )
+    # One finding per silent or tainted candidate, folded past MAX_LISTED nodes (layers/facts/fold.py).
+    out += fold([no_devices_on(n) for n in candidates if not inv.on(n)])
     tainted = tainted_on(inv, candidates)
-    out += [tainted_finding(n, ds) for n, ds in list(tainted.items())[:MAX_LISTED]]
+    out += fold([tainted_finding(n, ds) for n, ds in tainted.items()])
     if not gpu_needs or classes is None:
         return out
     # No candidate publishes the class: judge the class's and the claim's selectors where GPUs are.

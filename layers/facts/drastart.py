@@ -25,6 +25,7 @@ from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
 from layers.facts.deployments import DRA_PLUGIN_CONTAINERS, dra_plugin_container
+from layers.facts.logs import LogReads
 from layers.sources import K8sObject, SourceError
 
 # The DRA driver's CDI vendor is `k8s.` + its driver name (cmd/gpu-kubelet-plugin/cdi.go).
@@ -221,17 +222,19 @@ def _plugin(
     if container is None:
         return f"{ns}/{name}", container, state, (), ()
     lines: list[str] = []
-    restarted = any(int(s.get("restartCount") or 0) for _i, s in o.iter_all_statuses(pod))
-    for previous in (False, True) if restarted else (False,):
-        try:
-            text = ctx.log(ns, name, container, previous)
-        except SourceError as err:
-            return f"{ns}/{name}", container, state, tuple(lines), (f"its {container} log not read: {err}",)
-        got = sig.lines_of(text)
+    logs = LogReads(ctx, 2)
+    for previous in (False, True) if podstatus.restarted(pod, container) else (False,):
+        got = sig.lines_of(logs.log(pod, container, previous))
         # Its lines about the claim; a plugin that is not Ready: its last words (why it exits).
         hits = [ln for ln in got if any(w in ln for w in wanted)] if o.pod_ready(pod) else got
         lines += [("(previous) " if previous else "") + sig.clip(ln) for ln in hits[-MAX_LOG_LINES:]]
-    return f"{ns}/{name}", container, state, tuple(lines[-MAX_LOG_LINES:]), ()
+    return (
+        f"{ns}/{name}",
+        container,
+        state,
+        tuple(lines[-MAX_LOG_LINES:]),
+        tuple(u.summary for u in logs.unknowns()),
+    )
 
 
 def dra_start(ctx: WalkContext, pod: K8sObject, cause: str, message: str) -> DraStart | None:

@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from layers.facts import objects as o
-from layers.facts.fold import MAX_LISTED as MAX_LISTED  # layers/dra.py reads it here too
 from layers.facts.fold import listed
 from layers.facts.schedmsg import SchedulingFailure
 from layers.findings import Finding, finding
