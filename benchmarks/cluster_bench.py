@@ -25,7 +25,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -39,23 +38,9 @@ ACK_P99_TARGET_S = 0.300
 GATEWAY_OVERHEAD_TARGET_S = 0.150
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
-    return ordered[k]
-
-
-def layer_at(slack: Any, channel: str, layer: int) -> float | None:
-    for c in slack.calls_to("chat.postMessage"):
-        if c.params.get("channel") == channel and str(c.params.get("text", "")).startswith(
-            f"Layer {layer} ("
-        ):
-            return float(c.at)
-    return None
-
-
 def sequential(bot: Any, slack: Any, text: str, prefix: str, n: int) -> list[float]:
     """Send one command, wait for its layer-1 message, n times: the latencies."""
+    from benchmarks.burst import layer_at
     from tests.slack_harness import post, sign, slash_body
 
     took: list[float] = []
@@ -78,12 +63,13 @@ def sequential(bot: Any, slack: Any, text: str, prefix: str, n: int) -> list[flo
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.burst import fire_burst, percentile
     from bot.sources.scenario import build_sources, load_scenario
     from tests.cluster_harness import agent_env, cluster_scenario, gateway_env
     from tests.fakes.kube_api import serve
     from tests.fakes.slack_api import serve_slack
     from tests.services import RedisServer
-    from tests.slack_harness import BotProcess, bot_env, post, sign, slash_body
+    from tests.slack_harness import BotProcess, bot_env, slash_body
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--burst", type=int, default=50)
@@ -126,40 +112,16 @@ def main(argv: list[str] | None = None) -> int:
             through = sequential(gateway, slack, f"why {names[0]}/ml/trainer-0", "C0GWSEQ", args.sequential)
 
             channels = [f"C0BURST{i:03d}" for i in range(args.burst)]
-            bodies = [
-                slash_body(f"why {names[i % len(names)]}/ml/trainer-0", user=f"U0B{i:03d}", channel=c)
+            bodies = {
+                c: slash_body(f"why {names[i % len(names)]}/ml/trainer-0", user=f"U0B{i:03d}", channel=c)
                 for i, c in enumerate(channels)
-            ]
-            sent: dict[str, float] = {}
-            acks: list[float] = []
-            statuses: list[int] = []
-            lock = threading.Lock()
-            barrier = threading.Barrier(args.burst)
-
-            def fire(channel: str, body: str) -> None:
-                headers = sign(body)
-                barrier.wait()
-                t0 = time.monotonic()
-                status, _ = post(gateway.url + "/slack/events", body, headers, timeout=30)
-                with lock:
-                    sent[channel] = t0
-                    acks.append(time.monotonic() - t0)
-                    statuses.append(status)
-
-            threads = [threading.Thread(target=fire, args=cb) for cb in zip(channels, bodies, strict=True)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and any(layer_at(slack, c, 5) is None for c in channels):
-                time.sleep(0.05)
-            first = [a - sent[c] for c in channels if (a := layer_at(slack, c, 1)) is not None]
-            lost = [c for c in channels if layer_at(slack, c, 1) is None or layer_at(slack, c, 5) is None]
+            }
+            burst = fire_burst(gateway.url + "/slack/events", slack, bodies)
         finally:
             for p in procs:
                 p.stop()
 
+    acks, statuses, first, lost = burst.acks, burst.statuses, burst.first, burst.lost
     alone_p50, through_p50 = statistics.median(alone), statistics.median(through)
     overhead = through_p50 - alone_p50
     ack_p50, ack_p99 = percentile(acks, 50), percentile(acks, 99)

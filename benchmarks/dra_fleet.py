@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.slack_harness import node_object
+
 DRIVER = "gpu.nvidia.com"
 NOW = "2026-11-29T14:00:00Z"
 
@@ -20,30 +22,13 @@ def node_name(i: int) -> str:
 
 
 def _node(i: int) -> dict[str, Any]:
-    name = node_name(i)
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "nvidia.com/gpu.present": "true",
-                "feature.node.kubernetes.io/pci-10de.present": "true",
-            },
-        },
-        "spec": {},
-        "status": {
-            "capacity": {"cpu": "96", "memory": "2113442200Ki", "pods": "110"},
-            "allocatable": {"cpu": "96", "memory": "2113339800Ki", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-            "nodeInfo": {
-                "kernelVersion": "6.8.0-60-generic",
-                "osImage": "Ubuntu 24.04.2 LTS",
-                "kubeletVersion": "v1.34.2",
-            },
-        },
-    }
+    return node_object(
+        node_name(i),
+        {"feature.node.kubernetes.io/pci-10de.present": "true"},
+        {"cpu": "96", "memory": "2113442200Ki", "pods": "110"},
+        {"cpu": "96", "memory": "2113339800Ki", "pods": "110"},
+        {"kernelVersion": "6.8.0-60-generic", "osImage": "Ubuntu 24.04.2 LTS", "kubeletVersion": "v1.34.2"},
+    )
 
 
 def _device(i: int, g: int, tainted: bool) -> dict[str, Any]:

@@ -19,8 +19,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,17 +29,12 @@ ACK_P99_TARGET_S = 0.300
 LAYER1_P50_TARGET_S = 1.5
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
-    return ordered[k]
-
-
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.burst import fire_burst, percentile
     from bot.sources.scenario import build_sources, load_scenario
     from tests.fakes.kube_api import serve
     from tests.fakes.slack_api import serve_slack
-    from tests.slack_harness import BotProcess, bot_env, post, sign, slash_body, write_scenario
+    from tests.slack_harness import BotProcess, bot_env, slash_body, write_scenario
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--burst", type=int, default=50)
@@ -55,57 +48,15 @@ def main(argv: list[str] | None = None) -> int:
             bot = BotProcess(["--kubeconfig", kube.kubeconfig], env, Path(tmp) / "bot.log")
             try:
                 channels = [f"C0BENCH{i:03d}" for i in range(args.burst)]
-                bodies = [
-                    slash_body("why ml/trainer-0", user=f"U0B{i:03d}", channel=c)
+                bodies = {
+                    c: slash_body("why ml/trainer-0", user=f"U0B{i:03d}", channel=c)
                     for i, c in enumerate(channels)
-                ]
-                sent: dict[str, float] = {}
-                acks: list[float] = []
-                statuses: list[int] = []
-                lock = threading.Lock()
-                barrier = threading.Barrier(args.burst)
-
-                def fire(channel: str, body: str) -> None:
-                    headers = sign(body)
-                    barrier.wait()
-                    t0 = time.monotonic()
-                    status, _ = post(bot.url + "/slack/events", body, headers, timeout=30)
-                    took = time.monotonic() - t0
-                    with lock:
-                        sent[channel] = t0
-                        acks.append(took)
-                        statuses.append(status)
-
-                threads = [
-                    threading.Thread(target=fire, args=(c, b)) for c, b in zip(channels, bodies, strict=True)
-                ]
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join()
-
-                def layer_at(channel: str, layer: int) -> float | None:
-                    for c in slack.calls_to("chat.postMessage"):
-                        if c.params.get("channel") == channel and str(c.params.get("text", "")).startswith(
-                            f"Layer {layer} ("
-                        ):
-                            return c.at
-                    return None
-
-                deadline = time.monotonic() + 120
-                while time.monotonic() < deadline and any(layer_at(c, 5) is None for c in channels):
-                    time.sleep(0.05)
-                first: list[float] = []
-                lost = []
-                for c in channels:
-                    at1, at5 = layer_at(c, 1), layer_at(c, 5)
-                    if at1 is None or at5 is None:
-                        lost.append(c)
-                    else:
-                        first.append(at1 - sent[c])
+                }
+                burst = fire_burst(bot.url + "/slack/events", slack, bodies)
             finally:
                 bot.stop()
 
+    acks, statuses, first, lost = burst.acks, burst.statuses, burst.first, burst.lost
     ack_p50, ack_p99 = percentile(acks, 50), percentile(acks, 99)
     print(f"burst of {args.burst} signed /gpu why over HTTP, {args.workers} walk workers")
     print(f"  HTTP statuses: {sorted(set(statuses))}")

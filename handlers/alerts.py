@@ -41,7 +41,7 @@ from handlers.ports import (
     StateUnavailable,
 )
 from handlers.walks import WalkService
-from handlers.walkstate import new_walk_id
+from handlers.walkstate import WalkGone, new_walk_id
 
 log = logging.getLogger("gpubot.alerts")
 
@@ -285,13 +285,34 @@ class AlertService:
             }
         else:
             verdict = verdict_of(self.walks.walk_result(walk).verdict)
+        self._walked(key, inc.id, walk_id, verdict)
 
+    def _walked(self, key: str, incident_id: str, walk_id: str, verdict: dict[str, Any]) -> None:
         def walked(i: Incident) -> None:
-            i.verdict = verdict
+            i.verdict, i.verdict_walk = verdict, walk_id
             i.version += 1
 
-        self._update(key, inc.id, walked)
+        self._update(key, incident_id, walked)
         self.sync(key)
+
+    def finish_walks(self, batch: AlertBatch) -> None:
+        """After a takeover (an agent died handling this batch): finish the walks it began for the
+        batch's incidents and show their verdicts. Layers posted stand; nothing is posted twice."""
+        keys = {s.key for s in (self._subject(a) for a in batch.alerts) if s is not None}
+        for key in sorted(keys):
+            inc = self._load(key)
+            if inc is None or inc.root is None or not inc.walk_id or inc.verdict_walk == inc.walk_id:
+                continue
+            try:
+                walk = self.walks.load(inc.walk_id)
+            except WalkGone:
+                walk = None
+            if walk is None or walk.root_ts is None:
+                self._walk(key, inc, inc.walk_id)  # its root, if Slack has it, is found, not posted again
+                continue
+            log.info("incident of %s: finishing walk %s, begun by an agent that died", key, inc.walk_id)
+            self.walks.resume(walk)
+            self._walked(key, inc.id, inc.walk_id, verdict_of(self.walks.walk_result(walk).verdict))
 
     # --- the storm's summary ---------------------------------------------------------------------
 

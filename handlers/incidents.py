@@ -94,6 +94,7 @@ class Incident:
     walk_id: str | None = None
     walked_at: float | None = None
     verdict: dict[str, Any] | None = None
+    verdict_walk: str | None = None  # the walk the verdict is from: walk_id differs while one runs
 
     @property
     def open(self) -> bool:
@@ -143,6 +144,7 @@ class Incident:
             "walk_id": self.walk_id,
             "walked_at": self.walked_at,
             "verdict": self.verdict,
+            "verdict_walk": self.verdict_walk,
         }
 
     @classmethod
@@ -165,6 +167,7 @@ class Incident:
             walk_id=d.get("walk_id"),
             walked_at=d.get("walked_at"),
             verdict=d.get("verdict"),
+            verdict_walk=d.get("verdict_walk"),
         )
 
 

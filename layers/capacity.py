@@ -8,11 +8,12 @@ minus what running pods request, on every candidate node that advertises the req
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from layers.facts import objects as o
 from layers.facts.context import PER_NODE_READS, WalkContext
-from layers.facts.placement import listed, one_node
+from layers.facts.fold import listed
+from layers.facts.placement import one_node
 from layers.findings import Finding, finding, unknown
 from layers.sources import K8sObject, SourceError
 
@@ -42,15 +43,11 @@ def allocatable_below_capacity(nodes: Iterable[K8sObject]) -> list[Finding]:
         lost = 0
         for resource, (cap, alloc) in sorted(gaps.items()):
             evidence += [f"capacity {resource}={cap}", f"allocatable {resource}={alloc}"]
-            replicas = o.replicas_per_gpu(node, resource)
-            gpus = o.gpus_of(node, resource, cap - alloc)
-            lost += gpus
-            if replicas > 1:
+            lost += o.gpus_of(node, resource, cap - alloc)
+            note = o.sliced_note(node, resource, cap, alloc)
+            if note:
                 # Time-sliced: the numbers count replicas; the person needs GPUs.
-                evidence.append(
-                    f"time-sliced: {replicas} replicas per GPU, so {cap - alloc} replica(s) = {gpus} GPU(s) "
-                    f"of {o.gpus_of(node, resource, cap)}"
-                )
+                evidence.append(note)
                 parts.append(f"{cap} {resource} replicas but only {alloc} allocatable")
             else:
                 parts.append(f"{cap} {resource} but only {alloc} allocatable")
@@ -69,14 +66,18 @@ def allocatable_below_capacity(nodes: Iterable[K8sObject]) -> list[Finding]:
     return out
 
 
-def more_nodes(code: str, names: Sequence[str], what: str) -> Finding:
-    """The nodes past MAX_LISTED in one finding: a fleet-wide problem the digest lists in full."""
-    return finding(
-        code,
-        f"{len(names)} more GPU nodes {what}",
-        evidence=listed(names),
-        commands=[capacity_columns(o.GPU_RESOURCE)],
-    )
+def more_nodes(what: str) -> Callable[[Sequence[Finding]], Finding]:
+    """How `fold` says the nodes past MAX_LISTED: a fleet-wide problem the digest lists in full."""
+
+    def one(rest: Sequence[Finding]) -> Finding:
+        return finding(
+            rest[0].code,
+            f"{len(rest)} more GPU nodes {what}",
+            evidence=listed([f.node or "" for f in rest]),
+            commands=[capacity_columns(o.GPU_RESOURCE)],
+        )
+
+    return one
 
 
 def gpu_exhausted(

@@ -1,164 +1,28 @@
 """Layer 5 — the card itself: unhealthy devices, Xids, remapped rows, clock events.
 
 Two witnesses: the device plugin's log (it marks devices unhealthy and sees
-Xids DCGM cannot report: 79, 119, 120) and DCGM's series. "No Xid" is never
-concluded from DCGM alone; when telemetry is down the log is still read.
+Xids DCGM cannot report: 79, 119, 120; read and parsed in layers/facts/pluginlog.py)
+and DCGM's series. "No Xid" is never concluded from DCGM alone; when telemetry is
+down the log is still read.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from layers import xid
 from layers.dra import devicehealth
 from layers.facts import gpufacts as gf
-from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts import walkfacts as wf
 from layers.facts.context import WalkContext
-from layers.facts.deployments import plugin_containers, where_looked
-from layers.facts.fleet import fold
+from layers.facts.fold import fold, shown
+from layers.facts.pluginlog import LAYER, PluginLog, read_plugin_log
 from layers.findings import Finding, LayerResult, Severity, finding, unknown
 from layers.sources import SourceError
 
-LAYER = 5
 SLOWDOWN_EVENTS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 _EVIDENCE_LINES = 5
-
-# Device plugin messages (k8s-device-plugin internal/rm/health.go, server.go): the v0.13+ klog
-# format, the <= v0.12 log.Printf one, and a key=value spelling of the same fields.
-_XID_CRITICAL = re.compile(
-    r"XidCriticalError\b[:\s]*Xid\s*[=:]\s*\"?(?P<xid>\d+)\"?"
-    r"(?:(?:(?!XidCriticalError)[^;])*?\b(?:Device|GPU)\s*[=:]\s*\"?(?P<dev>[^\s;,\"]+))?",
-    re.IGNORECASE,
-)
-_MARKED = re.compile(
-    r"""['"]?(?<![\w./-])(?P<res>[\w./-]+)['"]?\s+device marked unhealthy:\s*(?P<dev>[^\s;,]+)""",
-    re.IGNORECASE,
-)
-# Every other way the plugin takes devices out: "Marking device X as unhealthy", "Marking it
-# unhealthy", "marking device(s) as unhealthy" (ECC / polled checks), "Marking all devices …",
-# "the device will go unhealthy". "(correctable; not marking unhealthy)" is the opposite.
-_UNHEALTHY = re.compile(
-    r"\bmark(?:ing|ed)\b(?:(?!\bhealthy\b).){0,80}?\bunhealthy\b|\bwill\s+go\s+unhealthy\b", re.IGNORECASE
-)
-_NOT_MARKING = re.compile(r"\bnot\s+mark", re.IGNORECASE)
-_ALL_DEVICES = re.compile(r"\ball\s+devices\b", re.IGNORECASE)
-# GPU and MIG UUIDs, including the old "MIG-GPU-<uuid>/<gi>/<ci>" form.
-_DEVICE_ID = re.compile(r"\b(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*")
-UNNAMED_DEVICE = "a device the plugin did not name"
-# An Xid the plugin is told to ignore; "Skipping non-nvmlEventTypeXidCriticalError event" is not one.
-_SKIPPING = re.compile(
-    r"Skipping event\s*:?\s*\{(?:(?!Skipping event).)*?EventData:\s*(?P<xid>\d+)", re.IGNORECASE
-)
-
-
-def unhealthy_device(line: str) -> str | None:
-    """The device a non-Xid line marks unhealthy, "all devices", an unnamed one, or None (not such a line)."""
-    m = _MARKED.search(line)
-    if m:
-        return m.group("dev")
-    if not _UNHEALTHY.search(line) or _NOT_MARKING.search(line):
-        return None
-    m = _DEVICE_ID.search(line)
-    if m:
-        return m.group(0).rstrip(":.")
-    return "all devices" if _ALL_DEVICES.search(line) else UNNAMED_DEVICE
-
-
-@dataclass
-class PluginLog:
-    """What the device plugin's log says about one node."""
-
-    unhealthy: dict[str, tuple[int | None, str]] = field(default_factory=dict)  # device -> (xid, line)
-    xids: dict[int, list[str]] = field(default_factory=dict)  # Xid -> lines within 24 h
-    xid_devices: dict[int, set[str]] = field(default_factory=dict)  # Xid -> devices named within 24 h
-    read: list[str] = field(default_factory=list)  # "pod/container[ previous]" read
-    commands: list[str] = field(default_factory=list)
-
-    def scan(self, text: str, where: str, now: float, previous: bool) -> None:
-        for line in sig.lines_of(text):
-            ts = sig.line_time(line, now)
-            recent = ts is None or ts >= now - gf.DAY_S
-            shown = f"[{where}] {line[:300]}"
-            # The current instance's marks stand until the plugin restarts; a previous one's are history.
-            counts_unhealthy = not previous or recent
-            m = _XID_CRITICAL.search(line)
-            if m:
-                number = int(m.group("xid"))
-                device = (m.group("dev") or "").rstrip(".:") or None
-                if recent:
-                    self.xids.setdefault(number, []).append(shown)
-                    if device:
-                        self.xid_devices.setdefault(number, set()).add(device)
-                if counts_unhealthy:
-                    self.unhealthy.setdefault(device or "all devices", (number, shown))
-                continue
-            m = _SKIPPING.search(line)
-            if m:
-                number = int(m.group("xid"))
-                if number and recent:
-                    self.xids.setdefault(number, []).append(
-                        shown + " (Xid ignored by the plugin's health check)"
-                    )
-                continue
-            marked = unhealthy_device(line)
-            if marked and counts_unhealthy:
-                self.unhealthy.setdefault(marked, (None, shown))
-
-
-def read_plugin_log(ctx: WalkContext, node: str) -> tuple[PluginLog | None, list[Finding]]:
-    """The node's device plugin log (current and previous); unknown findings when it cannot be read."""
-    now = ctx.telemetry.now()
-    try:
-        pods = ctx.operator_pods_on(node, "device-plugin")
-    except SourceError as err:
-        return None, [_log_unknown(node, f"could not list the operator pods: {err.message}", err.hint())]
-    if not pods and ctx.operator_pods_on(node, "dra-kubelet-plugin"):
-        # A DRA node: its kubelet plugin's log is read with its device taints (layers/dra/devicehealth.py).
-        return None, []
-    if not pods:
-        return None, [
-            _log_unknown(
-                node, "no device plugin pod found on the node", f"looked for pods labelled {where_looked()}"
-            )
-        ]
-    log = PluginLog()
-    problems: list[Finding] = []
-    for pod in pods:
-        ns, name = o.namespace(pod) or "default", o.name(pod)
-        for container in plugin_containers(pod):
-            log.commands.append(f"kubectl logs -n {ns} {name} -c {container} | grep -iE 'unhealthy|Xid'")
-            for previous in (False, True):
-                try:
-                    text = ctx.log(ns, name, container, previous)
-                except SourceError as err:
-                    problems.append(
-                        _log_unknown(
-                            node, f"could not read {ns}/{name} {container}: {err.message}", err.hint()
-                        )
-                    )
-                    break
-                if text is not None:
-                    where = f"{name}/{container}{' previous' if previous else ''}"
-                    log.read.append(where)
-                    log.scan(text, where, now, previous)
-    if not log.read and not problems:
-        problems.append(
-            _log_unknown(node, "the device plugin pod has no log yet", "check that it is running")
-        )
-    return log, problems
-
-
-def _log_unknown(node: str, what: str, fix: str) -> Finding:
-    return unknown(
-        LAYER,
-        f"device plugin log on {node} not read ({what}): unhealthy devices and the Xids DCGM cannot report "
-        f"(79, 119, 120) were not checked" + (f" — {fix}" if fix else ""),
-        node=node,
-    )
 
 
 def check(ctx: WalkContext) -> LayerResult:
@@ -191,8 +55,7 @@ def check(ctx: WalkContext) -> LayerResult:
                 "— walk one of them by name to read its log",
                 evidence=[
                     f"device plugin logs read on {len(read_logs)} of {len(nodes)} examined nodes",
-                    f"not read: {', '.join(unread[:10])}"
-                    + (f" … and {len(unread) - 10} more" if len(unread) > 10 else ""),
+                    f"not read: {shown(unread)}",
                 ],
             )
         )
@@ -251,7 +114,7 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
             )
         )
     if log is not None and log.unhealthy:
-        out.append(device_unhealthy(node, log))
+        out.append(device_unhealthy(node, log, o.node_replicas(obj) if obj is not None else 1))
     taints, dra_findings = devicehealth.card_evidence(ctx, node)
     out += dra_findings
     out += xid_findings(node, log, gpus, facts.error, taints)
@@ -279,13 +142,23 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
 def allocatable_below_capacity(node: str, obj: dict[str, object]) -> list[Finding]:
     out = []
     for resource, (cap, alloc) in sorted(o.allocatable_gaps(obj).items()):
-        k = cap - alloc
+        # On a time-sliced node the numbers count replicas; the summary counts GPUs (spec: layer 5).
+        k = o.gpus_of(obj, resource, cap - alloc)
+        note = o.sliced_note(obj, resource, cap, alloc)
+        lost = f"{k} GPU{'s' if k > 1 else ''}"
+        if note:
+            lost += f" ({cap - alloc} replicas)"
         out.append(
             finding(
                 "L5_ALLOCATABLE_BELOW_CAPACITY",
-                f"node {node}: {resource} capacity {cap}, allocatable {alloc} — {k} GPU{'s' if k > 1 else ''} "
-                "reported unhealthy by the device plugin; drain the node and check the card",
-                evidence=[f"status.capacity[{resource}]={cap}", f"status.allocatable[{resource}]={alloc}"],
+                f"node {node}: {resource} capacity {cap}, allocatable {alloc}"
+                + (f" (time-sliced, {o.replicas_per_gpu(obj, resource)} replicas per GPU)" if note else "")
+                + f" — {lost} reported unhealthy by the device plugin; drain the node and check the card",
+                evidence=[
+                    f"status.capacity[{resource}]={cap}",
+                    f"status.allocatable[{resource}]={alloc}",
+                    *([note] if note else []),
+                ],
                 commands=[f"kubectl describe node {node} | sed -n '/Capacity/,/Allocated resources/p'"],
                 node=node,
             )
@@ -293,19 +166,36 @@ def allocatable_below_capacity(node: str, obj: dict[str, object]) -> list[Findin
     return out
 
 
-def device_unhealthy(node: str, log: PluginLog) -> Finding:
-    evidence = []
+def device_unhealthy(node: str, log: PluginLog, replicas: int = 1) -> Finding:
+    """One line per GPU: a time-sliced GPU's replicas (`GPU-…::0` … `::3`) are one GPU taken out."""
+    by_gpu: dict[str, list[tuple[str, int | None, str]]] = {}
     for device, (number, line) in sorted(log.unhealthy.items()):
+        by_gpu.setdefault(o.physical_device(device), []).append((device, number, line))
+    evidence = []
+    for gpu, marks in by_gpu.items():
+        named = [d for d, _n, _l in marks if d != gpu]
+        numbers = sorted({n for _d, n, _l in marks if n is not None})
+        which = f" (replicas {', '.join(d[len(gpu) :] for d in named)})" if named else ""
         evidence.append(
-            f"{device}: {'Xid ' + str(number) if number is not None else 'no Xid given'} — {line}"
+            f"{gpu}{which}: {'Xid ' + ', '.join(map(str, numbers)) if numbers else 'no Xid given'} — {marks[0][2]}"
         )
-    devices = sorted(log.unhealthy)
+    shared = replicas > 1 or any(d != o.physical_device(d) for d in log.unhealthy)
     xids = sorted({n for n, _ in log.unhealthy.values() if n is not None})
     why = f" after Xid {', '.join(map(str, xids))}" if xids else ""
+    count = len(by_gpu)
+    if shared:
+        per = max([replicas, *(len(m) for m in by_gpu.values())])
+        what = f"{count} GPU{'s' if count > 1 else ''} ({count * per} replicas)"
+        evidence.append(
+            f"time-sliced: the plugin advertises each GPU {per} times (device IDs <uuid>::<replica>); "
+            "counted here as GPUs"
+        )
+    else:
+        what = f"{count} device{'s' if count > 1 else ''}"
     return finding(
         "L5_DEVICE_UNHEALTHY",
-        f"the device plugin on {node} marked {len(devices)} device{'s' if len(devices) > 1 else ''} unhealthy{why} "
-        f"({', '.join(devices)}): it stays unallocatable until the plugin restarts — drain the node and act on the Xid",
+        f"the device plugin on {node} marked {what} unhealthy{why} "
+        f"({', '.join(by_gpu)}): it stays unallocatable until the plugin restarts — drain the node and act on the Xid",
         evidence=evidence,
         commands=log.commands,
         node=node,
@@ -321,7 +211,10 @@ def xid_findings(
 ) -> list[Finding]:
     seen: dict[int, list[str]] = {}
     texts: dict[int, list[str]] = {}
-    devices: dict[int, set[str]] = {n: set(d) for n, d in (log.xid_devices if log else {}).items()}
+    # A time-sliced GPU's replicas (`GPU-…::1`) name one GPU.
+    devices: dict[int, set[str]] = {
+        n: {o.physical_device(x) for x in d} for n, d in (log.xid_devices if log else {}).items()
+    }
     # The DRA driver's gpu.nvidia.com/xid=N taints; effect None alone (an Xid it ignores) is evidence only.
     quiet: set[int] = set()
     for number, lines in (taints.lines if taints else {}).items():

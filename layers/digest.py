@@ -24,15 +24,16 @@ from layers.facts import draslices
 from layers.facts import objects as o
 from layers.facts.context import Settings, WalkContext
 from layers.facts.draslices import Inventory
+from layers.facts.fold import shown
 from layers.facts.gpufacts import (
     CORRECTABLE_ROWS,
     UNCORRECTABLE_ROWS,
     GpuFacts,
-    HostMap,
     NodeHealth,
-    host_map,
     read_fleet_health,
 )
+from layers.facts.hosts import HostMap, host_map
+from layers.facts.pluginlog import read_plugin_log
 from layers.findings import Target
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
 
@@ -229,8 +230,7 @@ def build_digest(
     sick_strays = [h for h in strays if health[h].rows_rising or health[h].row_remap_failure]
     if sick_strays:
         all_notes.append(
-            f"remapped rows rising or a row remap failed on host label(s) {', '.join(sick_strays[:10])}"
-            + (f" (+{len(sick_strays) - 10} more)" if len(sick_strays) > 10 else "")
+            f"remapped rows rising or a row remap failed on host label(s) {shown(sick_strays)}"
             + " that match no node or dcgm-exporter pod: check the exporter's NODE_NAME"
         )
     # Health holds only sick GPUs; whether the exporter is scraped at all is
@@ -247,9 +247,8 @@ def build_digest(
     )
     if silent:
         # Not one of the digest's three reasons, but no GPU node should go unmentioned.
-        shown = ", ".join(silent[:10]) + (f" (+{len(silent) - 10} more)" if len(silent) > 10 else "")
         all_notes.append(
-            f"{len(silent)} GPU node(s) advertise no GPU resource (device plugin not registered): {shown}; "
+            f"{len(silent)} GPU node(s) advertise no GPU resource (device plugin not registered): {shown(silent)}; "
             "`gpubot why` on a pod there walks layers 1-2"
         )
     flagged.sort(key=lambda f: (-f.weight[0], -f.weight[1], f.node))
@@ -363,14 +362,13 @@ def with_plugin_xids(
     DCGM cannot report every Xid (79, 119, 120): the plugin's log is the other witness
     (spec/findings.md, layer 5), and the one that names why a GPU left allocatable.
     """
-    from layers.card import read_plugin_log  # the card layer's reader: one parser for both
-
     gaps = [f for f in digest.flagged if ALLOCATABLE_BELOW_CAPACITY in f.reasons]
     if not gaps:
         return digest
     ctx = WalkContext(cluster, telemetry, Target(None, None), None, Settings(operator_namespace))
     extra: dict[str, tuple[int, ...]] = {}
     unread: list[str] = []
+    partial: list[str] = []  # read, but a byte cap left part of the last 24 h out
     for f in gaps[:PLUGIN_LOG_NODES]:
         try:
             if not ctx.operator_pods_on(f.node, "device-plugin"):
@@ -379,16 +377,18 @@ def with_plugin_xids(
             unread.append(f.node)
             continue
         log, problems = read_plugin_log(ctx, f.node)
-        if problems or log is None:
+        if log is None or not log.read or len(problems) > bool(log.gaps):
             unread.append(f.node)
+        elif log.gaps:
+            partial.append(f.node)
         if log is not None and log.xids:
             extra[f.node] = tuple(sorted(set(f.xids_24h) | set(log.xids)))
     notes = list(digest.notes)
-    if unread:
+    missing = "Xids DCGM cannot report (79, 119, 120) may be missing from xids_24h"
+    notes += [f"device plugin log not read on {shown(unread)}: {missing}"] if unread else []
+    if partial:
         notes.append(
-            f"device plugin log not read on {', '.join(unread[:10])}"
-            + (f" (+{len(unread) - 10} more)" if len(unread) > 10 else "")
-            + ": Xids DCGM cannot report (79, 119, 120) may be missing from xids_24h"
+            f"device plugin log read only in part on {shown(partial)} (past the byte cap): {missing}"
         )
     if len(gaps) > PLUGIN_LOG_NODES:
         notes.append(

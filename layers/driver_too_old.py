@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 from layers.facts import fleet as fl
 from layers.facts import objects as o
+from layers.facts import podstatus as ps
 from layers.facts.context import WalkContext
+from layers.facts.fold import shown
 from layers.facts.logsigs import clip, lines_of
 from layers.facts.startfail import parse_version, walk_start_failures
 from layers.findings import Finding, finding, unknown
@@ -34,7 +36,6 @@ _IMAGE_CUDA = (
     re.compile(r"(?<![a-z])cuda[:_-]?(\d{1,2})\.(\d{1,2})", re.I),
     re.compile(r"(?<![a-z])cu(1\d)(\d)(?!\d)", re.I),
 )
-MAX_LISTED = 10
 
 Version = tuple[int, ...]
 
@@ -98,12 +99,9 @@ def needs(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str | None]) -
     if pod is None or not node or out:
         return out
     images = [str(c.get("image") or "") for c in [*o.containers(pod, init=True), *o.containers(pod)]]
-    statuses = {str(s.get("name")): s for _i, s in o.iter_all_statuses(pod)}
     for c in [*o.containers(pod, init=True), *o.containers(pod)]:
         name = str(c.get("name"))
-        st = statuses.get(name, {})
-        restarted = bool(st.get("restartCount")) or bool((st.get("lastState") or {}).get("terminated"))
-        for previous in (False, True) if restarted else (False,):
+        for previous in (False, True) if ps.restarted(pod, name) else (False,):
             for line in lines_of(log(pod, name, previous)):
                 hit = _TOO_OLD.search(line) or _INSUFFICIENT.search(line)
                 if hit is None:
@@ -156,10 +154,9 @@ def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str |
         good = [n for n in fleet_nodes if o.name(n) != need.node and satisfies(n, probe)]
         driver = fl.driver_version(node_obj or {}) or "unknown (no GFD label)"
         cuda = fl.runtime_version(node_obj or {}) or "unknown (no GFD label)"
-        listed = ", ".join(
-            f"{o.name(n)} (driver {fl.driver_version(n)}, CUDA {fl.runtime_version(n)})"
-            for n in good[:MAX_LISTED]
-        ) + (f" … and {len(good) - MAX_LISTED} more" if len(good) > MAX_LISTED else "")
+        listed = shown(
+            [f"{o.name(n)} (driver {fl.driver_version(n)}, CUDA {fl.runtime_version(n)})" for n in good]
+        )
         fleet_line = (
             f"GPU nodes whose driver would do ({len(good)} of {len(fleet_nodes)}): {listed}"
             if good

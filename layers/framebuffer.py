@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from layers.facts import gpufacts as gf
+from layers.facts import hosts
 from layers.facts import objects as o
 from layers.facts import walkfacts as wf
 from layers.facts.context import WalkContext
@@ -56,11 +57,11 @@ def fb_ratio(g: gf.GpuFacts, node: K8sObject | None) -> tuple[float | None, str]
     return None, ""
 
 
-def _pod_q(ref: gf.PodRef) -> str:
+def _pod_q(ref: hosts.PodRef) -> str:
     return f'namespace="{ref[0]}",pod="{ref[1]}"'
 
 
-def preemptions(ref: gf.PodRef, vllm: wf.VllmFacts | None, node: str | None) -> list[Finding]:
+def preemptions(ref: hosts.PodRef, vllm: wf.VllmFacts | None, node: str | None) -> list[Finding]:
     if vllm is None or not (vllm.preemption_rate or 0) > 0:
         return []
     ns, name = ref
@@ -79,7 +80,7 @@ def preemptions(ref: gf.PodRef, vllm: wf.VllmFacts | None, node: str | None) -> 
     ]
 
 
-def preemptions_unchecked(ref: gf.PodRef, source: str, node: str | None) -> Finding:
+def preemptions_unchecked(ref: hosts.PodRef, source: str, node: str | None) -> Finding:
     """A reservation called normal without the preemption check: say it could not run, and what to scrape."""
     ns, name = ref
     return unknown(
@@ -97,7 +98,7 @@ def _over(
     ratio: float,
     numbers: str,
     whose: str,
-    ref: gf.PodRef | None,
+    ref: hosts.PodRef | None,
     server: tuple[bool, str],
     vllm: wf.VllmFacts | None,
     node: str | None,
@@ -196,7 +197,7 @@ def node_framebuffer(ctx: WalkContext, node: str, facts: wf.WalkFacts) -> Judgem
     refs = sorted({ref for g, _, _ in hot for ref in g.pods})
     vllm = _vllm_of(ctx, refs)
     pods = _pods_by_ref(ctx, node)
-    said: set[gf.PodRef] = set()
+    said: set[hosts.PodRef] = set()
     for g, ratio, numbers in hot:
         ref = g.pods[0] if g.pods else None
         facts_of = vllm.get(ref) if ref else None
@@ -214,14 +215,14 @@ def node_framebuffer(ctx: WalkContext, node: str, facts: wf.WalkFacts) -> Judgem
     return out
 
 
-def _vllm_of(ctx: WalkContext, refs: Sequence[gf.PodRef]) -> dict[gf.PodRef, wf.VllmFacts]:
+def _vllm_of(ctx: WalkContext, refs: Sequence[hosts.PodRef]) -> dict[hosts.PodRef, wf.VllmFacts]:
     try:
         return ctx.cached(("vllm_of", tuple(refs)), lambda: wf.read_vllm(ctx.telemetry, list(refs)))
     except TelemetryError:
         return {}
 
 
-def _pods_by_ref(ctx: WalkContext, node: str) -> dict[gf.PodRef, K8sObject]:
+def _pods_by_ref(ctx: WalkContext, node: str) -> dict[hosts.PodRef, K8sObject]:
     try:
         pods = ctx.cached(
             ("pods_on", node), lambda: ctx.cluster.list_pods(field_selector=f"spec.nodeName={node}")

@@ -18,7 +18,8 @@ from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts import walkfacts as wf
 from layers.facts.context import WalkContext
-from layers.facts.fleet import fold
+from layers.facts.fold import fold
+from layers.facts.logs import LogReads
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.sources import K8sObject, SourceError
 
@@ -131,27 +132,18 @@ def oomkilled(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
 
 def gpu_oom_in_logs(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
     ns, name = _ref(ctx)
+    reads = LogReads(ctx, LAYER)
     out: list[Finding] = []
     for c in o.containers(pod):
         container = str(c.get("name", ""))
         hits: list[str] = []
         seen: set[str] = set()
-        try:
-            for previous in (False, True):
-                for line in sig.gpu_oom_lines(ctx.log(ns, name, container, previous)):
-                    if line not in seen:
-                        seen.add(line)
-                        hits.append(f"[{container}{' previous' if previous else ''}] {line}")
-        except SourceError as err:
-            out.append(
-                unknown(
-                    LAYER,
-                    f"could not read the logs of {ns}/{name} container {container} to look for GPU out-of-memory "
-                    f"errors: {err.message}" + (f"; {err.hint()}" if err.hint() else ""),
-                    node=ctx.bound_node,
-                )
-            )
-            # Lines already found in the current log still stand.
+        # The previous instance is asked for even without a restart count: an OOM kill's line may be there.
+        for previous in (False, True):
+            for line in sig.gpu_oom_lines(reads.log(pod, container, previous)):
+                if line not in seen:
+                    seen.add(line)
+                    hits.append(f"[{container}{' previous' if previous else ''}] {line}")
         if not hits:
             continue
         out.append(
@@ -166,7 +158,8 @@ def gpu_oom_in_logs(ctx: WalkContext, pod: K8sObject) -> list[Finding]:
                 node=ctx.bound_node,
             )
         )
-    return out
+    # Lines found in a log that could be read still stand beside what could not be.
+    return out + reads.unknowns("GPU out-of-memory errors were not looked for there")
 
 
 def _oom_summary(container: str, hits: list[str]) -> str:

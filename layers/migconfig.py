@@ -12,6 +12,7 @@ from layers.facts import migstate as mig
 from layers.facts import objects as o
 from layers.facts.candidates import mig_layout_offers
 from layers.facts.context import WalkContext
+from layers.facts.logs import LogReads
 from layers.findings import Finding, finding, unknown
 from layers.sources import K8sObject, SourceError
 
@@ -45,24 +46,11 @@ def _manager_log(ctx: WalkContext, node: str, now: float) -> tuple[mig.ManagerLo
     except SourceError as err:
         return None, "", [unknown(LAYER, f"could not list the MIG manager on {node}: {err}", node=node)]
     for pod in pods:
-        ns = o.namespace(pod) or ""
-        try:
-            text = ctx.log(ns, o.name(pod), mig.MIG_MANAGER_CONTAINER)
-        except SourceError as err:
-            hint = err.hint()
-            return (
-                None,
-                "",
-                [
-                    unknown(
-                        LAYER,
-                        f"could not read the MIG manager's log on {node}: {err.message}"
-                        + (f"; {hint}" if hint else ""),
-                        node=node,
-                    )
-                ],
-            )
-        return mig.read_manager_log(text, now), f"{ns}/{o.name(pod)}", []
+        reads = LogReads(ctx, LAYER)
+        text = reads.log(pod, mig.MIG_MANAGER_CONTAINER)
+        if reads.failed:
+            return None, "", reads.unknowns("the MIG manager's reconfiguration was not checked")
+        return mig.read_manager_log(text, now), f"{o.namespace(pod) or 'default'}/{o.name(pod)}", []
     return None, "", []
 
 

@@ -3,8 +3,8 @@
 The validator gates each stage in order, so it tells fastest where things
 stopped; then sandbox events (`no runtime for "nvidia"`), operands stuck in
 Init behind the driver, the device plugin's NVML start-up and failing operand
-containers. Reads go through `Reads`, which turns each failed read into one
-`unknown` per cause.
+containers. Reads go through `Reads`, the walk's log reader (layers/facts/logs.py),
+which turns each failed read into one `unknown` per cause.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from layers.facts import objects as o
 from layers.facts import podstatus as ps
 from layers.facts.context import WalkContext, component
 from layers.facts.deployments import plugin_containers
+from layers.facts.logs import LogReads
 from layers.findings import Finding, Severity, finding, unknown
 from layers.sources import K8sObject, SourceError
 
@@ -31,39 +32,16 @@ STAGE_MEANING = {
 TAIL = 5
 
 
-class Reads:
-    """One run of layer 2: the context, and the reads that failed (one unknown per cause)."""
+class Reads(LogReads):
+    """One run of layer 2: the walk's log reader (layers/facts/logs.py) and layer 2's event index."""
 
     def __init__(self, ctx: WalkContext) -> None:
-        self.ctx = ctx
-        self.failed: dict[tuple[object, ...], tuple[list[str], SourceError, str | None]] = {}
-
-    def cannot(self, what: str, err: SourceError, node: str | None = None) -> None:
-        key = (err.kind, err.verb, err.resource, err.namespace, err.message if not err.verb else "")
-        whats, _err, _node = self.failed.setdefault(key, ([], err, node))
-        if what not in whats:
-            whats.append(what)
-
-    def unknowns(self) -> list[Finding]:
-        out = []
-        for whats, err, node in self.failed.values():
-            more = f" and {len(whats) - 3} more" if len(whats) > 3 else ""
-            out.append(unknown(LAYER, f"could not read {', '.join(whats[:3])}{more}: {err}", node=node))
-        return out
-
-    def log(self, pod: K8sObject, container: str, previous: bool = False) -> str | None:
-        ns, name = o.namespace(pod) or "", o.name(pod)
-        try:
-            return self.ctx.log(ns, name, container, previous)
-        except SourceError as err:
-            self.cannot(f"the log of {ns}/{name} container {container}", err, o.pod_node(pod))
-            return None
+        super().__init__(ctx, LAYER)
 
     def last_lines(self, pod: K8sObject, status: dict[str, Any]) -> list[str]:
         """The container's last log lines: the crashed instance's when it restarted."""
         name = str(status.get("name"))
-        previous = bool(status.get("restartCount")) or bool((status.get("lastState") or {}).get("terminated"))
-        text = self.log(pod, name, previous=True) if previous else None
+        text = self.log(pod, name, previous=True) if ps.restarted(pod, name) else None
         return sig.tail(text or self.log(pod, name), TAIL)
 
     def pod_events(self, pod: K8sObject) -> list[K8sObject]:
@@ -81,7 +59,7 @@ class Reads:
         try:
             return self.ctx.cached(("l2_events_by_pod", ns), index).get(o.name(pod), [])
         except SourceError as err:
-            self.cannot(f"events in namespace {ns}", err)
+            self.refused(f"events in namespace {ns}", err)
             return []
 
 
@@ -248,13 +226,17 @@ def device_plugin_nvml(w: Reads, node: str, pods: list[K8sObject], read_all_logs
     for pod in pods:
         if component(pod) != "device-plugin":
             continue
-        restarts = sum(int(s.get("restartCount") or 0) for _i, s in o.iter_all_statuses(pod))
-        if not read_all_logs and o.pod_ready(pod) and not restarts:
+        if not read_all_logs and o.pod_ready(pod) and not ps.restarts(pod):
             continue
         ns, name = o.namespace(pod), o.name(pod)
         for cname in plugin_containers(pod):
-            for previous in (False, True) if restarts else (False,):
-                lines = sig.lines_of(w.log(pod, cname, previous))
+            for previous in (False, True) if ps.restarts(pod) else (False,):
+                # By time and size, as layer 5 reads it (one read for both): NVML fails at start-up,
+                # at the head of the log, not in its last lines.
+                window = w.window(pod, cname, previous)
+                lines = list(
+                    dict.fromkeys(ln for t in (window.texts if window else ()) for ln in sig.lines_of(t))
+                )
                 at = [i for i, ln in enumerate(lines) if sig.DEVICE_PLUGIN_NVML_FAILED.matches(ln)][:3]
                 if not at:
                     continue

@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from layers.facts import gpufacts as gf
+from layers.facts import hosts
 from layers.facts import objects as o
 from layers.facts.context import OPERATOR_SELECTORS, component
 from layers.sources import K8sObject, Selector
@@ -321,11 +322,11 @@ def series_match(
     nodes = scope.series_nodes
     if nodes is None:
         return []
-    return gf.selector_for(nodes, gf.host_map(node_names, exporter_pods))
+    return hosts.selector_for(nodes, hosts.host_map(node_names, exporter_pods))
 
 
 def vllm_match(scope: GatherScope) -> list[Selector]:
-    return gf.pod_selector(*scope.target) if scope.target else []
+    return hosts.pod_selector(*scope.target) if scope.target else []
 
 
 @dataclass

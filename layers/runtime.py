@@ -15,8 +15,10 @@ from collections.abc import Collection, Sequence
 from layers.dra.computedomain import compute_domains
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
+from layers.facts import podstatus as ps
 from layers.facts.context import WalkContext
 from layers.facts.deployments import where_looked
+from layers.facts.fold import fold, shown
 from layers.facts.startfail import StartFailure, walk_start_failures
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.operands import Reads, no_runtime_finding, node_checks, runtime_lines
@@ -26,7 +28,6 @@ LAYER = 2
 # Beyond this many examined nodes, logs are read only for pods that are not healthy:
 # an unbound pod in a large fleet must not cost a log read per node.
 LOG_NODE_LIMIT = 50
-MAX_OK_NODES = 10  # healthy nodes reported one by one; more are merged into one finding
 
 
 def check(ctx: WalkContext) -> LayerResult:
@@ -35,12 +36,12 @@ def check(ctx: WalkContext) -> LayerResult:
     try:
         nodes = ctx.examined_nodes()
     except SourceError as err:
-        w.cannot("the nodes to examine", err)
+        w.refused("the nodes to examine", err)
         nodes = []
     try:
         operator: list[K8sObject] | None = ctx.operator_pods()
     except SourceError as err:
-        w.cannot("the GPU Operator's pods", err)
+        w.refused("the GPU Operator's pods", err)
         operator = None
 
     if operator == []:
@@ -60,7 +61,7 @@ def check(ctx: WalkContext) -> LayerResult:
     sandbox = target_runtime_evidence(w)
     refused = walk_start_failures(ctx)
     for what, why in refused.errors:
-        w.cannot(what, why, ctx.bound_node)
+        w.refused(what, why, ctx.bound_node)
     findings.extend(container_start_failed(refused.failures))
     findings.extend(app_sees_no_gpu(w, {f.container for f in refused.failures}))
     findings.extend(compute_domains(ctx))
@@ -75,42 +76,29 @@ def check(ctx: WalkContext) -> LayerResult:
             if node in by_node:
                 findings.extend(node_checks(w, node, by_node[node], sandbox.pop(node, []), read_all_logs))
         if bare:
-            shown = ", ".join(bare[:MAX_OK_NODES]) + (
-                f" and {len(bare) - MAX_OK_NODES} more" if len(bare) > MAX_OK_NODES else ""
-            )
             findings.append(
                 unknown(
                     LAYER,
-                    f"no GPU Operator pods run on {shown}: check the nodes' nvidia.com/gpu.deploy.* labels and "
+                    f"no GPU Operator pods run on {shown(bare)}: check the nodes' nvidia.com/gpu.deploy.* labels and "
                     "that Node Feature Discovery labels them as GPU nodes",
                     node=bare[0] if len(bare) == 1 else None,
                 )
             )
     for node, lines in sandbox.items():  # the target's node had no operator pods to read
         findings.append(no_runtime_finding(node, lines, []))
-    return LayerResult.build(LAYER, [*_merge_ok(findings), *w.unknowns()])
+    return LayerResult.build(
+        LAYER, [*fold(findings, keep=0, codes={"L2_OK"}, into=_healthy_nodes), *w.unknowns()]
+    )
 
 
-def _merge_ok(findings: list[Finding]) -> list[Finding]:
-    """One L2_OK for a fleet of healthy nodes instead of one per node."""
-    oks = [f for f in findings if f.code == "L2_OK"]
-    if len(oks) <= MAX_OK_NODES:
-        return findings
-    rest = [f for f in findings if f.code != "L2_OK"]
-    names = [f.node or "" for f in oks]
-    shown = ", ".join(names[:MAX_OK_NODES])
-    return [
-        *rest,
-        finding(
-            "L2_OK",
-            f"the GPU Operator's pods are Ready and validated on {len(oks)} examined nodes",
-            evidence=[
-                f"nodes: {shown}"
-                + (f" … and {len(names) - MAX_OK_NODES} more" if len(names) > MAX_OK_NODES else "")
-            ],
-            commands=[oks[0].commands[0].rsplit(" --field-selector", 1)[0]],
-        ),
-    ]
+def _healthy_nodes(oks: Sequence[Finding]) -> Finding:
+    """How `fold` says a fleet of healthy nodes: one L2_OK naming them."""
+    return finding(
+        "L2_OK",
+        f"the GPU Operator's pods are Ready and validated on {len(oks)} examined nodes",
+        evidence=[f"nodes: {shown([f.node or '' for f in oks])}"],
+        commands=[oks[0].commands[0].rsplit(" --field-selector", 1)[0]],
+    )
 
 
 # --- the target pod ---------------------------------------------------------------------
@@ -124,7 +112,7 @@ def target_runtime_evidence(w: Reads) -> dict[str, list[str]]:
     try:
         events = w.ctx.events("Pod", ns, name)
     except SourceError as err:
-        w.cannot(f"the events of {ns}/{name}", err, node)
+        w.refused(f"the events of {ns}/{name}", err, node)
         events = []
     lines = runtime_lines(pod, events)
     return {node: lines} if lines else {}
@@ -219,16 +207,13 @@ def app_sees_no_gpu(w: Reads, refused: Collection[str] = ()) -> list[Finding]:
     if pod is None or not node:
         return []
     ns, name = o.namespace(pod), o.name(pod)
-    statuses = {str(s.get("name")): s for _init, s in o.iter_all_statuses(pod)}
     evidence: list[str] = []
     commands: list[str] = []
     for c in [*o.containers(pod, init=True), *o.containers(pod)]:
         cname = str(c.get("name"))
         if cname in refused:
             continue  # it never ran: no log to read (layer 2's start failure says why)
-        st = statuses.get(cname, {})
-        restarted = bool(st.get("restartCount")) or bool((st.get("lastState") or {}).get("terminated"))
-        for previous in (False, True) if restarted else (False,):
+        for previous in (False, True) if ps.restarted(pod, cname) else (False,):
             hits = sig.APP_SEES_NO_GPU.find(w.log(pod, cname, previous), 3)
             if hits:
                 when = " (previous)" if previous else ""

@@ -18,8 +18,9 @@ from layers.facts import drareads
 from layers.facts import objects as o
 from layers.facts.candidates import Candidates, not_for_pods
 from layers.facts.context import WalkContext
+from layers.facts.fold import MAX_LISTED, fold, listed
 from layers.facts.logsigs import event_line, event_message, event_time
-from layers.facts.placement import MAX_LISTED, listed, scheduler_reasons, selector_misses
+from layers.facts.placement import scheduler_reasons, selector_misses
 from layers.facts.schedmsg import SchedulingFailure, parse_failed_scheduling
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.migconfig import mig_config_failed
@@ -50,12 +51,8 @@ def check(ctx: WalkContext) -> LayerResult:
         elif pod is not None:
             # Only the pod's candidate nodes decide (spec: Terms, noise elsewhere).
             gaps = allocatable_below_capacity(ctx.candidates().nodes)
-            findings.extend(gaps[:MAX_LISTED])
-            if len(gaps) > MAX_LISTED:  # a fleet-wide problem: the digest lists every node
-                more = [f.node or "" for f in gaps[MAX_LISTED:]]
-                findings.append(
-                    more_nodes("L1_ALLOCATABLE_BELOW_CAPACITY", more, "have allocatable below capacity")
-                )
+            # Past ten, a fleet-wide problem: one finding names the rest (the digest lists every node).
+            findings += fold(gaps, keep=MAX_LISTED, into=more_nodes("have allocatable below capacity"))
 
     if pod is None:  # a node walk: capacity against allocatable only
         return LayerResult.build(LAYER, findings)
@@ -223,12 +220,8 @@ def unbound_pod(
                 commands=[capacity_columns(o.GPU_RESOURCE), labels_cmd],
             )
         )
-    silent = [n for n in cands.nodes if not o.advertised(n)]
-    for node in silent[:MAX_LISTED]:
-        out.append(node_not_advertising(node))
-    if len(silent) > MAX_LISTED:
-        more = [o.name(n) for n in silent[MAX_LISTED:]]
-        out.append(more_nodes("L1_GPU_NODE_NOT_ADVERTISING", more, "advertise no GPU resource"))
+    silent = [node_not_advertising(n) for n in cands.nodes if not o.advertised(n)]
+    out += fold(silent, keep=MAX_LISTED, into=more_nodes("advertise no GPU resource"))
     if not any(o.has_nvidia_labels(n) for n in nodes):
         out.append(
             finding(

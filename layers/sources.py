@@ -130,8 +130,16 @@ class Cluster(Protocol):
         *,
         previous: bool = False,
         tail_lines: int | None = 500,
+        since_seconds: int | None = None,
+        limit_bytes: int | None = None,
     ) -> str:
-        """A container's log; raises SourceError(not_found) when there is none."""
+        """A container's log; raises SourceError(not_found) when there is none.
+
+        As the Kubernetes API's pods/log: `since_seconds` keeps the lines of that many seconds
+        before now, `tail_lines` then the last lines of those, and `limit_bytes` stops after that
+        many bytes from the start of what is left (so a log past the cap ends early, possibly
+        mid-line). None leaves each out.
+        """
         ...
 
 

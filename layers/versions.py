@@ -17,6 +17,8 @@ from layers.facts import fleet as fl
 from layers.facts import objects as o
 from layers.facts import podstatus as ps
 from layers.facts.context import WalkContext, component
+from layers.facts.fold import fold
+from layers.facts.logs import LogReads
 from layers.facts.logsigs import Signature, clean_line, event_message, lines_of
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.sources import K8sObject, SourceError
@@ -38,37 +40,19 @@ _FALLBACK_CONTAINERS: dict[str, tuple[str, ...]] = {
 }
 
 
-# --- reads ------------------------------------------------------------------------
-
-
-class _Reads:
-    """Reads for one node that turn a SourceError into one `unknown` finding each."""
+class _Reads(LogReads):
+    """Layer 3's reads: the walk's log reader (layers/facts/logs.py) and the pods' events; `held`
+    keeps layer 3's own unknowns (a check that could not be judged), one per node and kind."""
 
     def __init__(self, ctx: WalkContext) -> None:
-        self.ctx = ctx
-        self.unknowns: dict[str, Finding] = {}
-
-    def fail(self, what: str, err: SourceError, node: str | None) -> None:
-        hint = err.hint()
-        summary = f"could not read {what}: {err.message}" + (f"; {hint}" if hint else "")
-        self.unknowns.setdefault(summary, unknown(LAYER, summary, node=node))
-
-    def log(self, pod: K8sObject, container: str, previous: bool, node: str | None) -> str | None:
-        ns, name = o.namespace(pod) or "default", o.name(pod)
-        try:
-            return self.ctx.log(ns, name, container, previous)
-        except SourceError as err:
-            # Asking for the previous log of a container that never restarted is not a fault.
-            if previous and err.kind == "bad_input":
-                return None
-            self.fail(f"the log of {ns}/{name} container {container}", err, node)
-            return None
+        super().__init__(ctx, LAYER)
+        self.held: dict[str, Finding] = {}
 
     def events(self, pod: K8sObject, node: str | None) -> list[K8sObject]:
         try:
             return self.ctx.events("Pod", o.namespace(pod), o.name(pod))
         except SourceError as err:
-            self.fail(f"events of pod {o.namespace(pod)}/{o.name(pod)}", err, node)
+            self.refused(f"events of pod {o.namespace(pod)}/{o.name(pod)}", err, node)
             return []
 
 
@@ -99,11 +83,11 @@ def _scan_container(
     reads: _Reads, pod: K8sObject, container: str, node: str, ready: Signature
 ) -> list[tuple[str, dl.DriverLogScan]]:
     """The scans of one container's current log and, when it restarted, the previous one."""
-    current = reads.log(pod, container, False, node)
+    current = reads.log(pod, container, False)
     texts = [(container, current)]
     # A container that came up since (ready marker in the current log) makes older failures history.
     if ps.restarted(pod, container) and not ready.find(current, 1):
-        texts.insert(0, (f"{container} (previous)", reads.log(pod, container, True, node)))
+        texts.insert(0, (f"{container} (previous)", reads.log(pod, container, True)))
     return [(name, dl.scan_driver_log(text, ready)) for name, text in texts if text]
 
 
@@ -138,7 +122,7 @@ def _read_driver(reads: _Reads, pod: K8sObject, node: str) -> _DriverLog:
         st = ps.container_status(pod, DRIVER_MANAGER)
         if st is None or ps.status_failing(st, init=True):
             for prev in (False, True) if ps.restarted(pod, DRIVER_MANAGER) else (False,):
-                for ln in lines_of(reads.log(pod, DRIVER_MANAGER, prev, node)):
+                for ln in lines_of(reads.log(pod, DRIVER_MANAGER, prev)):
                     if dl.HOST_DRIVER.matches(ln):
                         host.append(dl.excerpt(ln, dl.HOST_DRIVER))
                     elif dl.MANAGER_PROBLEM.search(ln):
@@ -197,7 +181,7 @@ def _host_driver_in_validators(reads: _Reads, pods: list[K8sObject], node: str) 
         if component(pod) != "validator":
             continue
         for prev in (False, True) if ps.restarted(pod, "driver-validation") else (False,):
-            text = reads.log(pod, "driver-validation", prev, node)
+            text = reads.log(pod, "driver-validation", prev)
             out += [ln for ln in lines_of(text) if dl.HOST_DRIVER.matches(ln)][:2]
     return out
 
@@ -207,7 +191,7 @@ def _driver_enabled(reads: _Reads, node: str) -> tuple[bool | None, str]:
     try:
         policies = reads.ctx.custom("nvidia.com", "v1", "clusterpolicies")
     except SourceError as err:
-        reads.fail("ClusterPolicy (to confirm spec.driver.enabled)", err, node)
+        reads.refused("ClusterPolicy (to confirm spec.driver.enabled)", err, node)
         return None, ""
     if not policies:
         # A driver pod exists, so something deploys it: no policy reads as "unset".
@@ -260,7 +244,7 @@ def _driver_findings(reads: _Reads, node: str, node_obj: K8sObject | None) -> li
         drivers = _operands_on(reads.ctx, node, "driver")
         validators = _operands_on(reads.ctx, node, "validator")
     except SourceError as err:
-        reads.fail("the GPU Operator's pods", err, node)
+        reads.refused("the GPU Operator's pods", err, node)
         return []
     out: list[Finding] = []
     for pod in drivers:
@@ -276,7 +260,7 @@ def _driver_findings(reads: _Reads, node: str, node_obj: K8sObject | None) -> li
                 out.append(_conflict(log, failing, validator_lines, policy, node, validators))
                 continue
             if enabled is None:
-                reads.unknowns.setdefault(
+                reads.held.setdefault(
                     f"conflict:{node}",
                     unknown(
                         LAYER,
@@ -290,7 +274,7 @@ def _driver_findings(reads: _Reads, node: str, node_obj: K8sObject | None) -> li
         if log.failures:
             out.append(_build_failed(log, node, node_obj))
         elif failing and log.manager_failing and not host_lines:
-            reads.unknowns.setdefault(f"manager:{node}", _manager_stuck(log, failing, node))
+            reads.held.setdefault(f"manager:{node}", _manager_stuck(log, failing, node))
     return out
 
 
@@ -299,7 +283,7 @@ def _fabric_manager(reads: _Reads, node: str) -> list[Finding]:
     try:
         pods = _operands_on(ctx, node, "driver", *VALIDATOR_COMPONENTS)
     except SourceError as err:
-        reads.fail("the GPU Operator's pods", err, node)
+        reads.refused("the GPU Operator's pods", err, node)
         return []
     evidence: list[str] = []
     commands: list[str] = []
@@ -310,7 +294,7 @@ def _fabric_manager(reads: _Reads, node: str) -> list[Finding]:
             continue  # validations that passed did run CUDA
         for c in ps.container_names(pod, _FALLBACK_CONTAINERS.get(component(pod) or "", ())):
             for prev in (False, True) if ps.restarted(pod, c) else (False,):
-                text = reads.log(pod, c, prev, node)
+                text = reads.log(pod, c, prev)
                 hits = [dl.excerpt(ln) for ln in lines_of(text) if dl.FABRIC_NOT_READY.matches(ln)][:3]
                 if hits:
                     evidence += [f"{o.name(pod)}/{c}: {ln}" for ln in hits]
@@ -350,40 +334,13 @@ def _fabric_manager(reads: _Reads, node: str) -> list[Finding]:
     ]
 
 
-# --- fleet: versions against the majority -------------------------------------------
-
-
-def _upgrade_events(reads: _Reads, node: str, node_obj: K8sObject | None) -> list[str]:
-    """The node's driver-upgrade events, read only for an upgrade-failed node: they say why it failed."""
-    if not fl.upgrade_failed(node, node_obj):
-        return []
-    try:
-        return fl.upgrade_event_lines(reads.ctx.events("Node", None, node))
-    except SourceError as err:
-        reads.fail(f"events of node {node}", err, node)
-        return []
-
-
-def _fleet(ctx: WalkContext) -> list[fl.Spread]:
-    def compute() -> list[fl.Spread]:
-        gpu = ctx.gpu_nodes()
-        return [
-            fl.spread(gpu, "driver", fl.driver_version),
-            fl.spread(gpu, "CUDA runtime", fl.runtime_version),
-            fl.spread(gpu, "kernel", fl.kernel_version),
-            fl.spread(gpu, "OS image", fl.os_image),
-        ]
-
-    return ctx.cached("l3_fleet_spread", compute)
-
-
 # --- the layer ------------------------------------------------------------------------
 
 
 def check(ctx: WalkContext) -> LayerResult:
     try:
         examined = ctx.examined_nodes()
-        spreads = _fleet(ctx)
+        spreads = fl.fleet_spreads(ctx)
     except SourceError as err:
         hint = err.hint()
         return LayerResult.build(
@@ -401,10 +358,10 @@ def check(ctx: WalkContext) -> LayerResult:
         node_obj = ctx.node(node)
         findings += _driver_findings(reads, node, node_obj)
         findings += _fabric_manager(reads, node)
-        findings += fl.upgrade_failed(node, node_obj, _upgrade_events(reads, node, node_obj))
-    findings += driver_too_old(ctx, lambda pod, c, previous: reads.log(pod, c, previous, ctx.bound_node))
+        findings += fl.upgrade_failed(node, node_obj, fl.upgrade_events(reads, node, node_obj))
+    findings += driver_too_old(ctx, reads.log)
     findings += fl.skews(spreads, examined)
-    findings = fl.fold(findings) + list(reads.unknowns.values())
+    findings = fold(findings) + reads.unknowns() + list(reads.held.values())
     if not findings:
         one = examined[0] if len(examined) == 1 else None
         if one:

@@ -15,14 +15,12 @@ import json
 import shutil
 import subprocess
 import tempfile
-import time
-import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.services import HOST, ServiceUnavailable, _stop, _tail, free_port
+from tests.services import HOST, ServiceUnavailable, _stop, _tail, start_ready_server
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 
@@ -118,41 +116,20 @@ class AlertmanagerServer:
             )
         cfg = self.workdir / "alertmanager.yml"
         cfg.write_text(self.config)
-        log = self.workdir / "alertmanager.log"
-        for _ in range(3):
-            self.port = free_port()
-            with log.open("ab") as logf:
-                self.proc = subprocess.Popen(
-                    [
-                        binary,
-                        f"--config.file={cfg}",
-                        f"--storage.path={self.workdir / 'data'}",
-                        f"--web.listen-address={HOST}:{self.port}",
-                        "--cluster.listen-address=",  # no gossip: a single instance
-                        "--log.level=warn",
-                    ],
-                    stdout=logf,
-                    stderr=subprocess.STDOUT,
-                )
-            if self._wait_ready(timeout_s):
-                return self
-            _stop(self.proc)
-        raise RuntimeError(f"alertmanager did not become ready on {self.url}:\n{_tail(log)}")
-
-    def _wait_ready(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return True
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.02)
-        return False
+        self.proc, self.port = start_ready_server(
+            "alertmanager",
+            lambda port: [
+                binary,
+                f"--config.file={cfg}",
+                f"--storage.path={self.workdir / 'data'}",
+                f"--web.listen-address={HOST}:{port}",
+                "--cluster.listen-address=",  # no gossip: a single instance
+                "--log.level=warn",
+            ],
+            self.workdir / "alertmanager.log",
+            timeout_s,
+        )
+        return self
 
     def push(self, alerts: Sequence[Mapping[str, Any]]) -> None:
         """POST /api/v2/alerts, as Prometheus does (labels, annotations, startsAt, endsAt)."""

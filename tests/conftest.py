@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.fakes.slack_api import FakeSlack, serve_slack
 from tests.services import PrometheusFactory, RedisServer, ServiceUnavailable, require
 
 
@@ -31,3 +32,10 @@ def prometheus_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pro
     factory = PrometheusFactory(tmp_path_factory.mktemp("prometheus"))
     yield factory
     factory.stop_all()
+
+
+@pytest.fixture(scope="module")
+def slack() -> Iterator[FakeSlack]:
+    """A fake Slack Web API per test module: its tests share it (distinct channels, or `reset()`)."""
+    with serve_slack() as fake:
+        yield fake

@@ -15,10 +15,12 @@ it), the classic trigger of polynomial backtracking.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import pkgutil
 import re
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -145,13 +147,35 @@ def anchored(where: str) -> bool:
     assert top is not None
     if f"{module_name}:{top.group(0)}" in MATCHED_AT_A_POSITION:
         return True
-    name = re.escape(top.group(0))
-    mentions = direct = 0
+    mentions, direct, definitions = _name_counts(len(_SOURCES))
+    name = top.group(0)
+    return direct[name] > 0 and direct[name] == mentions[name] - definitions[name]
+
+
+# A name not after a word character or a dot, whole; then whether `.match(`/`.fullmatch(` follows it,
+# and, at the start of a line, whether an `=` follows on that line (its definition).
+_MENTION = re.compile(r"(?<![\w.])(\w+)\b(\.(?:match|fullmatch)\()?")
+
+
+@functools.cache
+def _name_counts(_sources_read: int) -> tuple[Counter[str], Counter[str], Counter[str]]:
+    """How often each name is mentioned, called directly and defined, over every module's source:
+    one pass for all the patterns (keyed by how many sources were read, so a later read counts)."""
+    mentions: Counter[str] = Counter()
+    direct: Counter[str] = Counter()
+    definitions: Counter[str] = Counter()
     for source in _SOURCES.values():
-        mentions += len(re.findall(rf"(?<![\w.]){name}\b", source))
-        direct += len(re.findall(rf"(?<![\w.]){name}\.(?:match|fullmatch)\(", source))
-        mentions -= len(re.findall(rf"^{name}\b.*=", source, re.M))  # its definition
-    return direct > 0 and direct == mentions
+        for m in _MENTION.finditer(source):
+            name = m.group(1)
+            mentions[name] += 1
+            if m.group(2):
+                direct[name] += 1
+            start = m.start()
+            if start == 0 or source[start - 1] == "\n":
+                line_end = source.find("\n", m.end(1))
+                if "=" in source[m.end(1) : None if line_end < 0 else line_end]:
+                    definitions[name] += 1
+    return mentions, direct, definitions
 
 
 def chunks_for(pattern: re.Pattern[str]) -> list[str]:

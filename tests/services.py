@@ -19,7 +19,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from bot.sources.openmetrics import write_openmetrics
@@ -75,6 +75,37 @@ def _tail(path: Path, n: int = 15) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return ""
+
+
+def start_ready_server(
+    what: str, argv: Callable[[int], list[str]], log: Path, timeout_s: float
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start `argv(port)` on a free port, output to `log`, until its /-/ready answers 200 (Prometheus and
+    Alertmanager alike): (the process, its port). Three tries: a free port can be taken before the bind."""
+    port = 0
+    for _ in range(3):
+        port = free_port()
+        with log.open("ab") as logf:
+            proc = subprocess.Popen(argv(port), stdout=logf, stderr=subprocess.STDOUT)
+        if _wait_ready(proc, f"http://{HOST}:{port}/-/ready", timeout_s):
+            return proc, port
+        _stop(proc)
+    raise RuntimeError(f"{what} did not become ready on http://{HOST}:{port}:\n{_tail(log)}")
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], url: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return True
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.02)
+    return False
 
 
 # --- Redis ----------------------------------------------------------------------
@@ -193,41 +224,20 @@ class PrometheusServer:
         binary = _binary("prometheus")
         config = self.workdir / "prometheus.yml"
         config.write_text(self.config)
-        log = self.workdir / "prometheus.log"
-        for _ in range(3):
-            self.port = free_port()
-            with log.open("ab") as logf:
-                self.proc = subprocess.Popen(
-                    [
-                        binary,
-                        f"--config.file={config}",
-                        f"--storage.tsdb.path={self.workdir / 'data'}",
-                        f"--storage.tsdb.retention.time={RETENTION}",
-                        f"--web.listen-address={HOST}:{self.port}",
-                        *self.flags,
-                    ],
-                    stdout=logf,
-                    stderr=subprocess.STDOUT,
-                )
-            if self._wait_ready(timeout_s):
-                return self
-            _stop(self.proc)
-        raise RuntimeError(f"prometheus did not become ready on {self.url}:\n{_tail(log)}")
-
-    def _wait_ready(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return True
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.02)
-        return False
+        self.proc, self.port = start_ready_server(
+            "prometheus",
+            lambda port: [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.workdir / 'data'}",
+                f"--storage.tsdb.retention.time={RETENTION}",
+                f"--web.listen-address={HOST}:{port}",
+                *self.flags,
+            ],
+            self.workdir / "prometheus.log",
+            timeout_s,
+        )
+        return self
 
     def stop(self) -> None:
         if self.proc is not None:

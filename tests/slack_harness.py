@@ -174,37 +174,44 @@ def _plugin_log(hostile: bool, many_xids: int = 0) -> str:
     return "\n".join(kept) + "\n"
 
 
-def _gpu_node(name: str, capacity: int, allocatable: int) -> dict[str, Any]:
+def node_object(
+    name: str,
+    labels: dict[str, str],
+    capacity: dict[str, str],
+    allocatable: dict[str, str],
+    node_info: dict[str, str],
+) -> dict[str, Any]:
+    """A Ready GPU Node as the API serves it: labelled with its hostname and nvidia.com/gpu.present."""
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "nvidia.com/gpu.present": "true",
-                "nvidia.com/gpu.count": str(capacity),
-                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-                "nvidia.com/cuda.driver-version.full": "550.90.07",
-                "nvidia.com/gpu.deploy.device-plugin": "true",
-            },
+            "labels": {"kubernetes.io/hostname": name, "nvidia.com/gpu.present": "true", **labels},
         },
         "spec": {},
         "status": {
-            "capacity": {"cpu": "96", "memory": "1056Gi", "nvidia.com/gpu": str(capacity), "pods": "110"},
-            "allocatable": {
-                "cpu": "96",
-                "memory": "1050Gi",
-                "nvidia.com/gpu": str(allocatable),
-                "pods": "110",
-            },
+            "capacity": capacity,
+            "allocatable": allocatable,
             "conditions": [{"type": "Ready", "status": "True"}],
-            "nodeInfo": {
-                "kernelVersion": "5.15.0-118-generic",
-                "containerRuntimeVersion": "containerd://1.7.12",
-            },
+            "nodeInfo": node_info,
         },
     }
+
+
+def _gpu_node(name: str, capacity: int, allocatable: int) -> dict[str, Any]:
+    return node_object(
+        name,
+        {
+            "nvidia.com/gpu.count": str(capacity),
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+            "nvidia.com/cuda.driver-version.full": "550.90.07",
+            "nvidia.com/gpu.deploy.device-plugin": "true",
+        },
+        {"cpu": "96", "memory": "1056Gi", "nvidia.com/gpu": str(capacity), "pods": "110"},
+        {"cpu": "96", "memory": "1050Gi", "nvidia.com/gpu": str(allocatable), "pods": "110"},
+        {"kernelVersion": "5.15.0-118-generic", "containerRuntimeVersion": "containerd://1.7.12"},
+    )
 
 
 def _pod(ns: str, name: str, node: str, labels: dict[str, str], container: str, gpus: int) -> dict[str, Any]:
@@ -284,7 +291,10 @@ def bot_env(slack_url: str, **extra: str) -> dict[str, str]:
 class BotProcess:
     """`gpubot serve` (HTTP by default here) in a subprocess on 127.0.0.1 and a free port."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log_path: Path, *, http: bool = True) -> None:
+    def __init__(
+        self, args: list[str], env: dict[str, str], log_path: Path, *, http: bool = True, ready: bool = True
+    ) -> None:
+        """Started and, unless `ready` is False (then call `wait_ready`), answering /readyz."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -293,9 +303,11 @@ class BotProcess:
         self._log = log_path.open("ab")
         root = Path(__file__).resolve().parents[1]
         self.proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=self._log, stderr=subprocess.STDOUT)
-        self._wait_healthy()
+        self._terminated = False
+        if ready:
+            self.wait_ready()
 
-    def _wait_healthy(self, timeout: float = 20.0) -> None:
+    def wait_ready(self, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -319,10 +331,16 @@ class BotProcess:
         body = action_body(action_id, value, **kw)
         return post(self.url + "/slack/events", body, sign(body))
 
+    def terminate(self) -> None:
+        """SIGTERM, once: a second one must not cut a drain short."""
+        if not self._terminated and self.proc.poll() is None:
+            self.proc.terminate()
+        self._terminated = True
+
     def stop(self) -> int:
         """SIGTERM, as Kubernetes does; the exit status says whether it stopped cleanly."""
         if self.proc.poll() is None:
-            self.proc.terminate()
+            self.terminate()
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -332,6 +350,21 @@ class BotProcess:
         return self.proc.returncode
 
 
+def start_together(bots: Sequence[BotProcess]) -> list[BotProcess]:
+    """Wait for bots started with `ready=False`: their start-ups overlap instead of queueing."""
+    for bot in bots:
+        bot.wait_ready()
+    return list(bots)
+
+
+def stop_together(bots: Sequence[BotProcess]) -> None:
+    """SIGTERM to every bot first, then wait for each: their drains overlap."""
+    for bot in bots:
+        bot.terminate()
+    for bot in bots:
+        bot.stop()
+
+
 @contextlib.contextmanager
 def running_bot(args: list[str], env: dict[str, str], log_path: Path) -> Iterator[BotProcess]:
     bot = BotProcess(args, env, log_path)
@@ -339,6 +372,17 @@ def running_bot(args: list[str], env: dict[str, str], log_path: Path) -> Iterato
         yield bot
     finally:
         bot.stop()
+
+
+@contextlib.contextmanager
+def scenario_bot(
+    slack_url: str, folder: Path, scenario: Path | None = None, **env: str
+) -> Iterator[BotProcess]:
+    """`gpubot serve --http` over a scenario file (this harness's Xid 79 one unless given), its log in
+    `folder`: a module's bot."""
+    path = scenario if scenario is not None else write_scenario(folder)
+    with running_bot(["--scenario", str(path)], bot_env(slack_url, **env), folder / "bot.log") as bot:
+        yield bot
 
 
 # --- the bot in-process (same app, no subprocess): for focused tests ----------------------------------
@@ -361,6 +405,16 @@ def inprocess_bot(
     return build_app(
         cfg, sources, state if state is not None else MemoryState(), poster, client=poster.client
     )
+
+
+@contextlib.contextmanager
+def running_inprocess_bot(slack_url: str, scenario: Path, state: Any = None) -> Iterator[Any]:
+    """`inprocess_bot`, shut down when the block ends."""
+    bot = inprocess_bot(slack_url, scenario, state)
+    try:
+        yield bot
+    finally:
+        bot.shutdown()
 
 
 def dispatch(bot: Any, body: str, ts: int | None = None) -> Any:

@@ -5,8 +5,9 @@ diagnosis under `x-expect`. Two kinds of tests:
 
 - structure: the file follows spec/scenario.md and is self-consistent (events
   point at objects that exist, logs at real containers, operands carry the
-  operator's labels and container names). Plain YAML, no loader: these keep
-  guarding the files whatever state the product code is in.
+  operator's labels and container names). Plain YAML (libyaml's safe loader
+  when present), not the product's loader: these keep guarding the files
+  whatever state the product code is in.
 - diagnosis: the product's loader and walk give what `x-expect` says (layers
   visited, verdict, codes present, codes absent), and together the files use
   every finding code of the registry.
@@ -14,6 +15,8 @@ diagnosis under `x-expect`. Two kinds of tests:
 
 from __future__ import annotations
 
+import copy
+import functools
 import itertools
 import re
 from datetime import datetime
@@ -76,8 +79,19 @@ EXPOSITION_LINE = re.compile(
 RFC3339_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
 
+# libyaml reads the same documents as the pure-Python SafeLoader, six times faster.
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(path: Path, mtime_ns: int, size: int) -> Any:
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
+
+
 def read(path: Path) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    """The file's document, a copy of its own: the checks of one file read it several times in a row."""
+    stat = path.stat()
+    data = copy.deepcopy(_parsed(path, stat.st_mtime_ns, stat.st_size))
     assert isinstance(data, dict), f"{path.name}: not a mapping"
     return data
 

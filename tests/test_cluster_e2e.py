@@ -29,7 +29,7 @@ from tests.cluster_harness import agent_env, cluster_scenario, gateway_env
 from tests.fakes.kube_api import FakeKubeAPI, serve
 from tests.fakes.slack_api import Call, FakeSlack, serve_slack
 from tests.services import RedisServer
-from tests.slack_harness import BotProcess, posts, told, wait_for
+from tests.slack_harness import BotProcess, posts, start_together, stop_together, told, wait_for
 
 PLUGIN_LOG = r"/pods/nvidia-device-plugin-daemonset-x7k2p/log"
 
@@ -76,24 +76,23 @@ class Fleet:
         self.procs: list[BotProcess] = []
         self.started = 0
 
-    def gateway(self) -> BotProcess:
+    def gateway(self, ready: bool = True) -> BotProcess:
         env = gateway_env(self.slack.url, self.redis_url, KUBECONFIG=self.kube_gw.kubeconfig)
-        return self._start(["--role", "gateway"], env, "gateway")
+        return self._start(["--role", "gateway"], env, "gateway", ready)
 
-    def agent(self, cluster: str, kube: FakeKubeAPI, name: str) -> BotProcess:
+    def agent(self, cluster: str, kube: FakeKubeAPI, name: str, ready: bool = True) -> BotProcess:
         env = agent_env(self.slack.url, self.redis_url, cluster)
         env.pop("SLACK_SIGNING_SECRET")  # an agent hears nothing from Slack: it needs no signing secret
-        return self._start(["--role", "agent", "--kubeconfig", kube.kubeconfig], env, name)
+        return self._start(["--role", "agent", "--kubeconfig", kube.kubeconfig], env, name, ready)
 
-    def _start(self, args: list[str], env: dict[str, str], name: str) -> BotProcess:
+    def _start(self, args: list[str], env: dict[str, str], name: str, ready: bool) -> BotProcess:
         self.started += 1
-        proc = BotProcess(args, env, self.folder / f"{self.started:02d}-{name}.log")
+        proc = BotProcess(args, env, self.folder / f"{self.started:02d}-{name}.log", ready=ready)
         self.procs.append(proc)
         return proc
 
     def stop_all(self) -> None:
-        for p in self.procs:
-            p.stop()
+        stop_together(self.procs)
 
 
 @pytest.fixture(scope="module")
@@ -107,13 +106,15 @@ def fleet(
 ) -> Iterator[dict[str, Any]]:
     f = Fleet(slack, redis_aof.url, tmp_path_factory.mktemp("fleet"), kube_gw)
     try:
-        procs = {
-            "fleet": f,
-            "gateway": f.gateway(),
-            "eu-a": f.agent("eu-1", kube_eu, "eu-a"),
-            "eu-b": f.agent("eu-1", kube_eu, "eu-b"),
-            "us": f.agent("us-1", kube_us, "us"),
+        # Started together, ready one after the other: the four start-ups overlap.
+        procs: dict[str, Any] = {
+            "gateway": f.gateway(ready=False),
+            "eu-a": f.agent("eu-1", kube_eu, "eu-a", ready=False),
+            "eu-b": f.agent("eu-1", kube_eu, "eu-b", ready=False),
+            "us": f.agent("us-1", kube_us, "us", ready=False),
         }
+        start_together(list(procs.values()))
+        procs["fleet"] = f
         r = redis.Redis.from_url(redis_aof.url, decode_responses=True)
         wait_for("both clusters registered", lambda: len(r.hgetall("gpubot:clusters")) == 2)
         yield procs
@@ -314,8 +315,9 @@ def test_a_restarted_agent_and_a_restarted_gateway_lose_nothing(
     old_gw: BotProcess = fleet["gateway"]
     assert old_gw.stop() == 0
     f.procs.remove(old_gw)
-    fleet["gateway"] = f.gateway()
-    fleet["us"] = f.agent("us-1", kube_us, "us-restarted")
+    fleet["gateway"], fleet["us"] = start_together(
+        [f.gateway(ready=False), f.agent("us-1", kube_us, "us-restarted", ready=False)]
+    )
     for ch in [channel, *queued]:
         wait_for(f"the walk in {ch}", lambda ch=ch: walked(slack, ch), timeout=20, explain=fleet["us"].log)
         one_walk_each(slack, ch)

@@ -12,6 +12,7 @@ same with `gpubot serve` processes and SIGKILL.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,14 +20,17 @@ from typing import Any
 
 import pytest
 
-from bot.cluster.kinds import PART_KEY, digest_part_request, why_request
+from bot.cluster.agent import Agent
+from bot.cluster.kinds import PART_KEY, alerts_request, digest_part_request, why_request
 from bot.cluster.once import OncePoster
 from bot.cluster.roles import build_agent
 from bot.cluster.streams import ClusterStreams
 from bot.slack.post import Poster
 from bot.slack.state import RedisState, redis_client
 from bot.sources.opener import open_sources
+from handlers.alerts import AlertSettings
 from handlers.ports import Attachment, JSONValue, PostRef
+from tests.alertmanager import alert
 from tests.cluster_harness import agent_config, cluster_scenario, fresh_cluster, inprocess_agent
 from tests.fakes.slack_api import Call, FakeSlack, serve_slack
 from tests.services import RedisServer
@@ -122,6 +126,24 @@ def part_headers(slack: FakeSlack, channel: str) -> list[str]:
 WALKED = ["Layer 1 (scheduling): fault", "Layer 5 (the card): fault"]
 
 
+def run_until_dead(victim: Agent, killer: Killer) -> None:
+    """Run the victim until it has died at every point, then stop what is left of it."""
+    stop = threading.Event()
+    loop = threading.Thread(target=victim.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        wait_for(
+            "the victim dead at every point",
+            lambda: not killer.points,
+            timeout=20,
+            explain=lambda: f"left {killer.points} died {killer.died}",
+        )
+    finally:
+        stop.set()
+        loop.join(timeout=10)
+        victim.drain(1.0)
+
+
 def test_a_walk_and_a_digest_part_taken_over_after_any_post_have_each_message_once(
     slack: FakeSlack, redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -162,20 +184,7 @@ def test_a_walk_and_a_digest_part_taken_over_after_any_post_have_each_message_on
         streams.queue(c, why_request(walk_id, "ml", "trainer-0", ch, "U0ASKER", "0.2.0"))
     for ch in part_channels:
         streams.queue(c, digest_part_request(run_of[ch], "2026-12-01", ch, threads[ch], "0.2.0"))
-    stop = threading.Event()
-    loop = threading.Thread(target=victim.run, args=(stop,), daemon=True)
-    loop.start()
-    try:
-        wait_for(
-            "the victim dead at every point",
-            lambda: not killer.points,
-            timeout=20,
-            explain=lambda: f"left {killer.points} died {killer.died}",
-        )
-    finally:
-        stop.set()
-        loop.join(timeout=10)
-        victim.drain(1.0)
+    run_until_dead(victim, killer)
     assert len(killer.died) == 6
     with inprocess_agent(slack.url, redis_server.url, c, scenario=scenario, **QUICK) as survivor:
         for ch in walks:
@@ -194,6 +203,41 @@ def test_a_walk_and_a_digest_part_taken_over_after_any_post_have_each_message_on
         assert len(roots(slack, ch)) == 1  # the test's own root; no part landed outside the thread
     stored = RedisState(redis_server.url).get("once:post:walkonceroot01:root")
     assert isinstance(stored, dict) and stored["ts"]  # the root the victim posted, found in Slack
+    client.close()
+
+
+def test_an_alert_walk_whose_agent_died_mid_walk_is_finished_once_with_its_verdict(
+    slack: FakeSlack, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    c, channel = fresh_cluster("oncealert"), "C0ONCEALERT"
+    killer = Killer({(channel, "Layer 5 (")})  # Slack took the alert walk's layer 5; its agent died
+    cfg = agent_config(slack.url, redis_server.url, c, **QUICK)
+    scenario = cluster_scenario(tmp_path, c)
+    client = redis_client(redis_server.url)
+    streams = ClusterStreams(client, shown="test")
+    poster = Poster(BOT_TOKEN, slack.url, backoff_s=0.01)
+    sources = open_sources(cfg, scenario=str(scenario))
+    victim = build_agent(cfg, sources, RedisState(redis_server.url), streams, DyingPoster(poster, killer))
+    payload = {"version": "4", "alerts": [alert("GPUXidError", Hostname="gpu-7", gpu="0")]}
+    streams.queue(c, alerts_request(payload, AlertSettings(channel=channel), "0.2.0"))
+    run_until_dead(victim, killer)
+    with inprocess_agent(slack.url, redis_server.url, c, scenario=scenario, **QUICK) as survivor:
+        wait_for(
+            "the verdict on the incident root",
+            lambda: [
+                u
+                for u in slack.calls_to("chat.update")
+                if u.params.get("channel") == channel
+                and "*Verdict* (layer 5)" in (shown := json.dumps(u.params["blocks"]))
+                and "GPUXidError" in shown  # the incident's root, not the walk's own
+            ],
+        )
+        wait_for("the entry acknowledged", lambda: survivor.streams.stats(c).pending == 0)
+    assert len(roots(slack, channel)) == 1  # one incident root
+    thread = [str(c.params["text"]) for c in posts(slack, channel) if c.params.get("thread_ts")]
+    layers = [t for t in thread if t.startswith("Layer ")]
+    assert len(layers) == len(set(layers)) and sum(t.startswith("Layer 5 (") for t in layers) == 1, thread
+    assert sum(t.startswith("gpubot: ") for t in thread) == 1  # the walk's own root, once
     client.close()
 
 

@@ -16,6 +16,16 @@ def findings(name: str, code: str, all_layers: bool = False) -> list[Any]:
     return [f for layer in result.layers for f in layer.findings if f.code == code]
 
 
+def in_evidence(finding: Any, text: str) -> bool:
+    """Some evidence line holds `text`."""
+    return any(text in e for e in finding.evidence)
+
+
+def opens_evidence(finding: Any, prefix: str) -> bool:
+    """Some evidence line starts with `prefix`."""
+    return any(e.startswith(prefix) for e in finding.evidence)
+
+
 def test_xid79_taint_is_the_xid_with_the_plugins_line() -> None:
     [tainted] = findings("dra-xid79-device-tainted", "L1_DRA_DEVICE_TAINTED")
     assert tainted.node == "dgx-h100-03" and tainted.next == 5
@@ -29,8 +39,8 @@ def test_xid79_taint_is_the_xid_with_the_plugins_line() -> None:
     )
     [xid] = findings("dra-xid79-device-tainted", "L5_XID")
     assert xid.severity.label == "fault" and xid.node == "dgx-h100-03"
-    assert any("Received xid health event for device GPU-" in e for e in xid.evidence)
-    assert any(e.startswith("[ResourceSlice dgx-h100-03-gpu.nvidia.com-") for e in xid.evidence)
+    assert in_evidence(xid, "Received xid health event for device GPU-")
+    assert opens_evidence(xid, "[ResourceSlice dgx-h100-03-gpu.nvidia.com-")
 
 
 def test_selector_evidence_shows_what_nodes_publish() -> None:
@@ -43,18 +53,16 @@ def test_selector_evidence_shows_what_nodes_publish() -> None:
 def test_class_missing_quotes_the_scheduler() -> None:
     [f] = findings("dra-deviceclass-missing", "L1_DRA_DEVICECLASS_MISSING")
     assert f.summary.startswith("DeviceClass gpu.nvidia.com does not exist")
-    assert any("request gpu: device class gpu.nvidia.com does not exist" in e for e in f.evidence)
-    assert any(e.startswith("DeviceClasses present: compute-domain-daemon.nvidia.com") for e in f.evidence)
+    assert in_evidence(f, "request gpu: device class gpu.nvidia.com does not exist")
+    assert opens_evidence(f, "DeviceClasses present: compute-domain-daemon.nvidia.com")
 
 
 def test_compute_domain_names_the_daemon_that_has_not_joined() -> None:
     [f] = findings("dra-compute-domain-imex-not-ready", "L2_COMPUTE_DOMAIN_NOT_READY")
     assert "3 of 4 IMEX daemons ready" in f.summary
     assert "not ready: gb200-rack1-node4" in f.evidence
-    assert any(
-        "on gb200-rack1-node4: container compute-domain-daemon: CrashLoopBackOff" in e for e in f.evidence
-    )
-    assert any("current node not ready in ComputeDomain" in e for e in f.evidence)
+    assert in_evidence(f, "on gb200-rack1-node4: container compute-domain-daemon: CrashLoopBackOff")
+    assert in_evidence(f, "current node not ready in ComputeDomain")
 
 
 def test_mixed_fleet_extended_resource_pod_ignores_the_dra_pools() -> None:

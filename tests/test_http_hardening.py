@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.slack_api import FakeSlack, serve_slack
+from tests.fakes.slack_api import FakeSlack
 from tests.slack_harness import (
     BotProcess,
     action_body,
     bot_env,
     get,
     post,
+    scenario_bot,
     sign,
     slash_body,
     wait_for,
@@ -35,20 +36,9 @@ MARK = "zq-unsigned-marker-7731"  # a string that must never reach the log
 
 
 @pytest.fixture(scope="module")
-def slack() -> Iterator[FakeSlack]:
-    with serve_slack() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
 def bot(slack: FakeSlack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
-    folder = tmp_path_factory.mktemp("hardening")
-    env = bot_env(slack.url, GPUBOT_HTTP_TIMEOUT_S="1")
-    proc = BotProcess(["--scenario", str(write_scenario(folder))], env, folder / "bot.log")
-    try:
+    with scenario_bot(slack.url, tmp_path_factory.mktemp("hardening"), GPUBOT_HTTP_TIMEOUT_S="1") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def raw(port: int, data: bytes, *, timeout: float = 5.0) -> bytes:

@@ -23,7 +23,12 @@ PATTERNS = list(patterns())
 
 def test_the_patterns_of_every_module_are_found() -> None:
     found = {where.split(":", 1)[0] for where, _ in PATTERNS}
-    assert {"bot.ops.secrets", "layers.card", "layers.facts.logsigs", "layers.facts.driverlogs"} <= found
+    assert {
+        "bot.ops.secrets",
+        "layers.facts.pluginlog",
+        "layers.facts.logsigs",
+        "layers.facts.driverlogs",
+    } <= found
     assert len(PATTERNS) > 100
 
 

@@ -15,26 +15,16 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.slack_api import FakeSlack, serve_slack
-from tests.slack_harness import OPERATOR, BotProcess, bot_env, told, wait_for, write_scenario
+from tests.fakes.slack_api import FakeSlack
+from tests.slack_harness import OPERATOR, BotProcess, scenario_bot, told, wait_for
 
 A, B = "C0CHANNELA", "C0CHANNELB"
 
 
 @pytest.fixture(scope="module")
-def slack() -> Iterator[FakeSlack]:
-    with serve_slack() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
 def bot(slack: FakeSlack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
-    folder = tmp_path_factory.mktemp("crossed")
-    proc = BotProcess(["--scenario", str(write_scenario(folder))], bot_env(slack.url), folder / "bot.log")
-    try:
+    with scenario_bot(slack.url, tmp_path_factory.mktemp("crossed")) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def _buttons(message: dict[str, Any]) -> list[dict[str, Any]]:

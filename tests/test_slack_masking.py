@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from tests.fakes.slack_api import FakeSlack, serve_slack
-from tests.slack_harness import BotProcess, bot_env, scenario_doc, told, wait_for
+from tests.fakes.slack_api import FakeSlack
+from tests.slack_harness import BotProcess, scenario_bot, scenario_doc, told, wait_for
 
 ECHOED = "xoxb-9999-8888-EchoedBotToken"
 LOGGED = "xoxp-7777-6666-TokenInAPodLog"
@@ -27,12 +27,6 @@ PROXY_500 = (
 
 
 @pytest.fixture(scope="module")
-def slack() -> Iterator[FakeSlack]:
-    with serve_slack() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
 def bot(slack: FakeSlack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
     folder = tmp_path_factory.mktemp("masking")
     doc = scenario_doc()
@@ -40,11 +34,8 @@ def bot(slack: FakeSlack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     doc["logs"][key] = doc["logs"][key].replace("Xid=79", f"Xid=79 (reported with token={LOGGED})", 1)
     path = folder / "scenario.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    proc = BotProcess(["--scenario", str(path)], bot_env(slack.url), folder / "bot.log")
-    try:
+    with scenario_bot(slack.url, folder, path) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def _sent(slack: FakeSlack) -> str:

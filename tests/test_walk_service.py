@@ -26,8 +26,8 @@ from tests.slack_harness import (
     OPERATOR,
     action_body,
     dispatch,
-    inprocess_bot,
     posts,
+    running_inprocess_bot,
     slash_body,
     told,
     wait_for,
@@ -114,6 +114,12 @@ def walk_of(slack: FakeSlack, channel: str, layer: int = 5) -> tuple[str, str]:
     return str(msg.params["thread_ts"]), walk_id
 
 
+def walk_in(bot: Any, slack: FakeSlack, channel: str) -> tuple[str, str]:
+    """`/gpu why ml/trainer-0` in `channel`: (root ts, walk id) once its layer 5 is posted."""
+    dispatch(bot, slash_body("why ml/trainer-0", channel=channel))
+    return walk_of(slack, channel)
+
+
 def settle(bot: Any) -> None:
     """Wait until every submitted listener has finished."""
     wait_for("the bot's work to finish", lambda: not bot.pending or None)
@@ -126,10 +132,8 @@ def test_cordon_is_audited_with_an_uncordon_button_even_when_the_claim_cannot_be
     slack: FakeSlack, scenario: Any
 ) -> None:
     state = FlakyState()
-    bot = inprocess_bot(slack.url, scenario, state=state)
-    try:
-        dispatch(bot, slash_body("why ml/trainer-0", channel="C0CORDON"))
-        root, walk_id = walk_of(slack, "C0CORDON")
+    with running_inprocess_bot(slack.url, scenario, state) as bot:
+        root, walk_id = walk_in(bot, slack, "C0CORDON")
         state.fail("delete", r":claim:")  # the store drops right after the node was cordoned
         kw = {"channel": "C0CORDON", "message_ts": root, "block_id": "layer5_actions"}
         dispatch(bot, action_body("cordon_node", walk_id, user=OPERATOR, **kw))
@@ -172,18 +176,14 @@ def test_cordon_is_audited_with_an_uncordon_button_even_when_the_claim_cannot_be
             ],
         )
         assert not bot.buttons.actions.sources.cluster.get_node("gpu-7")["spec"].get("unschedulable")
-    finally:
-        bot.shutdown()
 
 
 def test_a_failed_cordon_is_reported_even_when_its_claim_cannot_be_freed(
     slack: FakeSlack, scenario: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state = FlakyState()
-    bot = inprocess_bot(slack.url, scenario, state=state)
-    try:
-        dispatch(bot, slash_body("why ml/trainer-0", channel="C0CFAIL"))
-        root, walk_id = walk_of(slack, "C0CFAIL")
+    with running_inprocess_bot(slack.url, scenario, state) as bot:
+        root, walk_id = walk_in(bot, slack, "C0CFAIL")
 
         def refused(node: str, actor: str, reason: str) -> Any:
             raise RuntimeError('nodes "gpu-7" is forbidden: cannot patch resource "nodes"')
@@ -199,8 +199,6 @@ def test_a_failed_cordon_is_reported_even_when_its_claim_cannot_be_freed(
             ],
         )[0]
         assert f"walk `{walk_id}`" in report.params["text"] and "forbidden" in report.params["text"]
-    finally:
-        bot.shutdown()
 
 
 # --- P3: a layer that ran is always posted ----------------------------------------------------------------
@@ -210,10 +208,8 @@ def test_layers_are_posted_when_their_bookkeeping_fails(slack: FakeSlack, scenar
     state = FlakyState()
     state.fail("set", r":claim:layer:1$", times=1)  # marking layer 1 done
     state.fail("set", r":layer:5$", times=1)  # storing layer 5's result (layer 1's fault jumps there)
-    bot = inprocess_bot(slack.url, scenario, state=state)
-    try:
-        dispatch(bot, slash_body("why ml/trainer-0", channel="C0KEEP"))
-        root, walk_id = walk_of(slack, "C0KEEP")
+    with running_inprocess_bot(slack.url, scenario, state) as bot:
+        root, walk_id = walk_in(bot, slack, "C0KEEP")
         settle(bot)
         assert len(layer_posts(slack, "C0KEEP", 1)) == 1 and len(layer_posts(slack, "C0KEEP", 5)) == 1
         lost = [
@@ -232,8 +228,6 @@ def test_layers_are_posted_when_their_bookkeeping_fails(slack: FakeSlack, scenar
         assert "layer 1 has already been run" in text
         settle(bot)
         assert len(layer_posts(slack, "C0KEEP", 1)) == 1
-    finally:
-        bot.shutdown()
 
 
 # --- P4: a walk whose state cannot be kept is never left "walking…" -----------------------------------------
@@ -242,15 +236,12 @@ def test_layers_are_posted_when_their_bookkeeping_fails(slack: FakeSlack, scenar
 def test_store_down_before_a_walk_is_answered_and_nothing_is_posted(slack: FakeSlack, scenario: Any) -> None:
     state = FlakyState()
     state.fail("ping", "PING")
-    bot = inprocess_bot(slack.url, scenario, state=state)
-    try:
+    with running_inprocess_bot(slack.url, scenario, state) as bot:
         dispatch(bot, slash_body("why ml/trainer-0", user="U0ASK", channel="C0DOWN"))
         text = wait_for("the answer", lambda: [t for t in told(slack, "U0ASK") if ":x:" in t])[0]
         assert "state store (Redis) is unreachable" in text and "was not started" in text
         settle(bot)
         assert posts(slack, "C0DOWN") == []
-    finally:
-        bot.shutdown()
 
 
 def test_store_failing_after_the_root_is_posted_marks_the_root_stopped(
@@ -258,8 +249,7 @@ def test_store_failing_after_the_root_is_posted_marks_the_root_stopped(
 ) -> None:
     state = FlakyState()
     state.fail("set", r"^walk:[0-9a-f]{16}$")  # storing the walk itself
-    bot = inprocess_bot(slack.url, scenario, state=state)
-    try:
+    with running_inprocess_bot(slack.url, scenario, state) as bot:
         dispatch(bot, slash_body("why ml/trainer-0", user="U0ASK", channel="C0STOP"))
         text = wait_for("the answer", lambda: [t for t in told(slack, "U0ASK") if "stopped" in t])[0]
         walk_id = re.search(r"walk `([0-9a-f]{16})` stopped", text)
@@ -271,8 +261,6 @@ def test_store_failing_after_the_root_is_posted_marks_the_root_stopped(
         assert update.params["channel"] == "C0STOP"
         shown = json.dumps(update.params["blocks"])
         assert "Stopped" in shown and walk_id.group(1) in shown and "walking" not in shown
-    finally:
-        bot.shutdown()
 
 
 # --- P7: the walk-all and diagnose claims do not outlive the click -------------------------------------------
@@ -280,8 +268,7 @@ def test_store_failing_after_the_root_is_posted_marks_the_root_stopped(
 
 def test_walk_all_is_freed_when_done_and_claims_are_short(slack: FakeSlack, scenario: Any) -> None:
     state = FlakyState()
-    bot = inprocess_bot(slack.url, scenario, state=state)
-    try:
+    with running_inprocess_bot(slack.url, scenario, state) as bot:
         dispatch(bot, slash_body("digest", channel="C0DAY"))
         digest = wait_for("the digest", lambda: posts(slack, "C0DAY"))[0]
         row = next(b for b in digest.params["blocks"] if b["type"] == "actions")
@@ -316,8 +303,6 @@ def test_walk_all_is_freed_when_done_and_claims_are_short(slack: FakeSlack, scen
         wait_for("the replay answer", lambda: [t for t in told(slack, "U0ONCALL") if "already" in t])
         time.sleep(0.1)
         assert len([c for c in posts(slack, "C0DAY", thread) if c.params["text"].startswith("Layer ")]) == 5
-    finally:
-        bot.shutdown()
 
 
 # --- resume: a walk taken over from an agent that died (bot/cluster/agent.py) ----------------------------
@@ -327,10 +312,8 @@ def test_resume_runs_what_is_left_and_posts_a_layer_stored_but_never_posted(
     slack: FakeSlack, scenario: Any
 ) -> None:
     state = MemoryState()
-    bot = inprocess_bot(slack.url, scenario, state=state)
-    try:
-        dispatch(bot, slash_body("why ml/trainer-0", channel="C0RESUME"))
-        _root, walk_id = walk_of(slack, "C0RESUME")
+    with running_inprocess_bot(slack.url, scenario, state) as bot:
+        _root, walk_id = walk_in(bot, slack, "C0RESUME")
         settle(bot)
         service = bot.service
         walk = service.load(walk_id)
@@ -345,5 +328,3 @@ def test_resume_runs_what_is_left_and_posts_a_layer_stored_but_never_posted(
         assert len(layer_posts(slack, "C0RESUME", 1)) == 2
         assert state.get(f"walk:{walk_id}:claim:layer:1") == "done"
         assert service.resume(walk) == [] and len(layer_posts(slack, "C0RESUME", 1)) == 2  # once only
-    finally:
-        bot.shutdown()

@@ -300,12 +300,12 @@ class Collector:
     def telemetry_files(self, nodes: list[K8sObject], operands: list[K8sObject]) -> None:
         from bot.sources.openmetrics import write_openmetrics
         from bot.sources.series import SeriesData
-        from layers.facts import gpufacts as gf
+        from layers.facts import hosts
 
         self.progress(f"DCGM series over 24 h from {self.telemetry.source}")
         exporters = [p for p in operands if rm.component(p) == "dcgm-exporter"]
         match = rm.series_match(self.scope, [o.name(n) for n in nodes], exporters)
-        hostmap = gf.host_map([o.name(n) for n in nodes], exporters)
+        hostmap = hosts.host_map([o.name(n) for n in nodes], exporters)
         wanted = [(m, match) for m in rm.DCGM_METRICS] + [
             (m, rm.vllm_match(self.scope)) for m in rm.VLLM_METRICS if self.scope.target
         ]

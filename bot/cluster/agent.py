@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from bot.cluster import stream_metrics as metrics
-from bot.cluster.kinds import BadRequest
+from bot.cluster.kinds import BadRequest, delivery
 from bot.cluster.leases import LeaseKeeper
 from bot.cluster.once import OncePoster
 from bot.cluster.streams import ClusterStreams, Entry, Request, StreamsUnavailable
@@ -242,7 +242,7 @@ class Agent:
         except StateUnavailable as err:
             log.warning("request %s: done mark unread, running it: %s", req.request_id, err)
         try:
-            with self.leases.work(), self.poster.scope(req.request_id):
+            with self.leases.work(), self.poster.scope(req.request_id), delivery(entry.deliveries):
                 handler(req)
         except BadRequest as err:
             self._give_up(entry, req, f"the request is malformed: {err}", attempts=entry.deliveries)

@@ -16,10 +16,12 @@ thread where what became of it is said (a poison entry, an unknown kind).
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from bot.cluster.streams import Request
@@ -41,6 +43,19 @@ DIGEST_PART = "digest_part"
 ALERTS = "alerts"
 PART_KEY = "digest:part:{}:{}"  # run, cluster: set once the part is posted
 PART_TTL_S = 3 * 86400
+
+
+# Set by the agent while it runs an entry delivered before (its first agent died, or it failed).
+_taken_over: contextvars.ContextVar[bool] = contextvars.ContextVar("gpubot_taken_over", default=False)
+
+
+@contextmanager
+def delivery(deliveries: int) -> Iterator[None]:
+    token = _taken_over.set(deliveries > 1)
+    try:
+        yield
+    finally:
+        _taken_over.reset(token)
 
 
 class BadRequest(ValueError):
@@ -191,6 +206,8 @@ def run_alerts(make: MakeAlerts) -> Callable[[Request], None]:
         # again as a duplicate delivery, and what its dead agent left unposted is caught up.
         for key in alerts.receive(batch):
             alerts.catch_up(key)
+        if _taken_over.get():
+            alerts.finish_walks(batch)
 
     return handle
 

@@ -312,12 +312,18 @@ class KubeCluster(ListReads):
         *,
         previous: bool = False,
         tail_lines: int | None = 500,
+        since_seconds: int | None = None,
+        limit_bytes: int | None = None,
     ) -> str:
         query: list[tuple[str, str | int | bool]] = [("container", container)]
         if previous:
             query.append(("previous", True))
+        if since_seconds is not None:
+            query.append(("sinceSeconds", since_seconds))
         if tail_lines is not None:
             query.append(("tailLines", tail_lines))
+        if limit_bytes is not None:
+            query.append(("limitBytes", limit_bytes))
         path = PODS.path(namespace, pod, "log")
         body = self._send("GET", path, query, verb="get", resource="pods/log", namespace=namespace)
         return body.decode("utf-8", "replace")

@@ -423,6 +423,6 @@ def build_sources(s: Scenario, *, consume: bool = False) -> tuple[SnapshotCluste
         size.append(_size(s))
         objects = s.objects if consume else _own_copy(s.objects)
         source = f"scenario {s.name}"
-        cluster = SnapshotCluster(objects, s.logs, source=source)
+        cluster = SnapshotCluster(objects, s.logs, source=source, now=s.now)
         telemetry = SeriesTelemetry(s.series, s.now, source=source)
     return cluster, telemetry

@@ -15,6 +15,7 @@ from typing import Any
 
 from bot.sources.listing import EVERYTHING, ListReads, Selection
 from bot.sources.selectors import node_named, parse_field_selector, parse_label_selector
+from layers.facts.logsigs import line_time
 from layers.sources import K8sObject, SourceError
 
 # Custom resources the layers read, by plural, as (group, kind).
@@ -33,6 +34,25 @@ def api_group(obj: Mapping[str, Any]) -> str:
 
 def log_key(namespace: str, pod: str, container: str, previous: bool = False) -> str:
     return f"{namespace}/{pod}/{container}" + ("#previous" if previous else "")
+
+
+def lines_since(text: str, start: float, now: float) -> str:
+    """The lines printed at or after `start`. The runtime stamps every line; a snapshot has only the
+    lines' own timestamps (klog, RFC 3339, Go log): a line without one was printed with the dated line
+    before it (a multi-line message), leading undated lines with the first dated one, and a log with
+    no dated line at all is kept whole (nothing says when it was printed)."""
+    lines = text.splitlines(keepends=True)
+    stamps = [line_time(ln, now) for ln in lines]
+    first = next((t for t in stamps if t is not None), None)
+    if first is None:
+        return text
+    kept: list[str] = []
+    at = first
+    for line, ts in zip(lines, stamps, strict=True):
+        at = ts if ts is not None else at
+        if at >= start:
+            kept.append(line)
+    return "".join(kept)
 
 
 def _storage_key(obj: K8sObject) -> str:
@@ -59,8 +79,10 @@ class SnapshotCluster(ListReads):
         objects: Iterable[K8sObject],
         logs: Mapping[str, str] | None = None,
         source: str = "scenario",
+        now: float | None = None,
     ) -> None:
         self._source = source
+        self.now = now  # the snapshot's instant: what `since_seconds` counts back from
         self._by_kind: dict[tuple[str, str], list[K8sObject]] = defaultdict(list)
         self._named: dict[tuple[str, str, str, str], K8sObject] = {}
         self._events_by_object: dict[tuple[str, str, str], list[K8sObject]] = defaultdict(list)
@@ -194,6 +216,8 @@ class SnapshotCluster(ListReads):
         *,
         previous: bool = False,
         tail_lines: int | None = 500,
+        since_seconds: int | None = None,
+        limit_bytes: int | None = None,
     ) -> str:
         text = self.logs.get(log_key(namespace, pod, container, previous))
         if text is None:
@@ -204,9 +228,16 @@ class SnapshotCluster(ListReads):
                 resource="pods/log",
                 namespace=namespace,
             )
+        if since_seconds is not None and self.now is not None:
+            text = lines_since(text, self.now - since_seconds, self.now)
         if tail_lines is not None and tail_lines >= 0:
             lines = text.splitlines(keepends=True)
             text = "".join(lines[-tail_lines:]) if tail_lines else ""
+        if limit_bytes is not None and limit_bytes >= 0:
+            raw = text.encode("utf-8")
+            if len(raw) > limit_bytes:
+                # As the wire would: mid-line, mid-character.
+                text = raw[:limit_bytes].decode("utf-8", "replace")
         return text
 
     # --- ClusterWriter -----------------------------------------------------------

@@ -97,6 +97,9 @@ PER_NODE_READS = 50
 class Settings:
     operator_namespace: str | None = None
     log_tail_lines: int = 500
+    # The byte cap of a log read by time (layers/facts/logs.py, window): ~5,000 lines of the
+    # device plugin's klog chatter, scanned in a few milliseconds.
+    log_window_bytes: int = 1 << 20
 
 
 class _Failed:
@@ -282,6 +285,30 @@ class WalkContext:
                 raise
 
         return self.cached(("log", namespace, pod, container, previous), read)
+
+    def log_window(
+        self, namespace: str, pod: str, container: str, previous: bool, since_s: int | None, limit_bytes: int
+    ) -> str | None:
+        """A container log by time and size (no tail): the last `since_s` seconds (None: since the
+        container started), stopped after `limit_bytes`; None when the container has none."""
+
+        def read() -> str | None:
+            try:
+                return self.cluster.pod_log(
+                    namespace,
+                    pod,
+                    container,
+                    previous=previous,
+                    tail_lines=None,
+                    since_seconds=since_s,
+                    limit_bytes=limit_bytes,
+                )
+            except SourceError as err:
+                if err.kind == "not_found":
+                    return None
+                raise
+
+        return self.cached(("log_window", namespace, pod, container, previous, since_s, limit_bytes), read)
 
     def custom(self, group: str, version: str, plural: str) -> list[K8sObject]:
         return self.cached(

@@ -184,13 +184,9 @@ class DriverLogScan:
     host_driver: list[str] = field(default_factory=list)
     kernel: str | None = None  # the kernel the driver was built for, anywhere in the log
 
-    @property
-    def cause(self) -> str | None:
-        """The most specific cause among the failures (CAUSES order), None without one."""
-        return most_specific(self.failures)
-
 
 def most_specific(failures: list[tuple[str, str]]) -> str | None:
+    """The most specific cause among the failures (CAUSES order), None without one."""
     return min((advice for advice, _ in failures), key=lambda a: _RANK.get(a, len(_RANK)), default=None)
 
 

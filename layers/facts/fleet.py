@@ -2,8 +2,7 @@
 
 Which driver, CUDA runtime, kernel and OS image each GPU node runs (GFD labels
 and status.nodeInfo), how those values are spread over the fleet, and which
-nodes differ from the majority. Also how findings about many nodes are folded
-so a pending pod examining every GPU node does not drown the thread.
+nodes differ from the majority.
 """
 
 from __future__ import annotations
@@ -14,10 +13,12 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from layers.facts import objects as o
+from layers.facts.context import WalkContext
+from layers.facts.fold import MAX_LISTED, shown
+from layers.facts.logs import LogReads
 from layers.findings import Finding, finding
-from layers.sources import K8sObject
+from layers.sources import K8sObject, SourceError
 
-MAX_PER_CODE = 10
 UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"  # only upgrade-failed is a finding
 
 
@@ -107,12 +108,6 @@ def spread(nodes: list[K8sObject], what: str, read: Callable[[K8sObject], str | 
     return Spread(what, tuple(Counter(by_node.values()).most_common()), by_node)
 
 
-def odd_list(nodes: list[str]) -> str:
-    """Up to ten node names, then how many more."""
-    shown = ", ".join(nodes[:10])
-    return shown + (f" … and {len(nodes) - 10} more" if len(nodes) > 10 else "")
-
-
 def skew(code: str, spreads: list[Spread], examined: list[str], command: str, advice: str) -> list[Finding]:
     """One finding per examined node whose values differ from the fleet majority in any of `spreads`."""
     out: list[Finding] = []
@@ -124,39 +119,11 @@ def skew(code: str, spreads: list[Spread], examined: list[str], command: str, ad
                     code,
                     f"{node} runs " + " and ".join(s.describe(node) for s in odd) + f": {advice}",
                     evidence=[s.table() for s in odd]
-                    + [f"odd nodes ({s.what}): {odd_list(s.odd_nodes)}" for s in odd],
+                    + [f"odd nodes ({s.what}): {shown(s.odd_nodes)}" for s in odd],
                     commands=[command],
                     node=node,
                 )
             )
-    return out
-
-
-def fold(findings: list[Finding]) -> list[Finding]:
-    """Past MAX_PER_CODE findings of one code, the rest become one finding listing their nodes.
-
-    A pending pod examines every GPU node; one line per node would drown the thread.
-    """
-    by_code: dict[str, list[Finding]] = {}
-    for f in findings:
-        by_code.setdefault(f.code, []).append(f)
-    out: list[Finding] = []
-    for code, group in by_code.items():
-        if len(group) <= MAX_PER_CODE:
-            out += group
-            continue
-        kept, rest = group[: MAX_PER_CODE - 1], group[MAX_PER_CODE - 1 :]
-        nodes = [f.node for f in rest if f.node]
-        out += kept
-        out.append(
-            finding(
-                code,
-                f"{len(rest)} more examined GPU nodes have the same finding, e.g. {rest[0].summary}",
-                evidence=[*rest[0].evidence, f"nodes: {odd_list(nodes)}"],
-                commands=rest[0].commands,
-                severity=rest[0].severity,
-            )
-        )
     return out
 
 
@@ -212,4 +179,30 @@ def upgrade_event_lines(events: Sequence[K8sObject]) -> list[str]:
         reason = str(ev.get("reason") or "")
         if "upgrade" in reason.lower() or "drain" in msg.lower() or "upgrade" in msg.lower():
             out.append(f"event {reason}: {msg}")
-    return list(dict.fromkeys(out))[:MAX_PER_CODE]
+    return list(dict.fromkeys(out))[:MAX_LISTED]
+
+
+def upgrade_events(reads: LogReads, node: str, node_obj: K8sObject | None) -> list[str]:
+    """The node's driver-upgrade events, read only for an upgrade-failed node: they say why it failed."""
+    if not upgrade_failed(node, node_obj):
+        return []
+    try:
+        return upgrade_event_lines(reads.ctx.events("Node", None, node))
+    except SourceError as err:
+        reads.refused(f"events of node {node}", err, node)
+        return []
+
+
+def fleet_spreads(ctx: WalkContext) -> list[Spread]:
+    """The GPU nodes' (driver, CUDA runtime, kernel, OS image) spreads, once per walk."""
+
+    def compute() -> list[Spread]:
+        gpu = ctx.gpu_nodes()
+        return [
+            spread(gpu, "driver", driver_version),
+            spread(gpu, "CUDA runtime", runtime_version),
+            spread(gpu, "kernel", kernel_version),
+            spread(gpu, "OS image", os_image),
+        ]
+
+    return ctx.cached("l3_fleet_spread", compute)

@@ -12,11 +12,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from layers.facts import objects as o
+from layers.facts.fold import MAX_LISTED as MAX_LISTED  # layers/dra.py reads it here too
+from layers.facts.fold import listed
 from layers.facts.schedmsg import SchedulingFailure
 from layers.findings import Finding, finding
 from layers.sources import K8sObject
 
-MAX_LISTED = 10  # nodes named in one finding's evidence; the rest are counted
 # The cordon taint is the scheduler's "were unschedulable", not an untolerated taint.
 CORDON_TAINT = "node.kubernetes.io/unschedulable"
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -169,12 +170,6 @@ def near_miss(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]
         ):
             return f" (it tolerates {taint.get('key')} only with value {tol.get('value') or '(empty)'!s})"
     return ""
-
-
-def listed(lines: Sequence[str]) -> list[str]:
-    """At most MAX_LISTED lines of evidence; the rest are counted."""
-    extra = len(lines) - MAX_LISTED
-    return [*lines[:MAX_LISTED], *([f"… and {extra} more"] if extra > 0 else [])]
 
 
 def one_node(names: Sequence[str]) -> str | None:

@@ -17,7 +17,7 @@ def display_status(pod: K8sObject) -> str:
     """kubectl's STATUS column with READY and RESTARTS: `Init:0/4`, `Init:CrashLoopBackOff`, `Running`…"""
     inits = o.container_statuses(pod, init=True)
     mains = o.container_statuses(pod)
-    restarts = sum(int(s.get("restartCount") or 0) for _i, s in o.iter_all_statuses(pod))
+    count = restarts(pod)
     ready = f"{sum(1 for s in mains if s.get('ready'))}/{len(o.containers(pod)) or len(mains)}"
     n_init = len(o.containers(pod, init=True)) or len(inits)
     status = o.pod_phase(pod)
@@ -39,7 +39,7 @@ def display_status(pod: K8sObject) -> str:
             if reason:
                 status = str(reason)
                 break
-    return f"{status}, ready {ready}, restarts {restarts}"
+    return f"{status}, ready {ready}, restarts {count}"
 
 
 def in_init(pod: K8sObject) -> bool:
@@ -108,8 +108,14 @@ def container_status(pod: K8sObject, container: str) -> dict[str, Any] | None:
     return None
 
 
+def restarts(pod: K8sObject) -> int:
+    """kubectl's RESTARTS: the restart counts of all the pod's containers."""
+    return sum(int(str(s.get("restartCount") or 0)) for _i, s in o.iter_all_statuses(pod))
+
+
 def restarted(pod: K8sObject, container: str) -> bool:
-    """Whether a previous log may exist; unknown status (a sparse scenario) counts as yes."""
+    """Did the container restart: whether a previous log may exist (the one notion every layer asks);
+    unknown status (a sparse scenario) counts as yes."""
     s = container_status(pod, container)
     return s is None or int(str(s.get("restartCount") or 0)) > 0 or bool(s.get("lastState"))
 

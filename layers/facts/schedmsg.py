@@ -15,8 +15,6 @@ _PREEMPTION = re.compile(r"(?:\.|(?<![\s.]))\s*preemption\s*:", re.IGNORECASE)
 # "had taint {k: v}, that the pod didn't tolerate") is not followed by a count.
 _REASON_SPLIT = re.compile(r",\s*(?=\d+\s)")
 _COUNTED = re.compile(r"^(\d+)\s+(.+)$", re.DOTALL)
-_TAINT = re.compile(r"taints?\s*\{\s*([^:{}]*[^:{}\s])\s*:\s*((?:[^{}]*[^{}\s])?)\s*\}", re.IGNORECASE)
-_INSUFFICIENT = re.compile(r"^insufficient\s+(\S+?)\.?$", re.IGNORECASE)
 _SELECTOR = re.compile(
     r"didn'?t\s+match\s+(?:the\s+)?(?:node\s+selector|pod'?s\s+node\s+affinity|node\s+affinity)"
     r"|didn'?t\s+satisfy\s+plugin\(s\)\s*\[\s*NodeAffinity",
@@ -41,19 +39,7 @@ class SchedulingFailure:
     """A parsed `0/N nodes are available: …` message (kube-scheduler framework/types.go)."""
 
     message: str
-    total_nodes: int | None
-    reasons: tuple[SchedulerReason, ...]
-    preemption: str | None
-
-    @property
-    def insufficient(self) -> dict[str, int | None]:
-        """Resource → how many nodes lacked it (`Insufficient nvidia.com/gpu`)."""
-        out: dict[str, int | None] = {}
-        for r in self.reasons:
-            m = _INSUFFICIENT.match(r.text)
-            if m:
-                out[m.group(1)] = r.count
-        return out
+    reasons: tuple[SchedulerReason, ...]  # of the filter phase; the preemption part is split off
 
     @property
     def selector_mismatch(self) -> bool:
@@ -66,11 +52,6 @@ class SchedulingFailure:
     @property
     def untolerated_taint(self) -> bool:
         return any(_TAINTED.search(r.text) for r in self.reasons)
-
-    @property
-    def taints(self) -> list[tuple[str, str]]:
-        """(key, value) of every taint the scheduler named."""
-        return [(m.group(1), m.group(2)) for r in self.reasons for m in _TAINT.finditer(r.text)]
 
 
 def _split_reasons(body: str) -> tuple[SchedulerReason, ...]:
@@ -95,8 +76,7 @@ def parse_failed_scheduling(message: str) -> SchedulingFailure:
     text = " ".join(message.split())
     m = _AVAILABLE.search(text)
     if not m:
-        return SchedulingFailure(text, None, _split_reasons(text), None)
+        return SchedulingFailure(text, _split_reasons(text))
     rest = text[m.end() :]
     pre = _PREEMPTION.search(rest)
-    body, preemption = (rest[: pre.start()], rest[pre.end() :].strip()) if pre else (rest, None)
-    return SchedulingFailure(text, int(m.group(2)), _split_reasons(body), preemption)
+    return SchedulingFailure(text, _split_reasons(rest[: pre.start()] if pre else rest))

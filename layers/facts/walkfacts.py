@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from layers.facts import dra, drareads
+from layers.facts import dra, drareads, hosts
 from layers.facts import gpufacts as gf
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
@@ -23,7 +23,7 @@ from layers.sources import K8sObject, Selector, SourceError, Telemetry, Telemetr
 
 @dataclass(frozen=True)
 class VllmFacts:
-    pod: gf.PodRef
+    pod: hosts.PodRef
     preemption_rate: float | None  # rate(vllm:num_preemptions_total[5m]); None when not computable
     gpu_memory_utilization: str | None
     models: tuple[str, ...] = ()
@@ -39,17 +39,17 @@ class _VllmSeen:
     models: set[str] = field(default_factory=set)
 
 
-def read_vllm(telemetry: Telemetry, pods: Sequence[gf.PodRef]) -> dict[gf.PodRef, VllmFacts]:
+def read_vllm(telemetry: Telemetry, pods: Sequence[hosts.PodRef]) -> dict[hosts.PodRef, VllmFacts]:
     """vLLM facts for the pods that have vLLM series (two calls); pods without any are absent."""
     if not pods:
         return {}
     match: list[Selector] = []
     for ns, pod in pods:
-        match.extend(gf.pod_selector(ns, pod))
+        match.extend(hosts.pod_selector(ns, pod))
     wanted = set(pods)
-    seen: dict[gf.PodRef, _VllmSeen] = {}
+    seen: dict[hosts.PodRef, _VllmSeen] = {}
     for s in telemetry.instant(gf.VLLM_INFO, match):
-        ref = gf.pod_of(s.labels)
+        ref = hosts.pod_of(s.labels)
         if ref is None or ref not in wanted:
             continue
         entry = seen.setdefault(ref, _VllmSeen())
@@ -60,7 +60,7 @@ def read_vllm(telemetry: Telemetry, pods: Sequence[gf.PodRef]) -> dict[gf.PodRef
         if model:
             entry.models.add(model)
     for s in telemetry.rate(gf.VLLM_PREEMPTIONS, gf.PREEMPTION_WINDOW_S, match):
-        ref = gf.pod_of(s.labels)
+        ref = hosts.pod_of(s.labels)
         if ref is None or ref not in wanted:
             continue
         entry = seen.setdefault(ref, _VllmSeen())
@@ -77,16 +77,16 @@ class WalkFacts:
 
     nodes: tuple[str, ...]
     gpus: tuple[gf.GpuFacts, ...]
-    hostmap: gf.HostMap
+    hostmap: hosts.HostMap
     source: str
     error: str | None = None  # why telemetry could not be read
     notes: tuple[str, ...] = ()  # what limited the read (e.g. exporter pods not listable)
-    vllm: Mapping[gf.PodRef, VllmFacts] = field(default_factory=dict)
+    vllm: Mapping[hosts.PodRef, VllmFacts] = field(default_factory=dict)
 
     def on(self, node: str) -> list[gf.GpuFacts]:
         return list(self._by_node.get(node, ()))
 
-    def of_pod(self, ref: gf.PodRef) -> list[gf.GpuFacts]:
+    def of_pod(self, ref: hosts.PodRef) -> list[gf.GpuFacts]:
         return [g for g in self.gpus if ref in g.pods]
 
     def exporters_on(self, node: str) -> list[str]:
@@ -158,9 +158,9 @@ def _read_walk_facts(ctx: WalkContext, nodes: tuple[str, ...]) -> WalkFacts:
         known = [o.name(n) for n in ctx.nodes()]
     except SourceError:
         known = list(nodes)
-    hostmap = gf.host_map(known, exporters)
+    hostmap = hosts.host_map(known, exporters)
     tel = ctx.telemetry
-    pods: dict[gf.PodRef, str | None] = {}
+    pods: dict[hosts.PodRef, str | None] = {}
     if ctx.pod is not None and ctx.target.namespace and ctx.target.pod:
         pods[(ctx.target.namespace, ctx.target.pod)] = ctx.bound_node
     claims = pod_claim_refs(ctx)
@@ -174,7 +174,7 @@ def _read_walk_facts(ctx: WalkContext, nodes: tuple[str, ...]) -> WalkFacts:
     return WalkFacts(nodes, tuple(gpus), hostmap, tel.source, notes=tuple(notes), vllm=vllm)
 
 
-def pod_claim_refs(ctx: WalkContext) -> dict[gf.ClaimRef, gf.PodRef]:
+def pod_claim_refs(ctx: WalkContext) -> dict[hosts.ClaimRef, hosts.PodRef]:
     """The target pod's DRA ResourceClaims (by their generated names), for series labelled by claim."""
     pod, ns, name = ctx.pod, ctx.target.namespace, ctx.target.pod
     if pod is None or not ns or not name or not dra.pod_claims(pod):

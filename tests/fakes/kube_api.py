@@ -396,8 +396,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         previous = query.get("previous") in ("true", "True", "1")
         tail = int(query["tailLines"]) if query.get("tailLines") else None
+        since = int(query["sinceSeconds"]) if query.get("sinceSeconds") else None
+        limit = int(query["limitBytes"]) if query.get("limitBytes") else None
         try:
-            text = self.api.snapshot.pod_log(ns, name, container, previous=previous, tail_lines=tail)
+            text = self.api.snapshot.pod_log(
+                ns, name, container, previous=previous, tail_lines=tail, since_seconds=since
+            )
         except SourceError:
             if previous:
                 message = f'previous terminated container "{container}" in pod "{name}" not found'
@@ -405,7 +409,9 @@ class _Handler(BaseHTTPRequestHandler):
                 message = f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
             self._status(400, "BadRequest", message)
             return
-        self._send(200, text.encode(), "text/plain")
+        body = text.encode()
+        # The kubelet stops after limitBytes, wherever in a line or a character that falls.
+        self._send(200, body[:limit] if limit is not None else body, "text/plain")
 
     def _patch_node(self, name: str, req: Request) -> None:
         ctype = (req.content_type or "").split(";")[0].strip()

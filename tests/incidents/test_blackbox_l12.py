@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests import test_bundled_scenarios as bundled
 from tests.incidents.scenario_checks import (
     bundled_names,
-    check_structure,
+    check_flattened_structure,
     incident_files,
     names,
     walked_findings,
@@ -43,15 +42,7 @@ def test_at_least_eight_incidents() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_files_follow_the_scenario_format(path: Path, tmp_path: Path) -> None:
-    # The bundled rules know single objects only; a pasted `kind: List` is checked item by item.
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    flat: list[dict[str, Any]] = []
-    for obj in data["objects"]:
-        flat.extend(obj["items"] if obj.get("kind") == "List" else [obj])
-    data["objects"] = flat
-    copy = tmp_path / path.name
-    copy.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    check_structure(copy)
+    check_flattened_structure(path, tmp_path)
 
 
 def test_names_differ_from_every_other_incident() -> None:

@@ -17,14 +17,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 import tests.test_bundled_scenarios as bundled
 from layers.findings import Finding
-from tests.incidents.scenario_checks import bundled_names, check_structure, incident_files, names
+from tests.incidents.scenario_checks import bundled_names, check_flattened_structure, incident_files, names
 
 FILES = incident_files("blackbox/l3")
 IDS = [p.stem for p in FILES]
@@ -44,18 +42,6 @@ def l3(stem: str, code: str) -> Finding:
     return hits[0]
 
 
-def flattened(path: Path, tmp_path: Path) -> Path:
-    """The same file with pasted `kind: List` objects spread out, for the bundled structural checks."""
-    data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
-    objects: list[dict[str, Any]] = []
-    for obj in data["objects"]:
-        objects += obj["items"] if obj.get("kind") == "List" else [obj]
-    data["objects"] = objects
-    out = tmp_path / path.name
-    out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return out
-
-
 def test_at_least_eight_incidents() -> None:
     assert len(FILES) >= 8, FILES
 
@@ -73,7 +59,7 @@ def test_some_incidents_paste_kind_list() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_structure(path: Path, tmp_path: Path) -> None:
-    check_structure(flattened(path, tmp_path))
+    check_flattened_structure(path, tmp_path)
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)

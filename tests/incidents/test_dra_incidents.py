@@ -10,26 +10,14 @@ only. The walk must give `x-expect`; the tests below pin the evidence a person a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests import test_bundled_scenarios as bundled
-from tests.incidents.scenario_checks import (
-    bundled_names,
-    check_structure,
-    incident_files,
-    names,
-    walked_findings,
-)
+from tests.incidents.scenario_checks import Incidents, check_structure, names, names_elsewhere
 
-HERE = Path(__file__).resolve().parent / "dra"
-FILES = incident_files("dra")
-IDS = [p.stem for p in FILES]
-
-
-def findings(stem: str, code: str) -> list[Any]:
-    return walked_findings(HERE / f"{stem}.yaml", code)
+DRA = Incidents("dra")
+FILES, IDS, findings = DRA.files, DRA.ids, DRA.findings
 
 
 def test_at_least_eight_incidents() -> None:
@@ -42,7 +30,7 @@ def test_files_follow_the_scenario_format(path: Path) -> None:
 
 
 def test_names_differ_from_every_other_scenario() -> None:
-    assert not names(FILES) & bundled_names()
+    assert not names(FILES) & names_elsewhere()
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)

@@ -21,7 +21,7 @@ from layers.findings import Severity
 from tests import test_bundled_scenarios as bundled
 from tests.incidents.fleets import Fleet
 from tests.incidents.noise.build import HERE, NOISE_RECIPES
-from tests.incidents.scenario_checks import bundled_names, check_structure, incident_files, names
+from tests.incidents.scenario_checks import INCIDENT_FOLDERS, check_structure, names, names_elsewhere
 
 FILES = sorted(HERE.glob("*.yaml"))
 IDS = [p.stem for p in FILES]
@@ -59,10 +59,7 @@ def test_files_follow_the_scenario_format(path: Path) -> None:
 
 
 def test_names_differ_from_every_other_incident() -> None:
-    others = bundled_names()
-    for folder in ("l12", "l3", "l45", "blackbox/l12", "blackbox/l3", "blackbox/l45"):
-        others |= names(incident_files(folder))
-    assert not names(FILES) & others
+    assert not names(FILES) & names_elsewhere(*INCIDENT_FOLDERS)
 
 
 def test_committed_files_are_what_their_recipes_build(tmp_path: Path) -> None:

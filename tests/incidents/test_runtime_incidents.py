@@ -18,20 +18,15 @@ import pytest
 from layers.findings import Severity
 from tests import test_bundled_scenarios as bundled
 from tests.incidents.scenario_checks import (
-    bundled_names,
+    INCIDENT_FOLDERS,
+    Incidents,
     check_structure,
-    incident_files,
     names,
-    walked_findings,
+    names_elsewhere,
 )
 
-HERE = Path(__file__).resolve().parent / "runtime"
-FILES = incident_files("runtime")
-IDS = [p.stem for p in FILES]
-
-
-def findings(stem: str, code: str) -> list[Any]:
-    return walked_findings(HERE / f"{stem}.yaml", code)
+RUNTIME = Incidents("runtime")
+FILES, IDS, findings = RUNTIME.files, RUNTIME.ids, RUNTIME.findings
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
@@ -40,10 +35,7 @@ def test_files_follow_the_scenario_format(path: Path) -> None:
 
 
 def test_names_differ_from_every_other_incident() -> None:
-    others = bundled_names()
-    for folder in ("l12", "l3", "l45", "blackbox/l12", "blackbox/l3", "blackbox/l45"):
-        others |= names(incident_files(folder))
-    assert not names(FILES) & others
+    assert not names(FILES) & names_elsewhere(*INCIDENT_FOLDERS)
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
@@ -55,7 +47,7 @@ def digest_of(stem: str) -> dict[str, Any]:
     from bot.sources.scenario import build_sources, load_scenario
     from layers.digest import collect_digest
 
-    cluster, tel = build_sources(load_scenario(HERE / f"{stem}.yaml"))
+    cluster, tel = build_sources(load_scenario(RUNTIME.path(stem)))
     return {f["node"]: f for f in json.loads(json.dumps(collect_digest(cluster, tel).to_dict()))["flagged"]}
 
 
@@ -122,7 +114,7 @@ def test_node_walk_reads_the_start_failures_of_the_pods_on_the_node() -> None:
     from bot.sources.scenario import build_sources, load_scenario
     from layers.walk import open_node, run_layer
 
-    cluster, tel = build_sources(load_scenario(HERE / "unknown-device-after-xid79-dgx-a100.yaml"))
+    cluster, tel = build_sources(load_scenario(RUNTIME.path("unknown-device-after-xid79-dgx-a100")))
     result = run_layer(open_node(cluster, tel, "dgx-a100-07"), 2)
     refused = [f for f in result.findings if f.code == "L2_CONTAINER_START_FAILED"]
     assert sorted(f.summary.split(" ")[0] for f in refused) == ["llm/nemo-eval-0", "llm/nemo-sft-worker-1"]

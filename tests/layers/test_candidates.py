@@ -250,21 +250,13 @@ def test_pending_without_any_clock_is_not_called_stuck() -> None:
 def test_pending_by_node_events() -> None:
     from layers.facts import migstate
 
-    ev = event(
-        (None, "Node", "dgx-a100-03"),
-        "MigConfigChanged",
-        "nvidia.com/mig.config.state changed to pending",
-        type="Normal",
-        last="2026-11-18T09:00:00Z",
-    )
+    def changed_to(state: str, last: str) -> K8sObject:
+        message = f"nvidia.com/mig.config.state changed to {state}"
+        return event((None, "Node", "dgx-a100-03"), "MigConfigChanged", message, type="Normal", last=last)
+
+    ev = changed_to("pending", "2026-11-18T09:00:00Z")
     assert migstate.pending_since_events([ev]) is not None
-    done = event(
-        (None, "Node", "dgx-a100-03"),
-        "MigConfigChanged",
-        "nvidia.com/mig.config.state changed to success",
-        type="Normal",
-        last="2026-11-18T09:05:00Z",
-    )
+    done = changed_to("success", "2026-11-18T09:05:00Z")
     assert migstate.pending_since_events([ev, done]) is None
 
 

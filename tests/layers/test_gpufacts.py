@@ -9,6 +9,7 @@ import pytest
 from bot.sources.prom import PrometheusTelemetry
 from bot.sources.series import SeriesData
 from layers.facts import gpufacts as gf
+from layers.facts import hosts
 from layers.facts import walkfacts as wf
 from layers.sources import NoTelemetry, TelemetryError
 from tests.layers import builders as b
@@ -16,7 +17,7 @@ from tests.layers.fake_telemetry import CountingTelemetry, exposition, sample_te
 from tests.services import PrometheusFactory
 
 
-def node_facts(telemetry: Any, hostmap: gf.HostMap, nodes: list[str]) -> dict[str, list[gf.GpuFacts]]:
+def node_facts(telemetry: Any, hostmap: hosts.HostMap, nodes: list[str]) -> dict[str, list[gf.GpuFacts]]:
     """The walk's read (gpufacts.read_gpu_facts) grouped by node, as these tests look at it."""
     return gf.by_node(gf.read_gpu_facts(telemetry, hostmap, nodes))
 
@@ -27,7 +28,7 @@ DAY = 86400
 
 def test_capital_hostname_maps_to_node_sample_27() -> None:
     tel = telemetry(exposition(sample_text("27_"), NOW), NOW)
-    facts = node_facts(tel, gf.host_map(["k8s-gpu1"], []), ["k8s-gpu1"])
+    facts = node_facts(tel, hosts.host_map(["k8s-gpu1"], []), ["k8s-gpu1"])
     [gpu] = facts["k8s-gpu1"]
     assert (gpu.gpu, gpu.uuid, gpu.model) == ("0", "GPU-7ad09335-aadb-19c3-e3a8", "NVIDIA RTX A5000")
     assert gpu.fb_used_mib == 21383 and gpu.fb_free_mib is None and gpu.fb_ratio is None
@@ -36,7 +37,7 @@ def test_capital_hostname_maps_to_node_sample_27() -> None:
 
 def test_lowercase_hostname_holding_the_exporter_pod_maps_through_its_node_sample_40() -> None:
     exporter = b.operand("nvidia-dcgm-exporter", "a30-node", name="dcgm-exporter-wwwjh")
-    hostmap = gf.host_map(["a30-node", "other"], [exporter])
+    hostmap = hosts.host_map(["a30-node", "other"], [exporter])
     assert hostmap.hosts_for(["a30-node"]) == ["a30-node", "dcgm-exporter-wwwjh"]
     tel = telemetry(exposition(sample_text("40_"), NOW), NOW)
     facts = node_facts(tel, hostmap, ["a30-node"])
@@ -46,13 +47,13 @@ def test_lowercase_hostname_holding_the_exporter_pod_maps_through_its_node_sampl
     mig = gpus[("2", "1g.6gb/3")]
     assert mig.fb_free_mib == 2207 and mig.pods == (("default", "triton-server-f7cb5d77-95xcf"),)
     # Without the exporter pod the series cannot be placed on the node.
-    assert node_facts(tel, gf.host_map(["a30-node"], []), ["a30-node"]) == {}
+    assert node_facts(tel, hosts.host_map(["a30-node"], []), ["a30-node"]) == {}
 
 
 def test_shared_gpu_series_fold_into_one_gpu_with_both_pods_sample_39() -> None:
     node = "gke-gpu-share-test-a100-inference-mps-b3fc3d0e-3bpg"
     tel = telemetry(exposition(sample_text("39_"), NOW), NOW)
-    [gpu] = node_facts(tel, gf.host_map([node], []), [node])[node]
+    [gpu] = node_facts(tel, hosts.host_map([node], []), [node])[node]
     assert gpu.fb_used_mib == 15866  # the whole GPU's value, not a per-pod share
     assert gpu.pods == (
         ("default", "gpu-burn-deployment-1-85dc8ff699-clvh5"),
@@ -62,7 +63,7 @@ def test_shared_gpu_series_fold_into_one_gpu_with_both_pods_sample_39() -> None:
 
 def test_a100_with_mig_instance_sample_30() -> None:
     tel = telemetry(exposition(sample_text("30_"), NOW), NOW)
-    gpus = node_facts(tel, gf.host_map(["ub20-a100-k8s"], []), ["ub20-a100-k8s"])["ub20-a100-k8s"]
+    gpus = node_facts(tel, hosts.host_map(["ub20-a100-k8s"], []), ["ub20-a100-k8s"])["ub20-a100-k8s"]
     whole = next(g for g in gpus if g.mig_instance is None)
     assert whole.fb_ratio == pytest.approx(4845 / (4845 + 35690))
     assert whole.last_xid == 0  # value 0 means no Xid
@@ -80,7 +81,7 @@ def test_exp_xid_and_clock_event_counts_by_label_sample_29(suffix: str) -> None:
             "DCGM_EXP_CLOCK_EVENTS_COUNT": f"DCGM_EXP_CLOCK_EVENTS_{suffix}",
         },
     )
-    facts = node_facts(telemetry(data, NOW), gf.host_map([], []), ["workstation", "home"])
+    facts = node_facts(telemetry(data, NOW), hosts.host_map([], []), ["workstation", "home"])
     assert facts["workstation"][0].xid_counts_24h == {42: 1}
     assert facts["home"][0].clock_events_24h == {"gpu_idle": 2, "hw_thermal": 1, "sw_thermal": 1}
 
@@ -94,7 +95,7 @@ def test_counts_peak_over_the_day_and_zero_series_without_xid_are_ignored() -> N
         series("DCGM_EXP_XID_ERRORS_COUNT", {**labels, "xid": "13"}, [(-2 * DAY, 5)], NOW),  # older than 24 h
         series("DCGM_EXP_XID_ERRORS_COUNT", labels, [(0, 0)], NOW),  # "no Xid" series
     ]
-    [gpu] = node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
+    [gpu] = node_facts(telemetry(data, NOW), hosts.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
     assert gpu.xid_counts_24h == {79: 2}
 
 
@@ -105,7 +106,7 @@ def test_remapped_rows_now_and_increase_over_24h() -> None:
         series("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", labels, [(-DAY, 1), (0, 1)], NOW),
         series("DCGM_FI_DEV_ROW_REMAP_FAILURE", labels, [(-DAY, 0), (-600, 1), (0, 1)], NOW),
     ]
-    [gpu] = node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
+    [gpu] = node_facts(telemetry(data, NOW), hosts.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
     assert gpu.correctable_rows == 14 and gpu.correctable_rows_24h == pytest.approx(14, rel=0.01)
     assert gpu.uncorrectable_rows == 1 and gpu.uncorrectable_rows_24h == 0
     assert gpu.rows_rising and gpu.row_remap_failure == 1
@@ -131,7 +132,7 @@ def test_exporter_scrape_pod_label_is_not_a_workload() -> None:
             NOW,
         ),
     ]
-    facts = node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], [exporter]), ["gpu-7"])["gpu-7"]
+    facts = node_facts(telemetry(data, NOW), hosts.host_map(["gpu-7"], [exporter]), ["gpu-7"])["gpu-7"]
     assert [g.pods for g in facts] == [(), (("ml", "trainer-0"),)]
 
 
@@ -147,7 +148,7 @@ def test_clock_event_label_variants(raw: str, name: str) -> None:
 
 def test_telemetry_down_raises_telemetry_error() -> None:
     with pytest.raises(TelemetryError):
-        node_facts(NoTelemetry(NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])
+        node_facts(NoTelemetry(NOW), hosts.host_map(["gpu-7"], []), ["gpu-7"])
 
 
 def _fleet(nodes: int) -> list:
@@ -181,7 +182,7 @@ def _fleet(nodes: int) -> list:
 @pytest.mark.parametrize("nodes", [8, 400])
 def test_fleet_health_costs_at_most_six_calls_whatever_the_fleet_size(nodes: int) -> None:
     tel = CountingTelemetry(telemetry(_fleet(nodes), NOW))
-    health = gf.read_fleet_health(tel, gf.host_map([f"node-{n}" for n in range(nodes)], []))
+    health = gf.read_fleet_health(tel, hosts.host_map([f"node-{n}" for n in range(nodes)], []))
     assert tel.total <= 6
     # Only nodes with a non-zero signal come back: the rest of the fleet is healthy by absence.
     assert set(health) == {"node-1", "node-3", "node-4", "node-6"} if nodes > 6 else set(health) <= {"node-1"}
@@ -193,7 +194,7 @@ def test_fleet_health_costs_at_most_six_calls_whatever_the_fleet_size(nodes: int
 
 def test_node_facts_cost_does_not_grow_with_the_nodes_asked() -> None:
     one, many = CountingTelemetry(telemetry(_fleet(20), NOW)), CountingTelemetry(telemetry(_fleet(20), NOW))
-    hostmap = gf.host_map([f"node-{n}" for n in range(20)], [])
+    hostmap = hosts.host_map([f"node-{n}" for n in range(20)], [])
     node_facts(one, hostmap, ["node-3"])
     facts = node_facts(many, hostmap, [f"node-{n}" for n in range(10)])
     assert one.total == 10
@@ -245,7 +246,7 @@ def test_fleet_read_through_a_real_prometheus_matches_and_stays_within_six_queri
     data = _fleet(8)
     server = prometheus_factory(data)
     prom = PrometheusTelemetry(server.url, at=NOW)
-    hostmap = gf.host_map([f"node-{n}" for n in range(8)], [])
+    hostmap = hosts.host_map([f"node-{n}" for n in range(8)], [])
     real = gf.read_fleet_health(prom, hostmap)
     assert prom.queries <= 6
     memory = gf.read_fleet_health(telemetry(data, NOW), hostmap)
@@ -266,7 +267,7 @@ def test_exporter_pod_hostname_with_empty_pod_labels_sample_28() -> None:
         labels={"app.kubernetes.io/name": "dcgm-exporter"},
     )  # fmt: skip
     data = exposition(sample_text("28_"), NOW, rename={"DCGM_FI_DEV_SM_CLOCK": "DCGM_FI_DEV_FB_USED"})
-    facts = node_facts(telemetry(data, NOW), gf.host_map(["titan-node"], [exporter]), ["titan-node"])
+    facts = node_facts(telemetry(data, NOW), hosts.host_map(["titan-node"], [exporter]), ["titan-node"])
     gpus = facts["titan-node"]
     assert len(gpus) >= 5 and all(g.pods == () for g in gpus)
     assert {g.host for g in gpus} == {"dcgm-exporter-lcxpl"} and gpus[0].node == "titan-node"
@@ -282,9 +283,9 @@ def test_old_prometheus_chart_pod_labels_name_the_workload() -> None:
             NOW,
         )
     ]
-    [gpu] = node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
+    [gpu] = node_facts(telemetry(data, NOW), hosts.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
     assert gpu.pods == (("ml", "trainer-0"),)
-    assert {"kubernetes_namespace": ["ml"], "kubernetes_pod_name": ["trainer-0"]} in gf.pod_selector(
+    assert {"kubernetes_namespace": ["ml"], "kubernetes_pod_name": ["trainer-0"]} in hosts.pod_selector(
         "ml", "trainer-0"
     )
 
@@ -301,7 +302,7 @@ def test_nan_readings_are_no_reading() -> None:
         series("DCGM_FI_DEV_ROW_REMAP_FAILURE", {**labels, "pod": "b", "namespace": "x"}, [(0, 1)], NOW),
         series("DCGM_FI_DEV_FB_USED", labels, [(0, float("nan"))], NOW),
     ]
-    [gpu] = node_facts(telemetry(data, NOW), gf.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
+    [gpu] = node_facts(telemetry(data, NOW), hosts.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
     assert gpu.row_remap_failure == 1 and gpu.fb_used_mib is None
 
 
@@ -312,7 +313,7 @@ def test_pre_rename_clock_throttle_metric_and_label_pr_254() -> None:
         'throttle_reason="sw_thermal",window_size_in_ms="300000"} 1\n'
     )
     tel = telemetry(exposition(text, NOW), NOW)
-    [gpu] = node_facts(tel, gf.host_map(["localhost"], []), ["localhost"])["localhost"]
+    [gpu] = node_facts(tel, hosts.host_map(["localhost"], []), ["localhost"])["localhost"]
     assert gpu.clock_events_24h == {"sw_thermal": 1}
 
 
@@ -326,5 +327,5 @@ def test_digest_xids_leave_out_a_last_xid_gauge_unchanged_for_24h() -> None:
         gauge("changed", [(-30 * 3600.0, 31.0), (-3 * 3600.0, 79.0), (0.0, 79.0)]),
         gauge("began", [(-1800.0, 94.0), (0.0, 94.0)]),
     ]
-    health = gf.read_fleet_health(telemetry(data, NOW), gf.host_map(["old", "changed", "began"], []))
+    health = gf.read_fleet_health(telemetry(data, NOW), hosts.host_map(["old", "changed", "began"], []))
     assert {n: h.xids_24h for n, h in health.items()} == {"old": [], "changed": [79], "began": [94]}

@@ -13,7 +13,7 @@ from layers import scheduling
 from layers.facts import objects as o
 from layers.facts import placement
 from layers.facts.context import PER_NODE_READS
-from layers.facts.schedmsg import parse_failed_scheduling
+from layers.facts.schedmsg import SchedulerReason, parse_failed_scheduling
 from layers.findings import STOP, LayerResult, Severity
 from layers.sources import K8sObject
 from tests.layers.builders import codes, ctx, event, forbidden, gpu_node, node, one, pod
@@ -66,25 +66,24 @@ def run(objects: list[K8sObject], **kw: Any) -> LayerResult:
 
 def test_parse_counts_reasons_and_preemption_suffix() -> None:
     f = parse_failed_scheduling(MSG_SELECTOR_INSUFFICIENT)
-    assert f.total_nodes == 6
-    assert f.insufficient == {"nvidia.com/gpu": 6}
+    assert SchedulerReason(6, "Insufficient nvidia.com/gpu") in f.reasons
     assert f.selector_mismatch and not f.unschedulable and not f.untolerated_taint
 
     p = parse_failed_scheduling(MSG_PREEMPTION)
-    assert p.insufficient == {"nvidia.com/gpu": 1}
-    assert p.preemption is not None and "No preemption victims" in p.preemption
+    assert SchedulerReason(1, "Insufficient nvidia.com/gpu") in p.reasons
+    assert "No preemption victims" in p.message
     # The preemption part is not a reason of the filter phase.
     assert [r.text for r in p.reasons] == ["Insufficient nvidia.com/gpu"]
 
 
 def test_parse_taints_old_and_new_format() -> None:
-    assert parse_failed_scheduling(MSG_TAINT).taints == [("gpu", "")]
+    assert any("{gpu: }" in r.text for r in parse_failed_scheduling(MSG_TAINT).reasons)
     old = parse_failed_scheduling(
         "0/3 nodes are available: 1 node(s) had taint {node-role.kubernetes.io/master: }, that the pod "
         "didn't tolerate, 2 Insufficient nvidia.com/gpu."
     )
-    assert old.untolerated_taint and old.insufficient == {"nvidia.com/gpu": 2}
-    assert old.taints == [("node-role.kubernetes.io/master", "")]
+    assert old.untolerated_taint and SchedulerReason(2, "Insufficient nvidia.com/gpu") in old.reasons
+    assert any("{node-role.kubernetes.io/master: }" in r.text for r in old.reasons)
 
 
 def test_parse_unschedulable_and_affinity_variants_any_case() -> None:
@@ -92,7 +91,7 @@ def test_parse_unschedulable_and_affinity_variants_any_case() -> None:
     aff = parse_failed_scheduling(
         "0/4 nodes are available:  4 node(s) DIDN'T match Pod's node affinity/selector. preemption: x"
     )
-    assert aff.selector_mismatch and aff.total_nodes == 4
+    assert aff.selector_mismatch and [r.count for r in aff.reasons] == [4]
 
 
 # --- capacity against allocatable ---------------------------------------------------------
@@ -759,7 +758,7 @@ def test_pending_pod_with_no_events_and_no_conditions() -> None:
 def test_multiline_crlf_message_with_extra_spaces() -> None:
     msg = "0/2 nodes are available:\r\n  2   Insufficient   nvidia.com/gpu.shared .\r\n"
     f = parse_failed_scheduling(msg)
-    assert f.total_nodes == 2 and f.insufficient == {"nvidia.com/gpu.shared": 2}
+    assert f.reasons == (SchedulerReason(2, "Insufficient nvidia.com/gpu.shared"),)
     shared = node("gpu-0", capacity={"nvidia.com/gpu.shared": "4"}, labels={"nvidia.com/gpu.replicas": "4"})
     user = pod("other", "a", node="gpu-0", requests={"nvidia.com/gpu.shared": 4})
     wants = pod("ml", "trainer-0", requests={"nvidia.com/gpu.shared": 1})

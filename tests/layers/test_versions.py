@@ -14,7 +14,7 @@ import pytest
 from bot.sources.snapshot import SnapshotCluster
 from layers import versions
 from layers.facts.context import WalkContext
-from layers.facts.fleet import MAX_PER_CODE
+from layers.facts.fold import MAX_LISTED as MAX_PER_CODE
 from layers.findings import STOP, LayerResult, Severity, Target
 from layers.sources import K8sObject, NoTelemetry, SourceError
 from tests.layers.builders import codes, one
