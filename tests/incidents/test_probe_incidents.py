@@ -81,7 +81,7 @@ def test_old_plugin_line_is_the_unhealthy_evidence() -> None:
 
 def test_uuid_unknown_marks_all_devices() -> None:
     [f] = _findings("probe-plugin-uuid-unknown-marks-all-devices-23-nodes", "L5_DEVICE_UNHEALTHY")
-    assert any(e.startswith("all devices:") and "Marking all devices as unhealthy" in e for e in f.evidence)
+    assert any(e.startswith("all devices:") and "marking all devices as unhealthy" in e for e in f.evidence)
 
 
 def test_mig_device_is_named_by_its_uuid() -> None:

@@ -364,8 +364,8 @@ def plugin_uuid_unknown_all_devices() -> tuple[Fleet, dict[str, Any]]:
     f = _fleet(
         "probe-plugin-uuid-unknown-marks-all-devices-23-nodes",
         "Built on samples 06 and 08 (plugin health lines): k8s-device-plugin v0.14 health.go, when NVML "
-        "cannot name the GPU of an Xid event, logs `Failed to determine uuid for event {...EventData:79...}: "
-        "...; Marking all devices as unhealthy.` The node's allocatable drops to 0 of 8; the bound pod's GPUs "
+        "cannot name the GPU of an Xid event, logs `Failed to determine uuid for event {{<nil>} 8 79 ...}: "
+        "...; marking all devices as unhealthy.` The node's allocatable drops to 0 of 8; the bound pod's GPUs "
         "are gone. Elsewhere an L40S lost one GPU and an H100 has rising remapped rows.",
         a100=7, h100=8, l40s=4,
     )  # fmt: skip
@@ -375,11 +375,9 @@ def plugin_uuid_unknown_all_devices() -> tuple[Fleet, dict[str, Any]]:
     f.node(node)["status"]["allocatable"]["nvidia.com/gpu"] = "0"
     f.plugin_log(
         node,
-        "I1129 10:03:02.551873       1 health.go:159] Processing event {Device:{Handle:<nil>} EventType:8 "
-        "EventData:79 GpuInstanceId:4294967295 ComputeInstanceId:4294967295}\n"
-        "I1129 10:03:02.551910       1 health.go:172] Failed to determine uuid for event {Device:{Handle:<nil>} "
-        "EventType:8 EventData:79 GpuInstanceId:4294967295 ComputeInstanceId:4294967295}: Unknown Error; "
-        "Marking all devices as unhealthy.\n",
+        # health.go prints the event with %v here (no field names), unlike "Skipping event %+v".
+        "I1129 10:03:02.551910       1 health.go:172] Failed to determine uuid for event {{<nil>} 8 79 "
+        "4294967295 4294967295}: Unknown Error; marking all devices as unhealthy.\n",
     )
     return f, {
         "target": "serving/triton-ensemble-0",
@@ -458,6 +456,35 @@ def ignoring_xids_startup_line() -> tuple[Fleet, dict[str, Any]]:
     }
 
 
+def plugin_handle_lost_at_start() -> tuple[Fleet, dict[str, Any]]:
+    f = _fleet(
+        "probe-plugin-gpu-lost-before-start-unnamed-device-25-nodes",
+        "Built on sample 06 (7 of 8 GPUs) and k8s-device-plugin issue 231 (`nvml: GPU is lost`): the newest "
+        "health.go registers each device at start and, when NVML cannot open one, logs `unable to get device "
+        "handle from UUID: GPU is lost; marking it as unhealthy` without naming it. No Xid line; the bound "
+        "pod's node has 7 of 8 GPUs allocatable. Elsewhere: a lost GPU, rising rows, an unregistered plugin.",
+        a100=8, h100=8, l40s=5,
+    )  # fmt: skip
+    _noise_in_viz_and_infer(f)
+    node = "a100-train-06"
+    _bound_on_lost_gpu(f, node, "ray-worker-gpu-0", "ray", 4)
+    f.plugin_log(
+        node,
+        "I1129 10:06:40.310922       1 health.go:133] Ignoring the following XIDs for health checks: "
+        "map[13:true 31:true 43:true 45:true 68:true 109:true]\n"
+        "I1129 10:06:40.402177       1 health.go:380] unable to get device handle from UUID: GPU is lost; "
+        "marking it as unhealthy\n"
+        "I1129 10:06:40.512004       1 health.go:197] Health monitoring started for 8 devices\n",
+    )
+    return f, {
+        "target": "ray/ray-worker-gpu-0",
+        "walk": [1, 5],
+        "verdict": "L5_DEVICE_UNHEALTHY",
+        "codes": ["L1_ALLOCATABLE_BELOW_CAPACITY", "L5_ALLOCATABLE_BELOW_CAPACITY", "L5_DEVICE_UNHEALTHY"],
+        "absent": ["L5_XID"],
+    }
+
+
 RECIPES: list[Recipe] = [
     old_plugin_will_go_unhealthy,
     admission_error_devices_unavailable,
@@ -471,6 +498,7 @@ RECIPES: list[Recipe] = [
     plugin_uuid_unknown_all_devices,
     mig_device_marked_unhealthy,
     ignoring_xids_startup_line,
+    plugin_handle_lost_at_start,
 ]
 # Incidents gpubot gets wrong in a rule (not a parser) this session did not change: kept out of the
 # collected folder, each with its defect in tests/incidents/probe/README.md.
