@@ -91,19 +91,3 @@ def test_mig_device_is_named_by_its_uuid() -> None:
 
 def test_ignored_xid_list_is_no_xid() -> None:
     assert not _findings("probe-plugin-ignoring-xids-startup-line-healthy-28-nodes", "L5_XID")
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: an unregistered L40S (no MIG labels) counts as a candidate for a nvidia.com/mig-2g.20gb "
-    "request (layers/facts/candidates.py carries_requested), so L1_GPU_NODE_NOT_ADVERTISING sends the walk "
-    "to layer 2 instead of L1_RESOURCE_MISMATCH stopping it",
-)
-def test_open_mig_request_ignores_unregistered_non_mig_node() -> None:
-    path = (
-        Path(__file__).resolve().parent
-        / "probe"
-        / "open"
-        / "probe-mig-mixed-2g-20gb-not-offered-17-nodes-l40s-unregistered.yaml"
-    )
-    bundled.test_default_walk_gives_the_expected_diagnosis(path)
