@@ -17,7 +17,7 @@ from layers.facts import objects as o
 from layers.facts import walkfacts as wf
 from layers.facts.context import WalkContext
 from layers.facts.fold import fold, shown
-from layers.facts.pluginlog import LAYER, PluginLog, read_plugin_log
+from layers.facts.pluginlog import ALL_DEVICES, LAYER, PluginLog, read_plugin_log
 from layers.findings import Finding, LayerResult, Severity, finding, unknown
 from layers.sources import SourceError
 
@@ -190,12 +190,15 @@ def device_unhealthy(node: str, log: PluginLog, replicas: int = 1) -> Finding:
             f"time-sliced: the plugin advertises each GPU {per} times (device IDs <uuid>::<replica>); "
             "counted here as GPUs"
         )
+    elif ALL_DEVICES in by_gpu:
+        what = ALL_DEVICES  # not "1 device": the plugin took every device of the node out
     else:
         what = f"{count} device{'s' if count > 1 else ''}"
+    act = "act on the Xid" if xids else "check the card (the plugin gave no Xid)"
     return finding(
         "L5_DEVICE_UNHEALTHY",
-        f"the device plugin on {node} marked {what} unhealthy{why} "
-        f"({', '.join(by_gpu)}): it stays unallocatable until the plugin restarts — drain the node and act on the Xid",
+        f"the device plugin on {node} marked {what} unhealthy{why} ({', '.join(by_gpu)}): "
+        f"it stays unallocatable until the plugin restarts — drain the node and {act}",
         evidence=evidence,
         commands=log.commands,
         node=node,

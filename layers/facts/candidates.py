@@ -65,17 +65,27 @@ def mig_layout_offers(node: K8sObject, resource: str) -> bool:
     return re.search(rf"(?:^|[-_.,]){re.escape(profile)}(?:$|[-_.,])", layout) is not None
 
 
+def mig_labels_offer(node: K8sObject, resource: str) -> bool:
+    """A node whose device plugin never registered offers this MIG profile by its labels."""
+    count = label_value(o.labels(node).get(f"{resource}.count")) or ""
+    return (count.isdigit() and int(count) > 0) or mig_layout_offers(node, resource)
+
+
 def carries_requested(pod: K8sObject) -> NodeTest:
     """The extended-resource form of "carries the GPU resource the pod requests": each requested
     resource is in the node's capacity (above 0) or named by its MIG layout; a node that advertises
-    no GPU resource at all carries it by its labels (its device plugin never registered). A pod that
+    no GPU resource at all carries it by its labels (its device plugin never registered: any GPU
+    node for `nvidia.com/gpu`, a MIG profile only where the labels offer it). A pod that
     requests no GPU resource is carried by every GPU node."""
     requests = o.pod_requests(pod)
 
     def carries(node: K8sObject) -> bool:
         offered = o.advertised(node)
         if not offered:
-            return True
+            # By its labels: any GPU node carries `nvidia.com/gpu`, but a MIG profile only a node
+            # whose labels offer it (GFD's mixed-strategy `nvidia.com/mig-<P>.count`, or a
+            # `nvidia.com/mig.config` layout of it); an unregistered L40S is no MIG candidate.
+            return all(not r.startswith(o.MIG_PREFIX) or mig_labels_offer(node, r) for r in requests)
         return all(r in offered or mig_layout_offers(node, r) for r in requests)
 
     return carries

@@ -42,6 +42,7 @@ _ALL_DEVICES = re.compile(r"\ball\s+devices\b", re.IGNORECASE)
 # GPU and MIG UUIDs, including the old "MIG-GPU-<uuid>/<gi>/<ci>" form.
 _DEVICE_ID = re.compile(r"\b(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*")
 UNNAMED_DEVICE = "a device the plugin did not name"
+ALL_DEVICES = "all devices"  # "marking all devices as unhealthy": the plugin names none of them
 # An Xid the plugin is told to ignore; "Skipping non-nvmlEventTypeXidCriticalError event" is not one.
 _SKIPPING = re.compile(
     r"Skipping event\s*:?\s*\{(?:(?!Skipping event).)*?EventData:\s*(?P<xid>\d+)", re.IGNORECASE
@@ -58,7 +59,7 @@ def unhealthy_device(line: str) -> str | None:
     m = _DEVICE_ID.search(line)
     if m:
         return m.group(0).rstrip(":.")
-    return "all devices" if _ALL_DEVICES.search(line) else UNNAMED_DEVICE
+    return ALL_DEVICES if _ALL_DEVICES.search(line) else UNNAMED_DEVICE
 
 
 @dataclass
@@ -93,7 +94,7 @@ class PluginLog:
                     if device:
                         self.xid_devices.setdefault(number, set()).add(device)
                 if counts_unhealthy:
-                    self.unhealthy.setdefault(device or "all devices", (number, shown))
+                    self.unhealthy.setdefault(device or ALL_DEVICES, (number, shown))
                 continue
             m = _SKIPPING.search(line)
             if m:

@@ -270,3 +270,22 @@ def test_a_gated_pod_is_held_by_its_queue_and_no_node_is_examined() -> None:
     assert result.next == "stop" and w.examined_nodes() == []
     [f] = [f for f in result.findings if f.code == "L1_SCHEDULING_GATED"]
     assert "spec.schedulingGates: kueue.x-k8s.io/admission" in f.evidence and f.severity == Severity.WARN
+
+
+def test_a_node_that_advertises_nothing_carries_a_mig_profile_only_by_its_labels() -> None:
+    def unregistered(name: str, **labels: str) -> K8sObject:
+        return node(name, labels={"nvidia.com/gpu.present": "true", **labels})
+
+    nodes = [
+        unregistered("l40s-1", **{"nvidia.com/gpu.product": "NVIDIA-L40S"}),
+        unregistered(
+            "a100-mixed", **{"nvidia.com/mig.strategy": "mixed", "nvidia.com/mig-2g.20gb.count": "3"}
+        ),
+        unregistered("a100-layout", **{"nvidia.com/mig.config": "all-2g.20gb"}),
+        unregistered(
+            "a100-other", **{"nvidia.com/mig-1g.10gb.count": "7", "nvidia.com/mig-2g.20gb.count": "0"}
+        ),
+    ]
+    assert names(pending(requests={"nvidia.com/mig-2g.20gb": 1}), nodes) == ["a100-mixed", "a100-layout"]
+    # The whole-GPU resource is carried by every GPU node by its labels, as before.
+    assert sorted(names(pending(), nodes)) == sorted(o["metadata"]["name"] for o in nodes)
