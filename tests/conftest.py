@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -39,3 +41,35 @@ def slack() -> Iterator[FakeSlack]:
     """A fake Slack Web API per test module: its tests share it (distinct channels, or `reset()`)."""
     with serve_slack() as fake:
         yield fake
+
+
+@pytest.fixture
+def stalled_url() -> Iterator[str]:
+    """A real socket on 127.0.0.1 that accepts every connection and never sends a byte."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(32)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(conn)  # read nothing, answer nothing
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        for conn in held:
+            conn.close()
+        server.close()

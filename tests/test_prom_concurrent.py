@@ -5,7 +5,6 @@ one, and one deadline, not one timeout per query, on a Prometheus that never ans
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -91,36 +90,6 @@ def test_independent_reads_are_in_flight_together(slow_url: str) -> None:
     assert read_all(tel, READS) == [[] for _ in READS]
     assert len(_Slow.seen) == len(READS)
     assert _Slow.peak >= 2, "the reads went one after another"
-
-
-@pytest.fixture()
-def stalled_url() -> Iterator[str]:
-    """A real socket that accepts every connection and never sends a byte."""
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.bind(("127.0.0.1", 0))
-    server.listen(32)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            held.append(conn)
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join(timeout=2)
-    for conn in held:
-        conn.close()
-    server.close()
 
 
 def test_a_prometheus_that_never_answers_costs_one_deadline(stalled_url: str) -> None:

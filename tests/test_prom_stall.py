@@ -3,12 +3,7 @@ with `unknown` findings and notes naming the timeout, instead of hanging."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from bot.sources.opener import bundled_scenarios
 from bot.sources.prom import PrometheusTelemetry
@@ -16,38 +11,6 @@ from bot.sources.scenario import build_sources, load_scenario
 from layers.digest import collect_digest
 from layers.findings import Severity
 from layers.walk import walk
-
-
-@pytest.fixture
-def stalled_url() -> Iterator[str]:
-    """A real socket on 127.0.0.1 that accepts every connection and never sends a byte."""
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            held.append(conn)  # read nothing, answer nothing
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(timeout=2)
-        for conn in held:
-            conn.close()
-        server.close()
 
 
 def test_a_walk_over_a_stalled_prometheus_ends_in_unknown(stalled_url: str) -> None:
