@@ -1,4 +1,4 @@
-"""Session fixtures for the real services. Other fixtures live in modules and are imported where used."""
+"""Session fixtures for the real services, and the stalled socket both Prometheus timeout tests use."""
 
 from __future__ import annotations
 
