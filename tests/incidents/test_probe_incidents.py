@@ -1,4 +1,5 @@
-"""Black-box probe incidents (tests/incidents/probe/*.yaml, made by tests/incidents/probe/build.py).
+"""Black-box probe incidents: tests/incidents/probe/ (layers 1 and 5) and tests/incidents/probe2/
+(layers 2-4), each folder's *.yaml made by its build.py.
 
 Production-shaped fleets (12-40 nodes, several pools, sick nodes elsewhere) around real-world variants
 of outside text: older device-plugin log formats, kube-scheduler messages of other releases, kubelet
@@ -27,7 +28,8 @@ from tests.incidents.scenario_checks import (
     walked_findings,
 )
 
-FILES = incident_files("probe")
+PROBE, PROBE2 = incident_files("probe"), incident_files("probe2")
+FILES = PROBE + PROBE2
 IDS = [p.stem for p in FILES]
 
 
@@ -48,8 +50,8 @@ def fast_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def test_at_least_eight_incidents() -> None:
-    assert len(FILES) >= 8, FILES
+def test_at_least_eight_and_five_incidents() -> None:
+    assert len(PROBE) >= 8 and len(PROBE2) >= 5, FILES
 
 
 @pytest.mark.usefixtures("fast_read")
@@ -70,7 +72,8 @@ def test_default_walk_gives_the_expected_diagnosis(path: Path) -> None:
 
 
 def _findings(stem: str, code: str) -> list[Finding]:
-    return walked_findings(Path(__file__).resolve().parent / "probe" / f"{stem}.yaml", code)
+    folder = stem.partition("-")[0]  # "probe" or "probe2", as the file names begin
+    return walked_findings(Path(__file__).resolve().parent / folder / f"{stem}.yaml", code)
 
 
 def test_old_plugin_line_is_the_unhealthy_evidence() -> None:
@@ -91,3 +94,38 @@ def test_mig_device_is_named_by_its_uuid() -> None:
 
 def test_ignored_xid_list_is_no_xid() -> None:
     assert not _findings("probe-plugin-ignoring-xids-startup-line-healthy-28-nodes", "L5_XID")
+
+
+# --- layers 2-4 (probe2) ---
+
+
+def test_validator_evidence_names_the_stage_and_its_log() -> None:
+    [f] = _findings("probe2-v24-9-validator-cuda-validation-exclusive-process-22-nodes", "L2_VALIDATOR_STUCK")
+    assert "cuda-validation" in f.summary
+    assert any("is/are busy or unavailable" in e for e in f.evidence), f.evidence
+
+
+def test_kernel_unresolved_line_is_the_build_evidence() -> None:
+    [f] = _findings("probe2-v23-9-driver-ctr-kernel-unresolved-a100-19-nodes", "L3_DRIVER_BUILD_FAILED")
+    assert f.node == "a100-train-02"
+    assert "Could not resolve Linux kernel version" in f.evidence
+
+
+def test_nouveau_is_named_as_the_cause() -> None:
+    [f] = _findings("probe2-v25-3-driver-nouveau-module-fail-l40s-17-nodes", "L3_DRIVER_BUILD_FAILED")
+    assert "nouveau" in f.summary
+
+
+def test_skew_table_names_the_odd_node_only() -> None:
+    [f] = _findings("probe2-driver-kernel-skew-cuda-insufficient-h100-20-nodes", "L3_DRIVER_VERSION_SKEW")
+    assert "odd nodes (driver): h100-infer-07" in f.evidence, f.evidence
+
+
+def test_oomkilled_names_the_memory_limit() -> None:
+    [f] = _findings("probe2-oomkilled-cgroup-dataloader-a100-18-nodes", "L4_OOMKILLED")
+    assert "memory limit of main: 64Gi" in f.evidence
+
+
+def test_time_slicing_names_the_other_pod_on_the_gpu() -> None:
+    [f] = _findings("probe2-vllm-preemptions-time-sliced-l40s-shared-16-nodes", "L4_TIME_SLICING")
+    assert any("notebooks/jupyter-bob-0" in e for e in f.evidence), f.evidence
