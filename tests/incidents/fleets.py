@@ -13,6 +13,7 @@ them (sample 27). Noise is added by `sick_*` helpers, each the kind of thing a l
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -409,6 +410,43 @@ class Fleet:
         )
         path.write_text(text, encoding="utf-8")
         return path
+
+
+# A recipe builds one incident: its fleet and the `x-expect` the walk must give.
+Recipe = Callable[[], tuple[Fleet, dict[str, Any]]]
+
+
+def write_recipes(recipes: Iterable[Recipe], folder: Path) -> None:
+    """Rewrite each recipe's scenario file in `folder`, printing its path."""
+    for recipe in recipes:
+        fleet, expect = recipe()
+        print(fleet.write(folder, expect))
+
+
+def mixed_pools(
+    name: str, description: str, *, a100: int = 6, h100: int = 6, l40s: int = 4, cpu: int = 3
+) -> Fleet:
+    """A fleet of three GPU pools (A100 `train`, H100 `infer`, L40S `viz` with 4 GPUs a node), each
+    node with its device plugin, beside `cpu` CPU nodes."""
+    f = Fleet(name, description)
+    f.control_plane()
+    for i in range(1, cpu + 1):
+        f.cpu_node(f"cpu-{i:02d}")
+    for i in range(1, a100 + 1):
+        f.gpu_node(f"a100-train-{i:02d}", "a100", pool="train", operands="plugin")
+    for i in range(1, h100 + 1):
+        f.gpu_node(f"h100-infer-{i:02d}", "h100", pool="infer", operands="plugin")
+    for i in range(1, l40s + 1):
+        f.gpu_node(f"l40s-viz-{i:02d}", "l40s", 4, pool="viz", operands="plugin")
+    return f
+
+
+def noise_in_viz_and_infer(f: Fleet) -> None:
+    """The noise every large cluster has, outside the A100 pool: a lost GPU, a rising row-remap
+    count, a node whose plugin never registered."""
+    f.sick_lost_gpu("l40s-viz-02", xid=79, gpu=1)
+    f.sick_rows_rising("h100-infer-05", "h100")
+    f.sick_not_advertising("l40s-viz-04")
 
 
 class _Compact(yaml.SafeDumper):

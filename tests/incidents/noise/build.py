@@ -13,12 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.incidents.fleets import Fleet
+from tests.incidents.fleets import Fleet, Recipe, write_recipes
 
 HERE = Path(__file__).resolve().parent
 BUNDLED = HERE.parents[2] / "bot" / "scenarios"
 
-Recipe = Callable[[], tuple[Fleet, dict[str, Any]]]
 GPU_TAINT = {"effect": "NoSchedule", "key": "nvidia.com/gpu", "value": "present"}
 PREEMPTION_NOT_HELPFUL = (
     ". preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
@@ -660,12 +659,8 @@ NOISE_RECIPES: list[Recipe] = [
 
 
 def main() -> None:
-    for recipe in BUNDLED_RECIPES:
-        fleet, expect = recipe()
-        print(fleet.write(BUNDLED, expect))
-    for recipe in NOISE_RECIPES:
-        fleet, expect = recipe()
-        print(fleet.write(HERE, expect))
+    write_recipes(BUNDLED_RECIPES, BUNDLED)
+    write_recipes(NOISE_RECIPES, HERE)
 
 
 if __name__ == "__main__":

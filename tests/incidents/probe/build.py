@@ -9,39 +9,13 @@ committed YAML files are what tests/incidents/test_probe_incidents.py reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.incidents.fleets import Fleet, uuid_of
+from tests.incidents.fleets import Fleet, Recipe, mixed_pools, noise_in_viz_and_infer, uuid_of, write_recipes
 
 HERE = Path(__file__).resolve().parent
-Recipe = Callable[[], tuple[Fleet, dict[str, Any]]]
 GPU_TAINT = {"effect": "NoSchedule", "key": "nvidia.com/gpu", "value": "present"}
-
-
-def _fleet(
-    name: str, description: str, *, a100: int = 6, h100: int = 6, l40s: int = 4, cpu: int = 3
-) -> Fleet:
-    """A mixed fleet with the noise every large cluster has: a lost GPU, a rising row-remap count,
-    a node whose plugin never registered, all on nodes of pools other than the target's."""
-    f = Fleet(name, description)
-    f.control_plane()
-    for i in range(1, cpu + 1):
-        f.cpu_node(f"cpu-{i:02d}")
-    for i in range(1, a100 + 1):
-        f.gpu_node(f"a100-train-{i:02d}", "a100", pool="train", operands="plugin")
-    for i in range(1, h100 + 1):
-        f.gpu_node(f"h100-infer-{i:02d}", "h100", pool="infer", operands="plugin")
-    for i in range(1, l40s + 1):
-        f.gpu_node(f"l40s-viz-{i:02d}", "l40s", 4, pool="viz", operands="plugin")
-    return f
-
-
-def _noise_in_viz_and_infer(f: Fleet) -> None:
-    f.sick_lost_gpu("l40s-viz-02", xid=79, gpu=1)
-    f.sick_rows_rising("h100-infer-05", "h100")
-    f.sick_not_advertising("l40s-viz-04")
 
 
 def _bound_on_lost_gpu(f: Fleet, node: str, pod: str, ns: str, gpus: int) -> None:
@@ -51,13 +25,13 @@ def _bound_on_lost_gpu(f: Fleet, node: str, pod: str, ns: str, gpus: int) -> Non
 
 
 def old_plugin_will_go_unhealthy() -> tuple[Fleet, dict[str, Any]]:
-    f = _fleet(
+    f = mixed_pools(
         "probe-old-plugin-will-go-unhealthy-xid48-20-nodes",
         "Built on samples 07 and 08 (device-plugin unhealthy lines) and k8s-device-plugin issue 259 / the v0.9 health check: the plugin logged with Go's log package "
         "(`2021/07/23 08:41:02 ...`) and said `XidCriticalError: Xid=48 on Device=GPU-..., the device will "
         "go unhealthy.` A training pod runs on the A100 whose GPU went unhealthy; elsewhere an L40S lost a GPU.",
     )
-    _noise_in_viz_and_infer(f)
+    noise_in_viz_and_infer(f)
     node = "a100-train-03"
     _bound_on_lost_gpu(f, node, "llm-pretrain-0", "research", 8)
     uuid = uuid_of(node, 6)
@@ -86,7 +60,7 @@ def old_plugin_will_go_unhealthy() -> tuple[Fleet, dict[str, Any]]:
 
 
 def admission_error_devices_unavailable() -> tuple[Fleet, dict[str, Any]]:
-    f = _fleet(
+    f = mixed_pools(
         "probe-unexpected-admission-error-lost-gpu-22-nodes",
         "Built on sample 06 (7 of 8 GPUs, Xid 79) and kubernetes/kubernetes issue 130145: the pod bound to a node whose GPU was marked unhealthy between "
         "scheduling and admission fails with reason UnexpectedAdmissionError, `Allocate failed due to "
@@ -94,7 +68,7 @@ def admission_error_devices_unavailable() -> tuple[Fleet, dict[str, Any]]:
         "unexpected`. The node's allocatable is one below capacity.",
         a100=7, h100=8, l40s=4,
     )  # fmt: skip
-    _noise_in_viz_and_infer(f)
+    noise_in_viz_and_infer(f)
     node = "h100-infer-02"
     for i in range(7):
         f.running_pod(f"vllm-llama-{i}", "serving", node, 1)
@@ -141,7 +115,7 @@ def admission_error_devices_unavailable() -> tuple[Fleet, dict[str, Any]]:
 
 
 def old_scheduler_taint_text() -> tuple[Fleet, dict[str, Any]]:
-    f = _fleet(
+    f = mixed_pools(
         "probe-scheduler-1-21-taint-text-didnt-tolerate-19-nodes",
         "Built on sample 04 (untolerated taint): kube-scheduler before 1.22 said `node(s) had taint {nvidia.com/gpu: present}, that the pod didn't "
         "tolerate` and `didn't match node selector` (k8s-device-plugin issue 421 era). The A100 pool is tainted; "
@@ -150,7 +124,7 @@ def old_scheduler_taint_text() -> tuple[Fleet, dict[str, Any]]:
     )  # fmt: skip
     for i in range(1, 7):
         f.node(f"a100-train-{i:02d}")["spec"]["taints"] = [GPU_TAINT]
-    _noise_in_viz_and_infer(f)
+    noise_in_viz_and_infer(f)
     msg = (
         "0/19 nodes are available: 1 node(s) had taint {node-role.kubernetes.io/master: }, that the pod didn't "
         "tolerate, 6 node(s) had taint {nvidia.com/gpu: present}, that the pod didn't tolerate, 12 node(s) "
@@ -168,7 +142,7 @@ def old_scheduler_taint_text() -> tuple[Fleet, dict[str, Any]]:
 
 def mig_profile_not_offered(l40s_not_advertising: bool = False) -> tuple[Fleet, dict[str, Any]]:
     name = "probe-mig-mixed-2g-20gb-not-offered-17-nodes"
-    f = _fleet(
+    f = mixed_pools(
         name + ("-l40s-unregistered" if l40s_not_advertising else ""),
         "Built on sample 33 (MIG mixed labels) and gpu-operator's MIG mixed strategy: the A100 pool advertises nvidia.com/mig-1g.10gb and "
         "nvidia.com/mig-3g.40gb; the notebook asks for nvidia.com/mig-2g.20gb, which no node offers "
@@ -206,7 +180,7 @@ def mig_profile_not_offered(l40s_not_advertising: bool = False) -> tuple[Fleet, 
 
 
 def exhausted_old_master_taint() -> tuple[Fleet, dict[str, Any]]:
-    f = _fleet(
+    f = mixed_pools(
         "probe-exhausted-l40s-scheduler-1-27-victims-text-24-nodes",
         "Built on samples 01 and 03 (Insufficient nvidia.com/gpu, no preemption victims): kube-scheduler 1.27 text: `Insufficient nvidia.com/gpu` with `preemption: ... No preemption victims "
         "found for incoming pod`. Every L40S is held by running render pods; elsewhere an H100 has rising "
@@ -236,14 +210,14 @@ def exhausted_old_master_taint() -> tuple[Fleet, dict[str, Any]]:
 
 
 def dcgm_err_code_labels() -> tuple[Fleet, dict[str, Any]]:
-    f = _fleet(
+    f = mixed_pools(
         "probe-dcgm-xid-err-code-labels-hostnetwork-21-nodes",
         "Built on samples 27 and 29 (dcgm-exporter series): dcgm-exporter 3.3+ labels DCGM_FI_DEV_XID_ERRORS with err_code/err_msg and pci_bus_id; on "
         "hostNetwork its instance is the node IP:9400 and Hostname the node name. The plugin runs with "
         "DP_DISABLE_HEALTHCHECKS=all, so allocatable stays full; DCGM alone shows Xid 79 on the pod's GPU.",
         a100=6, h100=7, l40s=4,
     )  # fmt: skip
-    _noise_in_viz_and_infer(f)
+    noise_in_viz_and_infer(f)
     node = "a100-train-02"
     f.running_pod("train-moe-0", "research", node, 8)
     f.gpu_series(node, "a100", 8)
@@ -265,7 +239,7 @@ def dcgm_err_code_labels() -> tuple[Fleet, dict[str, Any]]:
 
 
 def plugin_skipping_event_xid13() -> tuple[Fleet, dict[str, Any]]:
-    f = _fleet(
+    f = mixed_pools(
         "probe-plugin-v0-14-skipping-event-xid13-18-nodes",
         "Built on sample 08 (plugin log) and k8s-device-plugin v0.14 health.go: an Xid the plugin ignores is logged `Skipping event "
         "{Device:{Handle:0x...} EventType:8 EventData:13 GpuInstanceId:4294967295 ComputeInstanceId:4294967295}`; "
@@ -294,14 +268,14 @@ def plugin_skipping_event_xid13() -> tuple[Fleet, dict[str, Any]]:
 
 
 def selector_typo_1_32_text() -> tuple[Fleet, dict[str, Any]]:
-    f = _fleet(
+    f = mixed_pools(
         "probe-selector-product-typo-scheduler-1-32-26-nodes",
         "Built on samples 01 and 32 (selector message, H100 labels): kube-scheduler 1.32 text: `0/26 nodes are available: ... didn't match Pod's node affinity/selector. "
         "preemption: 0/26 nodes are available: 26 Preemption is not helpful for scheduling.` The pod selects "
         "`nvidia.com/gpu.product=NVIDIA-H100-80GB` (the label is NVIDIA-H100-80GB-HBM3).",
         a100=8, h100=8, l40s=6,
     )  # fmt: skip
-    _noise_in_viz_and_infer(f)
+    noise_in_viz_and_infer(f)
     msg = (
         "0/26 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
         "25 node(s) didn't match Pod's node affinity/selector. preemption: 0/26 nodes are available: 26 "
@@ -320,7 +294,7 @@ def selector_typo_1_32_text() -> tuple[Fleet, dict[str, Any]]:
 
 
 def plugin_unhealthy_klog_structured() -> tuple[Fleet, dict[str, Any]]:
-    f = _fleet(
+    f = mixed_pools(
         "probe-plugin-xid94-marked-unhealthy-pending-h100-16-nodes",
         "Built on samples 06 and 08 (Xid lines, 7 of 8 GPUs): k8s-device-plugin v0.15+: `XidCriticalError: Xid=94 on Device=GPU-...; marking device as unhealthy.` "
         "then `'nvidia.com/gpu' device marked unhealthy: GPU-...`. The H100 pool is full but for the GPU "
@@ -361,7 +335,7 @@ def plugin_unhealthy_klog_structured() -> tuple[Fleet, dict[str, Any]]:
 
 
 def plugin_uuid_unknown_all_devices() -> tuple[Fleet, dict[str, Any]]:
-    f = _fleet(
+    f = mixed_pools(
         "probe-plugin-uuid-unknown-marks-all-devices-23-nodes",
         "Built on samples 06 and 08 (plugin health lines): k8s-device-plugin v0.14 health.go, when NVML "
         "cannot name the GPU of an Xid event, logs `Failed to determine uuid for event {{<nil>} 8 79 ...}: "
@@ -369,7 +343,7 @@ def plugin_uuid_unknown_all_devices() -> tuple[Fleet, dict[str, Any]]:
         "are gone. Elsewhere an L40S lost one GPU and an H100 has rising remapped rows.",
         a100=7, h100=8, l40s=4,
     )  # fmt: skip
-    _noise_in_viz_and_infer(f)
+    noise_in_viz_and_infer(f)
     node = "h100-infer-07"
     f.running_pod("triton-ensemble-0", "serving", node, 4)
     f.node(node)["status"]["allocatable"]["nvidia.com/gpu"] = "0"
@@ -389,7 +363,7 @@ def plugin_uuid_unknown_all_devices() -> tuple[Fleet, dict[str, Any]]:
 
 
 def mig_device_marked_unhealthy() -> tuple[Fleet, dict[str, Any]]:
-    f = _fleet(
+    f = mixed_pools(
         "probe-mig-1g-10gb-device-marked-unhealthy-mixed-19-nodes",
         "Built on samples 30 and 33 (A100 MIG mixed) and sample 08: under the mixed strategy the plugin "
         "names the MIG resource, `'nvidia.com/mig-1g.10gb' device marked unhealthy: MIG-...`, after "
@@ -405,7 +379,7 @@ def mig_device_marked_unhealthy() -> tuple[Fleet, dict[str, Any]]:
             del n["status"][key]["nvidia.com/gpu"]
             n["status"][key]["nvidia.com/mig-1g.10gb"] = "14"
             n["status"][key]["nvidia.com/mig-2g.20gb"] = "7"
-    _noise_in_viz_and_infer(f)
+    noise_in_viz_and_infer(f)
     node = "a100-train-03"
     f.node(node)["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] = "13"
     f.running_pod("notebook-bob-0", "notebooks", node, 1, resource="nvidia.com/mig-1g.10gb")
@@ -430,7 +404,7 @@ def mig_device_marked_unhealthy() -> tuple[Fleet, dict[str, Any]]:
 
 
 def ignoring_xids_startup_line() -> tuple[Fleet, dict[str, Any]]:
-    f = _fleet(
+    f = mixed_pools(
         "probe-plugin-ignoring-xids-startup-line-healthy-28-nodes",
         "Built on sample 08 and k8s-device-plugin pull 268 (XIDs to ignore): at start-up the plugin logs "
         "`Ignoring the following XIDs for health checks: map[13:true 31:true 43:true 45:true 68:true 109:true]`, "
@@ -438,7 +412,7 @@ def ignoring_xids_startup_line() -> tuple[Fleet, dict[str, Any]]:
         "with every layer ok. Elsewhere: a lost GPU, rising rows, an unregistered plugin.",
         a100=10, h100=10, l40s=4,
     )  # fmt: skip
-    _noise_in_viz_and_infer(f)
+    noise_in_viz_and_infer(f)
     node = "a100-train-08"
     f.running_pod("bert-eval-2", "research", node, 2)
     f.gpu_series(node, "a100", 8)
@@ -457,7 +431,7 @@ def ignoring_xids_startup_line() -> tuple[Fleet, dict[str, Any]]:
 
 
 def plugin_handle_lost_at_start() -> tuple[Fleet, dict[str, Any]]:
-    f = _fleet(
+    f = mixed_pools(
         "probe-plugin-gpu-lost-before-start-unnamed-device-25-nodes",
         "Built on sample 06 (7 of 8 GPUs) and k8s-device-plugin issue 231 (`nvml: GPU is lost`): the newest "
         "health.go registers each device at start and, when NVML cannot open one, logs `unable to get device "
@@ -465,7 +439,7 @@ def plugin_handle_lost_at_start() -> tuple[Fleet, dict[str, Any]]:
         "pod's node has 7 of 8 GPUs allocatable. Elsewhere: a lost GPU, rising rows, an unregistered plugin.",
         a100=8, h100=8, l40s=5,
     )  # fmt: skip
-    _noise_in_viz_and_infer(f)
+    noise_in_viz_and_infer(f)
     node = "a100-train-06"
     _bound_on_lost_gpu(f, node, "ray-worker-gpu-0", "ray", 4)
     f.plugin_log(
@@ -504,9 +478,7 @@ RECIPES: list[Recipe] = [
 
 
 def main() -> None:
-    for recipe in RECIPES:
-        fleet, expect = recipe()
-        fleet.write(HERE, expect)
+    write_recipes(RECIPES, HERE)
 
 
 if __name__ == "__main__":

@@ -9,32 +9,26 @@ Expectations come from spec/findings.md, not from what gpubot prints.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.incidents.fleets import NS, Fleet, uuid_of
+from tests.incidents.fleets import (
+    NS,
+    Fleet,
+    Recipe,
+    mixed_pools,
+    noise_in_viz_and_infer,
+    uuid_of,
+    write_recipes,
+)
 
 HERE = Path(__file__).resolve().parent
-Recipe = Callable[[], tuple[Fleet, dict[str, Any]]]
 
 
 def _fleet(name: str, description: str, *, a100: int = 5, h100: int = 6, l40s: int = 4) -> Fleet:
-    """A mixed fleet whose noise sits in pools the target never uses: a lost GPU on an L40S, rising
-    remapped rows on an H100, an unregistered plugin on another L40S."""
-    f = Fleet(name, description)
-    f.control_plane()
-    for i in range(1, 3):
-        f.cpu_node(f"cpu-{i:02d}")
-    for i in range(1, a100 + 1):
-        f.gpu_node(f"a100-train-{i:02d}", "a100", pool="train", operands="plugin")
-    for i in range(1, h100 + 1):
-        f.gpu_node(f"h100-infer-{i:02d}", "h100", pool="infer", operands="plugin")
-    for i in range(1, l40s + 1):
-        f.gpu_node(f"l40s-viz-{i:02d}", "l40s", 4, pool="viz", operands="plugin")
-    f.sick_lost_gpu("l40s-viz-02", xid=79, gpu=1)
-    f.sick_rows_rising("h100-infer-05", "h100")
-    f.sick_not_advertising("l40s-viz-04")
+    """Three pools beside two CPU nodes, with the noise in pools the target never uses."""
+    f = mixed_pools(name, description, a100=a100, h100=h100, l40s=l40s, cpu=2)
+    noise_in_viz_and_infer(f)
     return f
 
 
@@ -436,9 +430,7 @@ RECIPES: list[Recipe] = [
 
 
 def main() -> None:
-    for recipe in RECIPES:
-        fleet, expect = recipe()
-        fleet.write(HERE, expect)
+    write_recipes(RECIPES, HERE)
 
 
 if __name__ == "__main__":

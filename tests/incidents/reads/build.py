@@ -7,14 +7,12 @@ script is how they were made, so a change to an incident is a reviewed change to
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.incidents.fleets import NS, Fleet, uuid_of
+from tests.incidents.fleets import NS, Fleet, Recipe, uuid_of, write_recipes
 
 HERE = Path(__file__).resolve().parent
-Recipe = Callable[[], tuple[Fleet, dict[str, Any]]]
 
 # The plugin's start-up with a time-slicing config, as v0.17 prints it (klog lines of main.go, the
 # "Running with config:" JSON of k8s-device-plugin issue 732, the sharing block of the README's
@@ -202,9 +200,7 @@ RECIPES: tuple[Recipe, ...] = (
 
 
 def main() -> None:
-    for recipe in RECIPES:
-        fleet, expect = recipe()
-        print(fleet.write(HERE, expect))
+    write_recipes(RECIPES, HERE)
 
 
 if __name__ == "__main__":
