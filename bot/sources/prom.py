@@ -17,6 +17,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -191,39 +192,20 @@ class PrometheusTelemetry:
         The first failure in order is raised, as one-after-another reads would; a read still
         unanswered at the deadline is a timeout (its thread is left to its socket timeout).
         """
-        results: list[list[Sample] | BaseException | None] = [None] * len(reads)
-        done = threading.Semaphore(0)
-        pending = list(range(len(reads)))
-        taken = threading.Lock()
-
-        def work() -> None:
-            while True:
-                with taken:
-                    if not pending:
-                        return
-                    i = pending.pop(0)
-                try:
-                    results[i] = read_one(self, reads[i])
-                except BaseException as err:  # handed to the caller's thread, raised there
-                    results[i] = err
-                done.release()
-
-        for _ in range(min(len(reads), MAX_IN_FLIGHT)):
-            threading.Thread(target=work, name="prometheus-read", daemon=True).start()
-        deadline = time.monotonic() + self._deadline_s
-        for _ in reads:
-            if not done.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                break
+        if not reads:
+            return []
+        pool = ThreadPoolExecutor(min(len(reads), MAX_IN_FLIGHT), thread_name_prefix="prometheus-read")
+        futures = [pool.submit(read_one, self, r) for r in reads]
+        answered, _ = wait(futures, timeout=self._deadline_s)
+        pool.shutdown(wait=False, cancel_futures=True)  # the deadline passed: nothing more is started
         out: list[list[Sample]] = []
-        for r, got in zip(reads, results, strict=True):
-            if isinstance(got, BaseException):
-                raise got
-            if got is None:
+        for r, future in zip(reads, futures, strict=True):
+            if future not in answered:
                 query = plan(None if r.func == "instant" else r.func, r.metric, r.window_s or None, r.match)[
                     0
                 ]
                 raise TelemetryError(self._timeout_error(f"Prometheus at {self.shown_url}", str(query)))
-            out.append(got)
+            out.append(future.result())  # a read's own failure is raised here, in order
         return out
 
     # --- plumbing ---------------------------------------------------------------
