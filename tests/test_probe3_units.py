@@ -106,3 +106,11 @@ def test_a_users_taint_still_asks_for_a_toleration() -> None:
     [f] = scheduler_reasons(POD, FAILURE, taint_nodes=[tainted], selector_nodes=[], candidates=[])
     assert "add a toleration or remove the taint" in f.summary
     assert not any("condition Ready" in e for e in f.evidence)
+
+
+def test_names_past_three_are_counted_not_dropped() -> None:
+    tainted = [
+        _node(f"gpu-{i}", [{"key": "dedicated", "value": "llm", "effect": "NoSchedule"}]) for i in range(5)
+    ]
+    [f] = scheduler_reasons(POD, FAILURE, taint_nodes=tainted, selector_nodes=[], candidates=[])
+    assert f.summary.startswith("5 GPU node(s) (gpu-0, gpu-1, gpu-2 … and 2 more) have taint dedicated=llm")

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from layers.facts import objects as o
-from layers.facts.fold import listed
+from layers.facts.fold import listed, shown
 from layers.facts.schedmsg import SchedulingFailure
 from layers.findings import Finding, finding
 from layers.sources import K8sObject
@@ -142,8 +142,8 @@ def _term_miss(term: Mapping[str, Any], node: K8sObject) -> str:
 
 def _expr_text(expr: Mapping[str, Any]) -> str:
     values = [label_value(v) or "" for v in expr.get("values") or []]
-    shown = f" {','.join(values)}" if values else ""
-    return f"{expr.get('key')} {expr.get('operator')}{shown}"
+    vals = f" {','.join(values)}" if values else ""
+    return f"{expr.get('key')} {expr.get('operator')}{vals}"
 
 
 # Added to every pod by the DefaultTolerationSeconds admission plugin: noise in evidence.
@@ -234,21 +234,21 @@ def scheduler_reasons(
                     near[taint_text(taint)] = near_miss(tolerations, taint)
                     if str(taint.get("key")) in CONDITION_TAINTS:
                         state[taint_text(taint)] = CONDITION_TAINTS[str(taint.get("key"))]
-        for shown, tainted in sorted(by_taint.items()):
+        for taint_shown, tainted in sorted(by_taint.items()):
             names = [o.name(n) for n in tainted]
-            if shown in state:
+            if taint_shown in state:
                 # Kubernetes tainted the node because it is in trouble: tolerating that would send
                 # the pod to a broken node. The node's conditions say what is wrong.
                 summary = (
-                    f"{len(names)} GPU node(s) ({', '.join(names[:3])}) are {state[shown]}: Kubernetes "
-                    f"tainted them {shown}, so {ns}/{name} cannot go there — bring the node back (kubelet, "
+                    f"{len(names)} GPU node(s) ({shown(names, limit=3)}) are {state[taint_shown]}: Kubernetes "
+                    f"tainted them {taint_shown}, so {ns}/{name} cannot go there — bring the node back (kubelet, "
                     "network, power), a toleration is not the fix"
                 )
                 detail = [f"{o.name(n)}: {line}" for n in tainted for line in node_conditions(n)]
             else:
                 summary = (
-                    f"{len(names)} GPU node(s) ({', '.join(names[:3])}) have taint {shown} that "
-                    f"{ns}/{name} does not tolerate{near[shown]}: add a toleration or remove the taint"
+                    f"{len(names)} GPU node(s) ({shown(names, limit=3)}) have taint {taint_shown} that "
+                    f"{ns}/{name} does not tolerate{near[taint_shown]}: add a toleration or remove the taint"
                 )
                 detail = []
             out.append(
@@ -257,7 +257,7 @@ def scheduler_reasons(
                     summary,
                     evidence=[
                         f"scheduler: {said('untolerated_taint')}",
-                        *listed([f"{n}: taint {shown}" for n in names]),
+                        *listed([f"{n}: taint {taint_shown}" for n in names]),
                         *listed(detail),
                         f"pod tolerations: {tolerations_shown(tolerations)}",
                     ],
@@ -266,7 +266,7 @@ def scheduler_reasons(
                         f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.tolerations}}'",
                         *(
                             f"kubectl describe node {n} | sed -n '/Conditions/,/Addresses/p'"
-                            for n in (names[:3] if shown in state else [])
+                            for n in (names[:3] if taint_shown in state else [])
                         ),
                     ],
                     node=one_node(names),
@@ -305,7 +305,7 @@ def scheduler_reasons(
                 finding(
                     "L1_NODES_UNSCHEDULABLE",
                     f"{len(cordoned)} GPU node(s) that advertise the requested resource are cordoned "
-                    f"({', '.join(cordoned[:3])}): uncordon them once they are healthy",
+                    f"({shown(cordoned, limit=3)}): uncordon them once they are healthy",
                     evidence=[
                         f"scheduler: {said('unschedulable')}",
                         *listed([f"{n}: spec.unschedulable=true" for n in cordoned]),
