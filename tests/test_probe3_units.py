@@ -4,7 +4,9 @@
   never-reset value; that is not an Xid of the last 24 h (layers/facts/gpufacts.py).
 - A MIG GPU's remapped rows are repeated on each GPU instance's series: counted once (gpufacts.py).
 - A taint Kubernetes puts on a node in trouble (unreachable, not-ready, pressure) is not a toleration
-  to add (layers/facts/placement.py).
+  to add (layers/facts/placement.py); a node that is not Ready and no candidate is one info line.
+- A pod that selects a pool advertising its GPUs under another name (nvidia.com/gpu.shared) asks for
+  the wrong resource; it is not a selector to fix (layers/scheduling.py).
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from bot.sources.series import SeriesData, SeriesTelemetry
+from layers.facts.candidates import candidate_nodes, carries_requested
 from layers.facts.gpufacts import read_fleet_health, read_gpu_facts
 from layers.facts.hosts import HostMap
 from layers.facts.placement import scheduler_reasons
 from layers.facts.schedmsg import parse_failed_scheduling
+from layers.scheduling import elsewhere_in_fleet, selected_mismatch
 
 NOW = 1_795_000_000.0
 DAY = 86400
@@ -114,3 +118,52 @@ def test_names_past_three_are_counted_not_dropped() -> None:
     ]
     [f] = scheduler_reasons(POD, FAILURE, taint_nodes=tainted, selector_nodes=[], candidates=[])
     assert f.summary.startswith("5 GPU node(s) (gpu-0, gpu-1, gpu-2 … and 2 more) have taint dedicated=llm")
+
+
+def _gpu_node(name: str, resource: str, pool: str, ready: str = "True") -> dict[str, Any]:
+    node = _node(name, [], ready=ready)
+    node["metadata"]["labels"]["pool"] = pool
+    node["status"]["capacity"] = node["status"]["allocatable"] = {resource: "8"}
+    return node
+
+
+def _pending(resource: str, pool: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "nb-0", "namespace": "ml"},
+        "spec": {
+            "nodeSelector": {"pool": pool},
+            "containers": [{"name": "c", "resources": {"limits": {resource: "1"}}}],
+        },
+    }
+
+
+def test_the_selected_pool_advertising_another_name_is_a_resource_mismatch() -> None:
+    nodes = [
+        _gpu_node("a100-1", "nvidia.com/gpu", "train"),
+        _gpu_node("l40s-1", "nvidia.com/gpu.shared", "viz"),
+    ]
+    pod = _pending("nvidia.com/gpu", "viz")
+    cands = candidate_nodes(pod, nodes, carries_requested(pod))
+    [f] = selected_mismatch(pod, cands, nodes, {"nvidia.com/gpu": 1}, set(), "kubectl get nodes")
+    assert (
+        f.code == "L1_RESOURCE_MISMATCH"
+        and "the 1 GPU node(s) it selects advertise only nvidia.com/gpu.shared" in f.summary
+    )
+    # The same request on the pool that advertises it: candidates, no mismatch.
+    pod = _pending("nvidia.com/gpu", "train")
+    assert not selected_mismatch(pod, candidate_nodes(pod, nodes, carries_requested(pod)), nodes,
+                                 {"nvidia.com/gpu": 1}, set(), "kubectl get nodes")  # fmt: skip
+
+
+def test_a_node_that_is_not_ready_is_mentioned_elsewhere() -> None:
+    nodes = [
+        _gpu_node("xl-1", "nvidia.com/gpu", "xl"),
+        _gpu_node("xl-2", "nvidia.com/gpu", "xl", ready="Unknown"),
+    ]
+    nodes[1]["spec"]["taints"] = [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]
+    pod = _pending("nvidia.com/gpu", "xl")
+    [f] = elsewhere_in_fleet(nodes, candidate_nodes(pod, nodes, carries_requested(pod)))
+    [line] = f.evidence
+    assert line.startswith(
+        "xl-2: condition Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)"
+    )

@@ -26,8 +26,8 @@ def _walk(stem: str) -> list[Any]:
     return [f for layer in result.layers for f in layer.findings]
 
 
-def test_twelve_incidents() -> None:
-    assert len(PROBE3.files) >= 12, PROBE3.ids
+def test_fourteen_incidents() -> None:
+    assert len(PROBE3.files) >= 14, PROBE3.ids
 
 
 @pytest.mark.parametrize("path", PROBE3.files, ids=PROBE3.ids)
@@ -72,6 +72,19 @@ def test_unreachable_node_is_not_a_toleration_to_add() -> None:
     assert f.node == "h100-xl-01"
     assert "add a toleration" not in f.summary, f.summary
     assert "unreachable" in f.summary and "Kubelet stopped posting node status." in " ".join(f.evidence)
+
+
+def test_shared_pool_mismatch_names_the_selected_nodes_resource() -> None:
+    [f] = PROBE3.findings("probe3-selects-time-sliced-pool-asks-nvidia-gpu-22-nodes", "L1_RESOURCE_MISMATCH")
+    assert "the 6 GPU node(s) it selects advertise only nvidia.com/gpu.shared" in f.summary, f.summary
+    assert any(e.startswith("nvidia.com/gpu.shared advertised by 6 node(s): l40s-viz-01") for e in f.evidence)
+
+
+def test_the_node_that_is_down_is_one_info_line() -> None:
+    [f] = PROBE3.findings("probe3-xl-pool-one-full-one-unreachable-21-nodes", "L1_ELSEWHERE_IN_FLEET")
+    [line] = [e for e in f.evidence if e.startswith("h100-xl-02:")]
+    assert "condition Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)" in line
+    assert "untolerated taint node.kubernetes.io/unreachable:NoSchedule" in line
 
 
 def test_relabelled_stale_xid_is_history() -> None:
