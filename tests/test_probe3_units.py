@@ -5,6 +5,7 @@
 - A MIG GPU's remapped rows are repeated on each GPU instance's series: counted once (gpufacts.py).
 - A taint Kubernetes puts on a node in trouble (unreachable, not-ready, pressure) is not a toleration
   to add (layers/facts/placement.py); a node that is not Ready and no candidate is one info line.
+- A lost MIG device is counted as a MIG device, not a GPU (layers/capacity.py, layers/card.py).
 - A pod that selects a pool advertising its GPUs under another name (nvidia.com/gpu.shared) asks for
   the wrong resource; it is not a selector to fix (layers/scheduling.py).
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.sources.series import SeriesData, SeriesTelemetry
+from layers.capacity import allocatable_below_capacity
+from layers.card import allocatable_below_capacity as card_gap
 from layers.facts.candidates import candidate_nodes, carries_requested
 from layers.facts.gpufacts import read_fleet_health, read_gpu_facts
 from layers.facts.hosts import HostMap
@@ -167,3 +170,19 @@ def test_a_node_that_is_not_ready_is_mentioned_elsewhere() -> None:
     assert line.startswith(
         "xl-2: condition Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)"
     )
+
+
+def test_a_lost_mig_device_is_not_called_a_gpu() -> None:
+    single = _gpu_node("a100-mig", "nvidia.com/gpu", "train")
+    single["metadata"]["labels"].update(
+        {"nvidia.com/mig.strategy": "single", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}
+    )
+    single["status"]["capacity"] = {"nvidia.com/gpu": "56"}
+    single["status"]["allocatable"] = {"nvidia.com/gpu": "55"}
+    whole = _gpu_node("a100-full", "nvidia.com/gpu", "train")
+    whole["status"]["allocatable"] = {"nvidia.com/gpu": "7"}
+    [mig, gpu] = allocatable_below_capacity([single, whole])
+    assert "1 MIG device(s) marked unhealthy" in mig.summary and "GPU(s)" not in mig.summary
+    assert "1 GPU(s) marked unhealthy" in gpu.summary
+    [card] = card_gap("a100-mig", single)
+    assert "1 MIG device reported unhealthy" in card.summary
