@@ -5,6 +5,8 @@
 - A MIG GPU's remapped rows are repeated on each GPU instance's series: counted once (gpufacts.py).
 - A taint Kubernetes puts on a node in trouble (unreachable, not-ready, pressure) is not a toleration
   to add (layers/facts/placement.py); a node that is not Ready and no candidate is one info line.
+- GKE's device plugin: "Health checker is skipping Xid N error" is an Xid seen; "on unknown device"
+  marks nothing; "Device=nvidia5, uuid=GPU-…" names the GPU (layers/facts/pluginlog.py).
 - A lost MIG device is counted as a MIG device, not a GPU (layers/capacity.py, layers/card.py).
 - A pod that selects a pool advertising its GPUs under another name (nvidia.com/gpu.shared) asks for
   the wrong resource; it is not a selector to fix (layers/scheduling.py).
@@ -12,6 +14,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.sources.series import SeriesData, SeriesTelemetry
@@ -21,6 +24,7 @@ from layers.facts.candidates import candidate_nodes, carries_requested
 from layers.facts.gpufacts import read_fleet_health, read_gpu_facts
 from layers.facts.hosts import HostMap
 from layers.facts.placement import scheduler_reasons
+from layers.facts.pluginlog import PluginLog
 from layers.facts.schedmsg import parse_failed_scheduling
 from layers.scheduling import elsewhere_in_fleet, selected_mismatch
 
@@ -186,3 +190,23 @@ def test_a_lost_mig_device_is_not_called_a_gpu() -> None:
     assert "1 GPU(s) marked unhealthy" in gpu.summary
     [card] = card_gap("a100-mig", single)
     assert "1 MIG device reported unhealthy" in card.summary
+
+
+GKE = (
+    "I1129 09:41:07.551823       1 health_checker.go:395] Health checker is skipping Xid 79 error\n"
+    "E1129 07:15:20.400117       1 health_checker.go:436] XidCriticalError: Xid=48 on unknown device.\n"
+    "E1129 09:22:51.870254       1 health_checker.go:428] XidCriticalError: Xid=48 on Device=nvidia5, "
+    "uuid=GPU-a7894a94-2d0c-b255-66e2-eeb4f3f6d05a, the device will go unhealthy.\n"
+)
+
+
+GKE_NOW = datetime(2026, 11, 29, 10, 12, tzinfo=UTC).timestamp()
+
+
+def test_gke_plugin_lines() -> None:
+    log = PluginLog()
+    log.scan(GKE, "nvidia-gpu-device-plugin-large-cos-x/nvidia-gpu-device-plugin", GKE_NOW, False)
+    # The Xid it skips is still an Xid it saw; the unknown device marks nothing; the GPU is named by its UUID.
+    assert sorted(log.xids) == [48, 79] and "(Xid ignored by the plugin's health check)" in log.xids[79][0]
+    assert list(log.unhealthy) == ["GPU-a7894a94-2d0c-b255-66e2-eeb4f3f6d05a"]
+    assert log.xid_devices == {48: {"GPU-a7894a94-2d0c-b255-66e2-eeb4f3f6d05a"}}

@@ -28,6 +28,7 @@ from tests.incidents.fleets import (
     write_recipes,
 )
 from tests.incidents.probe3.digests import digest_exporter_podname_gated, digest_fleet
+from tests.incidents.probe3.gke import skipping_xid79_on_bound_l4, xid48_device_name_and_unknown_device
 from tests.incidents.probe3.layer1 import (
     cordoned_half_pool,
     host_port_conflict,
@@ -231,6 +232,8 @@ RECIPES: list[Recipe] = [
     exporter_4_6_lowercase_xid95,
     plugin_mark_older_than_a_day,
     xid63_rows_rising,
+    skipping_xid79_on_bound_l4,
+    xid48_device_name_and_unknown_device,
     digest_fleet,
     digest_exporter_podname_gated,
 ]
