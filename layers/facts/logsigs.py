@@ -262,13 +262,18 @@ def failing_wait_reason(reason: str | None) -> str | None:
 # --- GPU memory in application logs ---------------------------------------------------
 
 # GPU out-of-memory in application logs: PyTorch, the CUDA runtime, TensorFlow, XLA/JAX, cuBLAS,
-# raw cudaMalloc (llama.cpp …) and vLLM V1's KV-cache check. gRPC's RESOURCE_EXHAUSTED and
+# raw cudaMalloc (llama.cpp …), vLLM V1's KV-cache check, TensorRT-LLM's checked CUDA calls
+# (`[TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, …): out of memory`),
+# NCCL's allocator (`NCCL WARN Cuda failure 'out of memory'`, `Cuda failure 2 'out of memory'` since
+# 2.19) and CTranslate2 (`CUDA failed with error out of memory`). gRPC's RESOURCE_EXHAUSTED and
 # host-side MemoryError / java.lang.OutOfMemoryError are not these.
 GPU_OOM = re.compile(
     r"CUDA out of memory|(?<!java\.lang\.)OutOfMemoryError|CUDA error: out of memory"
     r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|OOM when allocating tensor"
     r"|RESOURCE_EXHAUSTED:\s*Out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaMalloc\w*\s+failed:\s*out of memory"
-    r"|larger than the available KV cache memory",
+    r"|larger than the available KV cache memory"
+    r"|CUDA runtime error in\b[^\n]{0,200}?:\s*out of memory|Cuda failure (?:\d+ )?'out of memory'"
+    r"|CUDA failed with error out of memory",
     re.IGNORECASE,
 )
 VLLM_FREE_MEMORY = re.compile(
