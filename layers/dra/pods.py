@@ -82,8 +82,15 @@ def unbound_pod(ctx: WalkContext, pod: K8sObject, failures: Sequence[SchedulingF
         needs.append(
             Need(f"extended resource {dra.EXTENDED_PREFIX}{cls}", Request("extended", cls, count=want))
         )
+    # A request whose DeviceClass does not exist is L1_DRA_DEVICECLASS_MISSING's: no selector of it is
+    # judged (no device can be in a class that is not there; its selector is not the fault).
     gpu_needs = [
-        n for n in needs if any(dra.is_gpu_class(r.device_class, classes or {}) for r in n.request.options())
+        n
+        for n in needs
+        if any(
+            r.device_class in (classes or {}) and dra.is_gpu_class(r.device_class, classes or {})
+            for r in n.request.options()
+        )
     ]
     out.append(claim_pending(ctx, states, needs, failures))
     if classes is not None:
@@ -103,7 +110,7 @@ def unbound_pod(ctx: WalkContext, pod: K8sObject, failures: Sequence[SchedulingF
         out.append(no_devices_anywhere(inv))
         return out
     # One finding per silent or tainted candidate, folded past MAX_LISTED nodes (layers/facts/fold.py).
-    out += fold([no_devices_on(n) for n in candidates if not inv.on(n)])
+    out += fold([no_devices_on(n, n in inv.empty) for n in candidates if not inv.on(n)])
     tainted = tainted_on(inv, candidates)
     out += fold([tainted_finding(n, ds) for n, ds in tainted.items()])
     if not gpu_needs or classes is None:
