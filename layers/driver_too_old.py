@@ -164,7 +164,7 @@ def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str |
             "(ClusterPolicy or NVIDIADriver spec.version) or use an image built for an older CUDA"
         )
         where_to = (
-            f"run it on {', '.join(o.name(n) for n in good[:3])}" if good else "upgrade the node's driver"
+            f"run it on {shown([o.name(n) for n in good], limit=3)}" if good else "upgrade the node's driver"
         )
         out.append(
             finding(

@@ -13,7 +13,7 @@ from layers.facts import dra, draslices
 from layers.facts.devicecel import compile_selector
 from layers.facts.dra import Matcher, Request
 from layers.facts.draslices import Device, Inventory
-from layers.facts.fold import MAX_LISTED, listed
+from layers.facts.fold import MAX_LISTED, listed, shown
 from layers.facts.placement import one_node
 from layers.findings import Finding, finding, unknown
 
@@ -226,10 +226,10 @@ def devices_exhausted(
             wanted = len(per[i]) if need.request.mode == "All" else need.count
             if len(free) < wanted:
                 short = True
-                shown = ", ".join(holders[:3]) + (f" and {len(holders) - 3} more" if len(holders) > 3 else "")
+                holding = shown(holders, limit=3)
                 lines.append(
                     f"{node}: {len(per[i])} matching, {len(per[i]) - len(usable)} tainted, "
-                    f"{len(usable) - len(free)} taken by {shown or 'no claim'}, {len(free)} free < {wanted}"
+                    f"{len(usable) - len(free)} taken by {holding or 'no claim'}, {len(free)} free < {wanted}"
                 )
         if not short:
             return None  # one node has room: not a capacity question
