@@ -9,9 +9,9 @@ once with the server-side selector `spec.driver=gpu.nvidia.com`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from layers.facts import dra, draslices
 from layers.facts import objects as o
@@ -228,8 +228,11 @@ def publishes_requested(ctx: WalkContext) -> Callable[[K8sObject], bool]:
     m = matcher(ctx)
     wanted = requested_classes(ctx)
     pending = _pending_gpu_requests(ctx, m)
+    placed = allocated_elsewhere(ctx)
 
     def carries(node: K8sObject) -> bool:
+        if any(not admits(where, node) for _, where in placed):
+            return False  # a claim already allocated elsewhere: the pod can only run where its devices are
         devices = inv.on(o.name(node)) if inv is not None else ()
         if not devices:
             # Labelled a GPU node, and not served by a device plugin (a mixed fleet's other pools).
@@ -239,6 +242,32 @@ def publishes_requested(ctx: WalkContext) -> Callable[[K8sObject], bool]:
         return all(_could_serve(m, r, devices) for r in pending)
 
     return carries
+
+
+def allocated_elsewhere(ctx: WalkContext) -> list[tuple[Claim, Mapping[str, Any]]]:
+    """The pod's allocated claims and their allocation's node selector (a shared claim another pod's
+    scheduling placed): the scheduler admits the pod only on a node that selector matches
+    (`resourceclaim not available on the node` elsewhere)."""
+    try:
+        states = pod_claims(ctx)
+    except SourceError:
+        return []
+    return [
+        (s.claim, s.claim.node_selector)
+        for s in states
+        if s.claim is not None and s.claim.allocated is not None and s.claim.node_selector
+    ]
+
+
+def admits(node_selector: Mapping[str, Any], node: K8sObject) -> bool:
+    """A v1 NodeSelector (ORed terms of matchExpressions and matchFields) matches the node: the
+    required-node-affinity rule, which it is."""
+    as_affinity = {
+        "spec": {
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": node_selector}}
+        }
+    }
+    return not selector_misses(as_affinity, node)
 
 
 def _pending_gpu_requests(ctx: WalkContext, m: Matcher) -> list[Request]:

@@ -163,3 +163,11 @@ def test_an_ignored_xid_the_plugin_could_not_publish_is_a_warning(tmp_path: Path
     [x] = [f for f in found if f.code == "L5_XID"]
     assert "Xid 13" in x.summary and x.severity == Severity.WARN, x
     assert not [f for f in found if f.code == "L5_DEVICE_UNHEALTHY"]
+
+
+def test_a_shared_claim_allocated_elsewhere_pins_the_pod_there() -> None:
+    stem = "probe4-dra-shared-claim-allocated-on-h100-learner-selects-a100-15-nodes"
+    f = one(stem, "L1_DRA_CLAIM_PENDING")
+    assert "pin it to h100-03" in f.summary and "(none unallocated)" not in f.summary, f.summary
+    assert "claim rl/shared-rollout is allocated on h100-03, reserved for actor-0" in f.evidence, f.evidence
+    assert "  h100-03: nodeSelector pool=a100, node has pool=h100" in f.evidence

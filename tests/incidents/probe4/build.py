@@ -627,6 +627,58 @@ def dra_v1beta1_memory_80gi() -> None:
     })  # fmt: skip
 
 
+def dra_shared_claim_pinned_elsewhere() -> None:
+    f = DraFleet(
+        "probe4-dra-shared-claim-allocated-on-h100-learner-selects-a100-15-nodes",
+        "Built on the samples of the DRA driver's shared-claim demo (two pods naming one `resourceClaimName`) "
+        "and the scheduler's DynamicResources Filter (`resourceclaim not available on the node`): an RL job's actor "
+        "runs on h100-03 holding the shared claim `shared-rollout`; the learner, meant to share its GPUs, was "
+        "given `nodeSelector: pool=a100` by a values typo, so no node admits it. The A100 pool carries a lost GPU "
+        "and an Xid 79 taint: they are not this pod's answer (its claim is allocated on h100-03).",
+        now="2026-11-30T09:00:00Z",
+    )
+    f.control_plane()
+    _sick_pools(f, {"a100": 6, "l40s": 4}, {"a100": 8, "l40s": 4})
+    for i in range(1, 5):
+        f.gpu_node(f"h100-{i:02d}", "h100")
+    ns, claim_name = "rl", "shared-rollout"
+    f.workload(ns, "actor-0", "h100-03", ["gpu-0", "gpu-1"], created="2026-11-30T08:00:00Z")
+    claim = next(o for o in f.objects if o["kind"] == "ResourceClaim" and o["metadata"]["namespace"] == ns)
+    template = next(
+        o for o in f.objects if o["kind"] == "ResourceClaimTemplate" and o["metadata"]["namespace"] == ns
+    )
+    f.objects.remove(template)  # a claim made by hand, not from a template
+    meta = claim["metadata"]
+    meta.update(name=claim_name, uid=uid(ns, claim_name))
+    for key in ("ownerReferences", "generateName", "annotations"):
+        meta.pop(key)
+    actor = next(o for o in f.objects if o["kind"] == "Pod" and o["metadata"]["name"] == "actor-0")
+    actor["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": claim_name}]
+    actor["status"].pop("resourceClaimStatuses")
+    scheduler = (
+        "0/15 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
+        "6 resourceclaim not available on the node, 8 node(s) didn't match Pod's node affinity/selector. "
+        "preemption: 0/15 nodes are available: 15 Preemption is not helpful for scheduling."
+    )
+    learner = f._pod("learner-0", ns, None, {"app": "learner"},
+                     [("learner", "nvcr.io/nvidia/pytorch:25.09-py3", {"state": "ContainerCreating"})],
+                     claims=[{"name": "gpus", "resourceClaimName": claim_name}], phase="Pending",
+                     created="2026-11-30T08:01:00Z")  # fmt: skip
+    learner["spec"].pop("nodeName")
+    learner["spec"]["nodeSelector"] = {"pool": "a100"}
+    learner["status"] = {"phase": "Pending", "qosClass": "BestEffort",
+                         "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                         "message": scheduler, "lastTransitionTime": "2026-11-30T08:01:00Z"}]}  # fmt: skip
+    f.event(ns, "learner-0", "FailedScheduling", scheduler, count=14, first="2026-11-30T08:01:00Z", last=f.now,
+            component="default-scheduler")  # fmt: skip
+    f.write(HERE, {
+        "target": f"{ns}/learner-0", "walk": [1], "verdict": "L1_SELECTOR_MISMATCH",
+        "codes": ["L1_POD_PENDING", "L1_SELECTOR_MISMATCH", "L1_DRA_CLAIM_PENDING"],
+        "absent": ["L1_DRA_DEVICE_TAINTED", "L1_DRA_NO_DEVICES", "L1_DRA_DEVICES_EXHAUSTED", "L5_XID",
+                   "L5_DEVICE_UNHEALTHY"],
+    })  # fmt: skip
+
+
 RECIPES: list[Recipe] = [
     driver_library_mismatch,
     plugin_image_pull_new_node,
@@ -642,6 +694,7 @@ DRA = [
     dra_gke_empty_slice,
     dra_xid_seen_not_published,
     dra_v1beta1_memory_80gi,
+    dra_shared_claim_pinned_elsewhere,
 ]
 
 
