@@ -679,6 +679,88 @@ def dra_shared_claim_pinned_elsewhere() -> None:
     })  # fmt: skip
 
 
+def _in_init(pod: dict[str, Any], init: str, started: str) -> None:
+    """A pod whose init container still runs (kubectl: Init:0/1): its containers wait in PodInitializing."""
+    pod["status"]["phase"] = "Pending"
+    pod["status"]["conditions"] = [{"type": "Initialized", "status": "False"}, {"type": "Ready", "status": "False"},
+                                   {"type": "ContainersReady", "status": "False"}, {"type": "PodScheduled", "status": "True"}]  # fmt: skip
+    for st in pod["status"]["initContainerStatuses"]:
+        if st["name"] == init:
+            st.update(ready=False, started=True, state={"running": {"startedAt": started}})
+    for st in pod["status"]["containerStatuses"]:
+        st.update(ready=False, started=False, state={"waiting": {"reason": "PodInitializing"}})
+        st.pop("containerID", None)
+
+
+def dra_kubelet_plugin_waits_for_driver() -> None:
+    f = DraFleet(
+        "probe4-dra-new-h200-driver-kernel-unresolved-kubelet-plugin-init-17-nodes",
+        "Built on the samples of the DRA driver's kubelet-plugin-prestart.sh (init container `init-container`: "
+        "`Check failed. Has the NVIDIA GPU driver been set up?`, `Hint: NVIDIA_DRIVER_ROOT is set to "
+        "'/run/nvidia/driver' which typically means that the NVIDIA GPU Operator manages the GPU driver`) and of the "
+        "driver container (sample 14, `Could not resolve Linux kernel version`): a new H200 node came up on a kernel "
+        "the operator v25.10.1 driver image cannot find headers for; its driver pod crash-loops, the kubelet plugin "
+        "waits in Init, no ResourceSlice is published, and the pending fine-tune finds the other H200s full.",
+        now="2026-11-30T10:00:00Z",
+    )
+    f.control_plane()
+    _sick_pools(f, {"a100": 6, "l40s": 6}, {"a100": 8, "l40s": 4})
+    for i in range(1, 4):
+        f.gpu_node(f"h200-{i:02d}", "h200")
+        f.workload("llm", f"dpo-run-{i}", f"h200-{i:02d}", [f"gpu-{g}" for g in range(8)])
+    node = "h200-04"
+    f.gpu_node(node, "h200", publishes=False, driver_state="CrashLoopBackOff", boot="2026-11-30T09:40:12Z")
+    for obj in f.objects:
+        if obj["kind"] == "Node" and obj["metadata"]["name"] == node:
+            obj["status"]["nodeInfo"]["kernelVersion"] = "6.8.0-87-generic"
+    pods = {
+        o["metadata"]["name"]: o
+        for o in f.objects
+        if o["kind"] == "Pod" and o["spec"].get("nodeName") == node
+    }
+    _in_init(pods[f.plugins[node]], "init-container", "2026-11-30T09:41:30Z")
+    toolkit = next(p for n, p in pods.items() if n.startswith("nvidia-container-toolkit-daemonset-"))
+    _in_init(toolkit, "driver-validation", "2026-11-30T09:41:25Z")
+    driver = next(n for n in pods if n.startswith("nvidia-driver-daemonset-"))
+    f.logs[f"{drafleet.OPERATOR_NS}/{driver}/nvidia-driver-ctr#previous"] = (
+        "DRIVER_ARCH is x86_64\n"
+        "========== NVIDIA Software Installer ==========\n"
+        f"Starting installation of NVIDIA driver version {drafleet.DRIVER_VERSION} for Linux kernel version "
+        "6.8.0-87-generic\n"
+        "Stopping NVIDIA persistence daemon...\n"
+        "Unloading NVIDIA driver kernel modules...\n"
+        "Unmounting NVIDIA driver rootfs...\n"
+        "Checking NVIDIA driver packages...\n"
+        "Updating the package cache...\n"
+        "Resolving Linux kernel version...\n"
+        "Could not resolve Linux kernel version\n"
+        "Stopping NVIDIA persistence daemon...\n"
+    )
+    check = (
+        "Check failed. Has the NVIDIA GPU driver been set up? It is expected to be installed under NVIDIA_DRIVER_ROOT "
+        "(currently set to '/run/nvidia/driver') in the host filesystem. If that path appears to be unexpected: review "
+        "the DRA driver's 'nvidiaDriverRoot' Helm chart variable. Otherwise, review if the GPU driver has actually been "
+        "installed under that path.\n"
+    )
+    f.log(node, "init-container", (
+        "create symlink: /driver-root -> /driver-root-parent/driver\n"
+        + "".join(f"2026-11-30T09:5{i}:0{i}Z  /driver-root (/run/nvidia/driver on host): nvidia-smi: not found, "
+                  "libnvidia-ml.so.1: not found, current contents: [].\n" for i in range(6))
+        + "\n" + check + "Hint: Directory /run/nvidia/driver on the host is empty\n"
+        "Hint: NVIDIA_DRIVER_ROOT is set to '/run/nvidia/driver' which typically means that the NVIDIA GPU Operator "
+        "manages the GPU driver. Make sure that the GPU Operator is deployed and healthy.\n"
+    ))  # fmt: skip
+    f.pending("llm", "dpo-run-4", template="h200-x8", selector="device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'",
+              count=8, node_selector={"pool": "h200"},
+              scheduler=_SCHED.format(n=17, rest="12 node(s) didn't match Pod's node affinity/selector, 4 cannot "
+                                      "allocate all claims"), created="2026-11-30T09:45:00Z")  # fmt: skip
+    f.write(HERE, {
+        "target": "llm/dpo-run-4", "walk": [1, 2, 3], "verdict": "L3_DRIVER_BUILD_FAILED",
+        "codes": ["L1_DRA_CLAIM_PENDING", "L1_DRA_NO_DEVICES", "L2_WAITING_FOR_DRIVER", "L3_DRIVER_BUILD_FAILED"],
+        "absent": ["L1_DRA_DEVICE_TAINTED", "L3_PREINSTALLED_DRIVER_CONFLICT", "L5_XID", "L5_DEVICE_UNHEALTHY"],
+    })  # fmt: skip
+
+
 RECIPES: list[Recipe] = [
     driver_library_mismatch,
     plugin_image_pull_new_node,
@@ -695,6 +777,7 @@ DRA = [
     dra_xid_seen_not_published,
     dra_v1beta1_memory_80gi,
     dra_shared_claim_pinned_elsewhere,
+    dra_kubelet_plugin_waits_for_driver,
 ]
 
 
