@@ -54,6 +54,19 @@ class AlertBatch:
     alerts: tuple[Alert, ...]
 
 
+def _json_type(value: Any) -> str:
+    """What a sender would call the value it sent: JSON's names, not Python's."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
 def label_fingerprint(labels: Mapping[str, str]) -> str:
     """A stable id for a label set when the sender gave none (Alertmanager always does)."""
     canon = json.dumps(sorted(labels.items()), separators=(",", ":"))
@@ -64,17 +77,17 @@ def _strings(value: Any, where: str) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise PayloadError(f"{where} must be an object of strings, got {type(value).__name__}")
+        raise PayloadError(f"{where} must be an object of strings, got {_json_type(value)}")
     for k, v in value.items():
         if not isinstance(v, str):
-            raise PayloadError(f"{where}[{k[:60]!r}] must be a string, got {type(v).__name__}")
+            raise PayloadError(f"{where}[{k[:60]!r}] must be a string, got {_json_type(v)}")
     return value
 
 
 def _alert(raw: Any, i: int) -> Alert:
     where = f"alerts[{i}]"
     if not isinstance(raw, dict):
-        raise PayloadError(f"{where} must be an object, got {type(raw).__name__}")
+        raise PayloadError(f"{where} must be an object, got {_json_type(raw)}")
     status = raw.get("status")
     if status not in STATUSES:
         raise PayloadError(f"{where}.status must be 'firing' or 'resolved', got {str(status)[:40]!r}")
@@ -102,13 +115,15 @@ def parse_payload(body: bytes | str) -> AlertBatch:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError) as err:
         raise PayloadError(f"the body is not JSON: {err}") from None
+    except RecursionError:  # a body of 100,000 `[`: the decoder's stack, not a bug of ours (400, not 500)
+        raise PayloadError("the body is JSON nested too deep to be an Alertmanager payload") from None
     return batch_from_dict(doc)
 
 
 def batch_from_dict(doc: Any) -> AlertBatch:
     """An already-decoded payload (a webhook's, or one taken off a queue) → an AlertBatch."""
     if not isinstance(doc, dict):
-        raise PayloadError(f"the payload must be a JSON object, got {type(doc).__name__}")
+        raise PayloadError(f"the payload must be a JSON object, got {_json_type(doc)}")
     version = doc.get("version")
     if version != VERSION:
         raise PayloadError(

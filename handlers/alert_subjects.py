@@ -10,7 +10,11 @@
   mapped to a node through the node list's addresses.
 
 An alert naming a pod concerns that pod when it exists and is not itself an
-exporter or GPU Operator pod; else it concerns the node. When the cluster
+exporter or GPU Operator pod; else it concerns the node: the one its node
+labels name, or the node of that exporter or operand pod when it runs one per
+node (a DaemonSet's). kube-state-metrics runs one pod for the whole cluster:
+scraped with honorLabels false its own pod is in `namespace`/`pod` of every
+alert it feeds, and where that pod runs says nothing about the alert. When the cluster
 cannot be read, names are taken as given (a node label first): the walk then
 says in the thread what it could not read. Nothing found: None (the caller
 counts it and moves on).
@@ -43,6 +47,9 @@ EXPORTER_NAMES = frozenset(
         "nvidia-dcgm-exporter",
     }
 )
+# Owners whose pods run one per node: such a pod's node is the node its own metrics describe.
+PER_NODE_OWNERS = frozenset({"DaemonSet", "Node"})  # Node: a static pod's mirror
+CLUSTER_WIDE_EXPORTERS = frozenset({"kube-state-metrics"})
 _HOST_PORT = re.compile(r"^\[?(?P<host>[^\[\]]+?)\]?(?::\d+)?$")
 
 
@@ -81,6 +88,7 @@ class Subject:
 class PodFacts:
     node: str | None
     infra: bool  # an exporter's or the GPU Operator's own pod
+    per_node: bool = True  # one per node (a DaemonSet's): its node is what its metrics are about
 
 
 class Directory(Protocol):
@@ -102,6 +110,16 @@ def is_infra_pod(pod: K8sObject) -> bool:
     return component(pod) is not None or bool(
         {lab.get("app"), lab.get("app.kubernetes.io/name")} & EXPORTER_NAMES
     )
+
+
+def runs_per_node(pod: K8sObject) -> bool:
+    """A DaemonSet's (or static) pod; not a Deployment's such as kube-state-metrics or the operator."""
+    lab = o.labels(pod)
+    if {lab.get("app"), lab.get("app.kubernetes.io/name")} & CLUSTER_WIDE_EXPORTERS:
+        return False
+    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+    kinds = {str(ref.get("kind")) for ref in owners if isinstance(ref, dict)}
+    return not kinds or bool(kinds & PER_NODE_OWNERS)
 
 
 def _value(labels: Mapping[str, str], key: str) -> str | None:
@@ -149,7 +167,7 @@ def _mapped(labels: Mapping[str, str], directory: Directory) -> Subject | None:
         facts = directory.pod(*ref)
         if facts is not None and not facts.infra:
             return Subject("pod", ref[1], ref[0], facts.node)
-        if facts is not None and facts.node and infra_node is None:
+        if facts is not None and facts.per_node and facts.node and infra_node is None:
             infra_node = facts.node
     for key in NODE_LABELS:
         name = _node_name(_value(labels, key))
@@ -160,7 +178,7 @@ def _mapped(labels: Mapping[str, str], directory: Directory) -> Subject | None:
         if key in ("Hostname", "hostname") and "dcgm-exporter" in name:
             # dcgm-exporter without NODE_NAME reports its own pod's name here (a DaemonSet pod's).
             facts = directory.pod(_value(labels, "namespace"), name) or directory.pod(None, name)
-            if facts is not None and facts.node:
+            if facts is not None and facts.per_node and facts.node:
                 return Subject("node", facts.node)
     if infra_node is not None:
         return Subject("node", infra_node)
@@ -271,4 +289,4 @@ class ClusterDirectory:
                 raise
         if pod is None:
             return None
-        return PodFacts(node=o.pod_node(pod), infra=is_infra_pod(pod))
+        return PodFacts(node=o.pod_node(pod), infra=is_infra_pod(pod), per_node=runs_per_node(pod))

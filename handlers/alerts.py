@@ -1,9 +1,11 @@
 """Alertmanager's alerts → incident threads: record in the state store first, then bring Slack in line.
 
 `receive(batch)` is the webhook's work and all of it touches only the state
-store: each alert is mapped to its subject (a fingerprint seen before keeps
-the subject it had, so a pod deleted before its alert resolves still closes
-the pod's incident), the alerts of one subject change its incident under a
+store: each alert is mapped to its subject (an alert of an open incident
+keeps that incident's subject, so a pod deleted before its alert resolves
+still closes the pod's incident; a new incident maps the labels afresh, so a
+guess made while the cluster could not be read, or a node address since
+reused, does not outlive its incident), the alerts of one subject change its incident under a
 per-subject lock (handlers/incidents.py says how), and a new incident passes
 the storm gate. It returns the incidents whose Slack side is behind; a store
 that fails raises StateUnavailable before or without anything being posted,
@@ -49,6 +51,9 @@ HOUR_S = 3600
 INCIDENT_TTL_S = (
     30 * 86400
 )  # an incident nobody resolves is forgotten after this (Alertmanager resends firing)
+# A storm's summary lists incidents that may resolve days later: it is kept as long as they are,
+# so their rows change in place instead of a new summary appearing about a storm long over.
+SUMMARY_TTL_S = INCIDENT_TTL_S
 STORM = "storm:"  # the sync key of an hour's summary: storm:<unix hour>
 LOCK_S = 30.0  # a subject's record is held for milliseconds; the Slack work for seconds
 
@@ -104,8 +109,9 @@ class AlertService:
         if not self.state.ping():
             raise StateUnavailable("the state store did not answer PING")
         by_subject: dict[str, tuple[Subject, list[Alert]]] = {}  # by subject key, in arrival order
+        loaded: dict[str, Incident | None] = {}  # the incidents known fingerprints point at
         for alert in batch.alerts:
-            subject = self._subject(alert)
+            subject = self._subject(alert, loaded)
             if subject is None:
                 self.observer.alert(alert.status, UNKNOWN_SUBJECT)
                 continue
@@ -119,10 +125,17 @@ class AlertService:
                 behind[key] = None
         return list(behind)
 
-    def _subject(self, alert: Alert) -> Subject | None:
+    def _subject(self, alert: Alert, loaded: dict[str, Incident | None] | None = None) -> Subject | None:
+        """The subject of the open incident holding this alert, else what its labels name now."""
         known = self.state.get(self._fingerprint_key(alert.fingerprint))
         if known is not None:
-            return Subject.from_dict(known)
+            subject = Subject.from_dict(known)
+            loaded = {} if loaded is None else loaded
+            if subject.key not in loaded:
+                loaded[subject.key] = self._load(subject.key)
+            inc = loaded[subject.key]
+            if inc is not None and inc.open and alert.fingerprint in inc.alerts:
+                return subject
         return subject_of(alert.labels, self.directory)
 
     def _load(self, key: str) -> Incident | None:
@@ -333,7 +346,7 @@ class AlertService:
                 }
             row["names"], row["resolved"] = inc.names, not inc.open
             rec["version"] += 1
-            self.state.set(skey, rec, 2 * HOUR_S)
+            self.state.set(skey, rec, SUMMARY_TTL_S)
         return f"{STORM}{hour}"
 
     def _post_summary(self, hour: int) -> None:
@@ -368,7 +381,7 @@ class AlertService:
                 for row in now_rec["rows"].values():
                     if row["walk_id"] == wid:
                         row["prepared"] = True
-            self.state.set(skey, now_rec, 2 * HOUR_S)
+            self.state.set(skey, now_rec, SUMMARY_TTL_S)
 
 
 def _context(text: str) -> dict[str, Any]:

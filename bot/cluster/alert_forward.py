@@ -13,19 +13,28 @@ An alert naming a cluster no agent has registered, or naming none while
 several are registered, has nowhere to go: it is kept in
 `gpubot:alerts:unrouted` with why, logged once per webhook, counted
 (`decision="unknown_cluster"`), and said in GPUBOT_ALERT_CHANNEL at most once
-an hour per cluster name. Redis failing answers 503 (Alertmanager sends again;
-agents take the repeat as a duplicate delivery).
+an hour per cluster name. So is an alert for a cluster whose agents' heartbeat
+lists the request kinds they take without `alerts` (a version from before
+alerts): such an agent would acknowledge the request and drop it. Redis
+failing answers 503 (Alertmanager sends again; agents take the repeat as a
+duplicate delivery).
+
+Alerts for a cluster whose agents have been silent past GPUBOT_AGENT_SILENT_SECONDS
+are queued (they run when an agent is back) and, as for a command, that is
+said at once: in the alert channel, at most once an hour per cluster.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
-from bot.cluster.kinds import alerts_request
-from bot.cluster.streams import ClusterStreams, StreamsUnavailable
+from bot.cluster.kinds import ALERTS, alerts_request
+from bot.cluster.routing import ago
+from bot.cluster.streams import ClusterSeen, ClusterStreams, StreamsUnavailable
 from handlers.alert_payload import Alert, AlertBatch
 from handlers.alerts import AlertSettings
 from handlers.escape import escape
@@ -63,6 +72,9 @@ class AlertForwarder:
         version: str,
         observer: AlertObserver,
         submit: Callable[..., None],
+        *,
+        silent_s: float = 30.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.streams = streams
         self.state = state
@@ -71,11 +83,13 @@ class AlertForwarder:
         self.version = version
         self.observer = observer
         self.submit = submit
+        self.silent_s = silent_s
+        self.clock = clock
 
     def receive(self, batch: AlertBatch) -> list[str]:
         """Queue each cluster's alerts; StateUnavailable (→ 503) when Redis fails."""
         try:
-            known = set(self.streams.clusters())
+            known = self.streams.clusters()
             by_cluster, unrouted = self._split(batch, known)
             for cluster, alerts in by_cluster.items():
                 payload = {
@@ -90,46 +104,58 @@ class AlertForwarder:
                 self.streams.keep_unrouted(self._unrouted_fields(batch, named, alerts, known))
         except StreamsUnavailable as err:
             raise StateUnavailable(str(err)) from None
+        now = self.clock()
         for cluster, alerts in by_cluster.items():
             for a in alerts:
                 self.observer.alert(a.status, FORWARDED)
             log.info("%d alert(s) queued for cluster %s", len(alerts), cluster)
+            silent = known[cluster].silent_for(now)
+            if silent > self.silent_s:
+                self.submit(
+                    f"note on alerts queued for silent {cluster!r}", self._silent, cluster, alerts, silent
+                )
         for named, alerts in unrouted.items():
             for a in alerts:
                 self.observer.alert(a.status, UNKNOWN_CLUSTER)
             why = self._why(named, known)
             log.error("%d alert(s) kept in gpubot:alerts:unrouted: %s", len(alerts), why)
-            self.submit(f"note on unrouted alerts of {named!r}", self._note, named, alerts, why)
+            self.submit(
+                f"note on unrouted alerts of {named!r}", self._note, named, alerts, why, named in known
+            )
         return []
 
     def catch_up(self, key: str) -> None:
         """The agents bring Slack in line (receive never names a key)."""
 
     def _split(
-        self, batch: AlertBatch, known: set[str]
+        self, batch: AlertBatch, known: dict[str, ClusterSeen]
     ) -> tuple[dict[str, list[Alert]], dict[str, list[Alert]]]:
+        """(alerts by the cluster they go to, alerts kept by the cluster name `_why` explains)."""
         routed: dict[str, list[Alert]] = {}
         unrouted: dict[str, list[Alert]] = {}
         only = next(iter(known)) if len(known) == 1 else None
         for alert in batch.alerts:
             named = alert.labels.get(CLUSTER_LABEL, NO_LABEL)
-            if named in known:
-                routed.setdefault(named, []).append(alert)
-            elif named == NO_LABEL and only is not None:
-                routed.setdefault(only, []).append(alert)
+            target = named if named in known else only if named == NO_LABEL else None
+            if target is not None and takes_alerts(known[target]):
+                routed.setdefault(target, []).append(alert)
             else:
-                unrouted.setdefault(named, []).append(alert)
+                unrouted.setdefault(target or named, []).append(alert)
         return routed, unrouted
 
-    @staticmethod
-    def _why(named: str, known: set[str]) -> str:
+    def _why(self, named: str, known: dict[str, ClusterSeen]) -> str:
         listed = ", ".join(f"`{escape(k)}`" for k in sorted(known)) or "none yet"
+        if named in known:
+            return (
+                f"cluster `{escape(named)}`'s agent (gpubot {escape(known[named].version)}) does not take "
+                f"alerts: upgrade it to the gateway's version (gpubot {escape(self.version)})"
+            )
         if named == NO_LABEL:
             return f"the alert has no `{CLUSTER_LABEL}` label and several clusters are registered ({listed})"
         return f"no agent of cluster `{escape(named[:63])}` has registered (registered: {listed})"
 
     def _unrouted_fields(
-        self, batch: AlertBatch, named: str, alerts: list[Alert], known: set[str]
+        self, batch: AlertBatch, named: str, alerts: list[Alert], known: dict[str, ClusterSeen]
     ) -> dict[str, str]:
         return {
             "cluster": named[:63],
@@ -138,16 +164,41 @@ class AlertForwarder:
             "alerts": json.dumps([alert_dict(a) for a in alerts], separators=(",", ":")),
         }
 
-    def _note(self, named: str, alerts: list[Alert], why: str) -> None:
+    def _note(self, named: str, alerts: list[Alert], why: str, registered: bool) -> None:
         """Said in the alert channel once an hour per cluster name: nobody reads gateway logs daily."""
         if not self.state.set_if_absent(f"alert:unrouted-note:{named[:63]}", 1, NOTE_EVERY_S):
             return
-        names = ", ".join(f"`{escape(n)}`" for n in dict.fromkeys(a.name for a in alerts))
+        fix = (
+            ""
+            if registered  # its agents are too old: `why` says to upgrade them
+            else "; set the alert's `cluster` label (Prometheus `external_labels`) to a cluster whose agent runs"
+        )
         text = (
-            f":warning: {len(alerts)} alert(s) ({names[:1500]}) went to no cluster: {why}. They are kept "
-            "in `gpubot:alerts:unrouted`; set the alert's `cluster` label (Prometheus `external_labels`) "
-            "to a cluster whose agent runs. Said at most once an hour per cluster name."
+            f":warning: {len(alerts)} alert(s) ({_names(alerts)}) went to no cluster: {why}. They are kept "
+            f"in `gpubot:alerts:unrouted`{fix}. Said at most once an hour per cluster name."
         )
         self.poster.post(
             self.settings.channel, text, [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
         )
+
+    def _silent(self, cluster: str, alerts: list[Alert], silent_s: float) -> None:
+        """Said in the alert channel once an hour per cluster, as a command for it is answered at once."""
+        if not self.state.set_if_absent(f"alert:silent-note:{cluster[:63]}", 1, NOTE_EVERY_S):
+            return
+        text = (
+            f":warning: cluster `{escape(cluster)}`'s agent was last seen {ago(silent_s)} ago: "
+            f"{len(alerts)} alert(s) ({_names(alerts)}) are queued and open their threads as soon as an "
+            "agent of that cluster is back. Said at most once an hour per cluster."
+        )
+        self.poster.post(
+            self.settings.channel, text, [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+        )
+
+
+def takes_alerts(seen: ClusterSeen) -> bool:
+    """Whether the cluster's agents run `alerts` requests; a heartbeat listing no kinds says nothing."""
+    return not seen.kinds or ALERTS in seen.kinds
+
+
+def _names(alerts: list[Alert]) -> str:
+    return ", ".join(f"`{escape(n)}`" for n in dict.fromkeys(a.name for a in alerts))[:1500]

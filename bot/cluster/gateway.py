@@ -192,7 +192,15 @@ def build_gateway(
         from bot.slack.app import MetricsObserver, alert_settings
 
         forwarder = AlertForwarder(
-            streams, state, poster, alert_settings(cfg), gw.version, MetricsObserver(), gw.submit
+            streams,
+            state,
+            poster,
+            alert_settings(cfg),
+            gw.version,
+            MetricsObserver(),
+            gw.submit,
+            silent_s=cfg.agent_silent_s,
+            clock=lambda: gw.clock(),
         )
         gw.alerts = AlertWebhook(forwarder, cfg.alert_token, gw.submit)
 

@@ -1,0 +1,284 @@
+"""Probe (black-box): alert incidents over their life, as a GPU platform team's Alertmanager drives them.
+
+The bot (build_app over the fake Kubernetes API serving the probe fleet of
+tests/test_probe5_alert_subjects.py, a real redis-server, the fake Slack Web
+API) answers POST /alertmanager over real HTTP; its alert clock is the
+test's. Expectations from shared/spec/interfaces.md, "Alert-driven incident
+threads", written before running:
+
+- an incident's subject is mapped from the alert's labels when it opens: an
+  incident opened while the Kubernetes API was down (labels taken as named)
+  does not bind the alert to that guess for later incidents once the API
+  answers again;
+- storm control counts the threads of the last 60 minutes (a rolling window):
+  past the maximum, further subjects go into one summary per hour, and an
+  hour later threads open again; a storm subject resolving hours later
+  updates its summary row in place, it posts no new "Alert storm" message;
+- bodies that are not an Alertmanager payload get 400 with one line saying
+  what is wrong (a deeply nested body, Grafana's own webhook shape, `null`),
+  never a 500 that Alertmanager would retry forever.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bot.ops.config import load_config
+from bot.slack.app import build_app
+from bot.slack.post import Poster
+from bot.slack.state import RedisState
+from bot.slack.transport import start_http
+from bot.sources.opener import open_sources
+from bot.sources.scenario import build_sources, load_scenario
+from handlers.alert_subjects import ClusterDirectory
+from tests.alertmanager import payload
+from tests.fakes.kube_api import FakeKubeAPI, serve
+from tests.fakes.slack_api import Call, FakeSlack
+from tests.services import RedisServer
+from tests.slack_harness import BOT_TOKEN, bot_env, wait_for
+from tests.test_probe5_alert_subjects import DCGM, DCGM_POD, DCGM_TARGET, am_alert, probe_scenario
+
+TOKEN = "probe5-incident-token-0123456789abcdef"
+CHANNEL = "C0PROBE5INC"
+PREFIX = "gpubot-probe5-incidents:"
+T0 = 1_795_000_000.0  # 2026-11-18T09:46:40Z, inside an hour: the storm test crosses no hour boundary
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeKubeAPI]:
+    snapshot, _ = build_sources(load_scenario(probe_scenario(tmp_path_factory.mktemp("probe5-kube"))))
+    with serve(snapshot) as api:
+        yield api
+
+
+@pytest.fixture(scope="module")
+def served(slack: FakeSlack, kube: FakeKubeAPI, redis_server: RedisServer) -> Iterator[Any]:
+    store = RedisState(redis_server.url, prefix=PREFIX)
+    cfg = load_config(
+        bot_env(
+            slack.url,
+            GPUBOT_ALERT_TOKEN=TOKEN,
+            GPUBOT_ALERT_CHANNEL=CHANNEL,
+            GPUBOT_ALERT_MAX_THREADS_PER_HOUR="2",
+        ),
+        need_slack=True,
+        http=True,
+    )
+    poster = Poster(BOT_TOKEN, slack.url, backoff_s=0.01)
+    b = build_app(cfg, open_sources(cfg, kubeconfig=kube.kubeconfig), store, poster, client=poster.client)
+    server = start_http(b, "127.0.0.1", 0, events=True)
+    b.url = f"http://127.0.0.1:{server.server_address[1]}/alertmanager"
+    b.store = store
+    try:
+        yield b
+    finally:
+        server.shutdown()
+        server.server_close()
+        b.shutdown(wait=True)
+        _forget(store)
+        store.close()
+
+
+def _forget(store: RedisState) -> None:
+    for key in store._redis.scan_iter(f"{PREFIX}*"):
+        store._redis.delete(key)
+
+
+@pytest.fixture
+def bot(served: Any, slack: FakeSlack, kube: FakeKubeAPI) -> Iterator[Any]:
+    """The module's bot with a clean slate: no incidents, no Slack calls, no cached cluster reads."""
+    kube.clear_faults()
+    _forget(served.store)
+    slack.reset()
+    clock = Clock()
+    service = served.alerts.service
+    service.clock = clock
+    service.directory = ClusterDirectory(service.directory.cluster)
+    served.clock = clock
+    yield served
+    kube.clear_faults()
+
+
+def send(bot: Any, data: bytes) -> tuple[int, dict[str, Any]]:
+    req = urllib.request.Request(
+        bot.url,
+        data=data,
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as err:
+        raw = err.read()
+        try:
+            return err.code, json.loads(raw)
+        except ValueError:
+            return err.code, {"text": raw.decode(errors="replace")}
+
+
+def deliver(bot: Any, alerts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One notification, answered 200, and everything it queued for Slack done."""
+    status, answer = send(bot, json.dumps(payload(alerts)).encode())
+    assert status == 200, answer
+    wait_for("the bot's pool to drain", lambda: not bot.pending, timeout=60)
+    return answer
+
+
+def resolved(a: dict[str, Any]) -> dict[str, Any]:
+    return {**a, "status": "resolved", "endsAt": "2026-11-18T10:20:00Z"}
+
+
+def _blocks(call: Call) -> str:
+    raw = call.params.get("blocks")
+    return json.dumps(json.loads(raw) if isinstance(raw, str) else raw, ensure_ascii=False)
+
+
+def roots(slack: FakeSlack) -> list[Call]:
+    return [
+        c
+        for c in slack.calls_to("chat.postMessage")
+        if c.params.get("channel") == CHANNEL and not c.params.get("thread_ts")
+    ]
+
+
+def storm_messages(slack: FakeSlack) -> list[Call]:
+    return [c for c in roots(slack) if "Alert storm" in _blocks(c)]
+
+
+def threads(slack: FakeSlack) -> list[Call]:
+    return [c for c in roots(slack) if "Alert storm" not in _blocks(c)]
+
+
+# --- the subject is mapped when an incident opens ----------------------------------------------------
+
+
+def test_an_incident_opened_while_kubernetes_was_down_does_not_bind_later_ones_to_its_guess(
+    bot: Any, slack: FakeSlack, kube: FakeKubeAPI
+) -> None:
+    # dcgm-exporter without NODE_NAME: Hostname is its pod's name, which only the API maps to gpu-7.
+    xid = am_alert("GPUXidError", {**DCGM, **DCGM_TARGET, "Hostname": DCGM_POD})
+    kube.fail(".", status=503)
+    deliver(bot, [xid])
+    assert len(threads(slack)) == 1  # opened on the labels as named; the thread says what failed
+    kube.clear_faults()
+    deliver(bot, [resolved(xid)])
+    assert "Resolved at" in _blocks(slack.calls_to("chat.update")[-1])
+
+    # The Xid fires again a day later, the API answering: the new incident is about gpu-7.
+    bot.clock.now += 86400
+    deliver(bot, [{**xid, "startsAt": "2026-11-19T10:00:00Z"}])
+    _first, second = threads(slack)
+    assert "firing on node `gpu-7`" in _blocks(second), _blocks(second)
+
+
+# --- storm control ---------------------------------------------------------------------------------
+
+
+def later(bot: Any, when: float) -> None:
+    """Time passes for the bot's clock and for Redis: keys whose TTL ran out in between are gone."""
+    seconds = when - bot.clock.now
+    r = bot.store._redis
+    for key in r.scan_iter(f"{PREFIX}*"):
+        left_ms = r.pttl(key)
+        if left_ms > 0 and left_ms <= seconds * 1000:
+            r.delete(key)
+        elif left_ms > 0:
+            r.pexpire(key, int(left_ms - seconds * 1000))
+    bot.clock.now = when
+
+
+def xid_on(node: str) -> dict[str, Any]:
+    return am_alert("GPUXidError", {**DCGM, "Hostname": node, "gpu": "0"})
+
+
+def test_storm_window_rolls_and_a_storm_subject_resolving_hours_later_updates_its_row_in_place(
+    bot: Any, slack: FakeSlack
+) -> None:
+    # GPUBOT_ALERT_MAX_THREADS_PER_HOUR=2 (the module's bot).
+    for node in ("gpu-h100-1", "gpu-h100-2"):
+        deliver(bot, [xid_on(node)])
+    bot.clock.now += 60
+    deliver(bot, [xid_on("gpu-h100-3")])
+    bot.clock.now += 60
+    deliver(bot, [xid_on("gpu-h100-4")])
+    assert len(threads(slack)) == 2
+    [_summary] = storm_messages(slack)  # one summary for the hour, updated in place
+    shown = [c for c in slack.calls_to("chat.update") if "Alert storm" in _blocks(c)]
+    ts = str(shown[-1].params["ts"])
+    assert "gpu-h100-3" in _blocks(shown[-1]) and "gpu-h100-4" in _blocks(shown[-1])
+
+    # An hour after the first two threads the window has room again: a thread, not a summary row.
+    later(bot, T0 + 3601)
+    deliver(bot, [xid_on("gpu-h100-5")])
+    assert len(threads(slack)) == 3 and len(storm_messages(slack)) == 1
+    assert "firing on node `gpu-h100-5`" in _blocks(threads(slack)[-1])
+
+    # gpu-h100-3 is rebooted and its Xid resolves three hours into the storm: its row says so, in
+    # the summary it is listed in; no new "Alert storm" message appears about a storm long over.
+    later(bot, T0 + 3 * 3600)
+    deliver(bot, [resolved(xid_on("gpu-h100-3"))])
+    assert len(storm_messages(slack)) == 1
+    last = [c for c in slack.calls_to("chat.update") if c.params.get("ts") == ts][-1]
+    assert "~`node gpu-h100-3` · *GPUXidError*~ resolved" in _blocks(last)
+
+
+# --- bodies that are not Alertmanager's ---------------------------------------------------------------
+
+GRAFANA = {  # Grafana-managed alerting's webhook contact point (its own shape, version "1")
+    "receiver": "gpubot",
+    "status": "firing",
+    "orgId": 1,
+    "alerts": [{"status": "firing", "labels": {"alertname": "GPU temp"}, "fingerprint": "3a4b5c6d7e8f9a0b"}],
+    "groupLabels": {},
+    "commonLabels": {"alertname": "GPU temp"},
+    "externalURL": "http://grafana.monitoring/",
+    "version": "1",
+    "groupKey": "{}:{}",
+    "truncatedAlerts": 0,
+    "title": "[FIRING:1] GPU temp",
+    "state": "alerting",
+    "message": "**Firing**",
+}
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested"),
+        (b'{"version": "4", "alerts": [' + b'{"a": ' * 50_000 + b"1" + b"}" * 50_000 + b"]}", "nested"),
+        (json.dumps(GRAFANA).encode(), 'version must be "4" (Alertmanager\'s webhook payload), got "1"'),
+        (b"null", "the payload must be a JSON object, got null"),
+        (
+            json.dumps(payload([{**xid_on("gpu-7"), "labels": {"alertname": "X", "gpu": 3}}])).encode(),
+            "alerts[0].labels['gpu'] must be a string, got a number",
+        ),
+        (json.dumps({**payload([xid_on("gpu-7")]), "alerts": {"0": {}}}).encode(), "alerts must be a list"),
+        (b"\xef\xbb\xbf" + json.dumps(payload([xid_on("gpu-7")])).encode()[:-3], "not JSON"),
+    ],
+    ids=["deep-array", "deep-alert", "grafana-webhook", "null", "number-label", "alerts-object", "bom-cut"],
+)
+def test_a_body_that_is_not_an_alertmanager_payload_gets_400_and_one_line(
+    bot: Any, slack: FakeSlack, data: bytes, said: str
+) -> None:
+    status, answer = send(bot, data)
+    assert status == 400, answer
+    error = str(answer.get("error"))
+    assert said in error and "\n" not in error
+    wait_for("the bot's pool to drain", lambda: not bot.pending)
+    assert not list(bot.store._redis.scan_iter(f"{PREFIX}*alert*"))
+    assert not slack.calls_to("chat.postMessage")
