@@ -171,3 +171,46 @@ def test_a_shared_claim_allocated_elsewhere_pins_the_pod_there() -> None:
     assert "pin it to h100-03" in f.summary and "(none unallocated)" not in f.summary, f.summary
     assert "claim rl/shared-rollout is allocated on h100-03, reserved for actor-0" in f.evidence, f.evidence
     assert "  h100-03: nodeSelector pool=a100, node has pool=h100" in f.evidence
+
+
+# --- layer 2: applications that find no usable GPU, in more frameworks' words -------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # PyTorch (NVIDIA/k8s-device-plugin issue 319, GoogleCloudPlatform/container-engine-accelerators 248).
+        "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:82: UserWarning: CUDA initialization: CUDA "
+        "unknown error - this may be due to an incorrectly set up environment, e.g. changing env variable "
+        "CUDA_VISIBLE_DEVICES after program start. Setting the available devices to be zero.",
+        # NGC images' banner (NVIDIA/nvidia-docker issues 1548, 1583).
+        "WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.",
+        "ERROR: No supported GPU(s) detected to run this container",
+        # JAX / XLA (jax-ml/jax issues 24866, 9859) and TensorFlow 2.14+.
+        "jaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: No visible GPU devices.",
+        "I0923 21:58:25.539228 139973430083584 xla_bridge.py:513] Unable to initialize backend 'cuda': INTERNAL: no "
+        "supported devices found for platform CUDA",
+        "I tensorflow/tsl/cuda/cudart_stub.cc:28] Could not find cuda drivers on your machine, GPU will not be used.",
+    ],
+)
+def test_more_frameworks_finding_no_gpu(line: str) -> None:
+    assert sig.APP_SEES_NO_GPU.find(line) == [line]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "AssertionError: Torch not compiled with CUDA enabled",  # the image, not the GPU
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device",  # seen, misused
+        "No GPU/TPU found, falling back to CPU. (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)",
+    ],
+)
+def test_lines_that_are_not_a_missing_gpu(line: str) -> None:
+    assert sig.APP_SEES_NO_GPU.find(line) == []
+
+
+def test_sglang_kv_pool_is_gpu_memory() -> None:
+    line = (
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."  # sglang issue 4330
+    )
+    assert sig.gpu_oom_lines(line) == [line]
