@@ -282,3 +282,46 @@ def test_a_body_that_is_not_an_alertmanager_payload_gets_400_and_one_line(
     wait_for("the bot's pool to drain", lambda: not bot.pending)
     assert not list(bot.store._redis.scan_iter(f"{PREFIX}*alert*"))
     assert not slack.calls_to("chat.postMessage")
+
+
+# --- one node, eight GPUs ---------------------------------------------------------------------------
+
+
+def nvlink_on(node: str, gpu: int) -> dict[str, Any]:
+    """dcgm-exporter's NVLink error counter alert for one GPU of an HGX node (a label set per GPU)."""
+    return am_alert(
+        "GPUNVLinkErrors",
+        {**DCGM, "Hostname": node, "gpu": str(gpu), "UUID": f"GPU-7ad0{gpu:04d}", "device": f"nvidia{gpu}"},
+    )
+
+
+def thread_lines(slack: FakeSlack, ts: str) -> list[str]:
+    return [
+        str(c.params.get("text"))
+        for c in slack.calls_to("chat.postMessage")
+        if c.params.get("thread_ts") == ts and not str(c.params.get("text")).startswith(("Layer ", "gpubot"))
+    ]
+
+
+def test_eight_gpus_of_one_node_alerting_add_one_line_per_notification_not_one_per_gpu(
+    bot: Any, slack: FakeSlack
+) -> None:
+    # An NVSwitch tray fails: GPUs 0-3 are in Alertmanager's first notification, 4-7 join at the next
+    # group_interval, then the group repeats. One thread; each later notification one line, and the
+    # line says which GPUs joined (eight lines reading "GPUNVLinkErrors is firing too" say nothing).
+    deliver(bot, [nvlink_on("gpu-h100-6", g) for g in range(4)])
+    [root] = threads(slack)
+    ts = next(
+        str(c.params["thread_ts"]) for c in slack.calls_to("chat.postMessage") if c.params.get("thread_ts")
+    )
+    bot.clock.now += 300
+    deliver(bot, [nvlink_on("gpu-h100-6", g) for g in range(8)])
+    joined = thread_lines(slack, ts)
+    assert len(joined) == 1, joined
+    assert "is firing too" in joined[0] and "GPU 4, 5, 6, 7" in joined[0]
+    bot.clock.now += 4 * 3600  # Alertmanager's repeat_interval
+    deliver(bot, [nvlink_on("gpu-h100-6", g) for g in range(8)])
+    repeated = thread_lines(slack, ts)[1:]
+    assert len(repeated) == 1, repeated
+    assert "still firing" in repeated[0] and "8 alerts" in repeated[0]
+    assert len(threads(slack)) == 1 and "GPUNVLinkErrors" in _blocks(root)
