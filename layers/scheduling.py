@@ -18,7 +18,7 @@ from layers.facts import drareads
 from layers.facts import objects as o
 from layers.facts.candidates import Candidates, not_for_pods
 from layers.facts.context import WalkContext
-from layers.facts.fold import MAX_LISTED, fold, listed
+from layers.facts.fold import MAX_LISTED, fold, listed, shown
 from layers.facts.logsigs import event_line, event_message, event_time
 from layers.facts.placement import scheduler_reasons, selector_misses
 from layers.facts.schedmsg import SchedulingFailure, parse_failed_scheduling
@@ -331,7 +331,7 @@ def resource_mismatch(
     strategies = sorted({o.labels(n).get("nvidia.com/mig.strategy", "") for n in nodes} - {""})
     evidence = [f"pod requests {r}={requests[r]}; no node advertises it" for r in missing]
     evidence += [
-        f"{r} advertised by {len(ns)} node(s): {', '.join(ns[:5])}" for r, ns in sorted(offered.items())
+        f"{r} advertised by {len(ns)} node(s): {shown(ns, limit=5)}" for r, ns in sorted(offered.items())
     ]
     if strategies:
         evidence.append(f"nvidia.com/mig.strategy={','.join(strategies)}")

@@ -31,7 +31,7 @@ from layers.facts.hosts import (
     promql_matcher,
     selector_for,
 )
-from layers.sources import Read, Sample, Selector, Telemetry, read_all
+from layers.sources import BEFORE_WINDOW_S, Read, Sample, Selector, Telemetry, read_all
 
 DAY_S = 24 * 3600
 PREEMPTION_WINDOW_S = 300
@@ -48,6 +48,18 @@ CLOCK_EVENTS = (
     "DCGM_EXP_CLOCK_EVENTS_COUNT|DCGM_EXP_CLOCK_EVENTS_TOTAL|DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT"
 )
 CLOCK_EVENT_LABELS = ("clock_event", "throttle_reason")
+# MIG instance labels; DCGM repeats a GPU's device fields on each of its instances' series (sample 30).
+MIG_LABELS = ("GPU_I_PROFILE", "GPU_I_ID")
+# Signals of the physical GPU's memory: a MIG instance's series repeats its GPU's value, counted once.
+WHOLE_GPU_FIELDS = frozenset(
+    {
+        "correctable_rows",
+        "uncorrectable_rows",
+        "correctable_rows_24h",
+        "uncorrectable_rows_24h",
+        "row_remap_failure",
+    }
+)
 VLLM_PREEMPTIONS = "vllm:num_preemptions_total"
 VLLM_INFO = "vllm:cache_config_info|vllm:vllm_config_info|vllm:num_preemptions_total"
 
@@ -176,6 +188,11 @@ def _mig(labels: Mapping[str, str]) -> str | None:
     return f"{profile or '?'}/{gi or '?'}"
 
 
+def _series_id(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+    """A series' identity across reads: its labels without the metric name (functions drop it)."""
+    return frozenset((k, v) for k, v in labels.items() if k != "__name__")
+
+
 def _gpu_key(labels: Mapping[str, str], node: str | None) -> tuple[str, str, str, str]:
     host, _ = host_label(labels)
     uuid = labels.get("UUID") or labels.get("uuid") or f"gpu{labels.get('gpu', '?')}"
@@ -216,7 +233,10 @@ class _Assembly:
             node = self.pod_nodes[pod]  # a series without host label, found by its pod labels
         return node, pod
 
-    def _gpu(self, labels: Mapping[str, str]) -> _Gpu:
+    def _gpu(self, labels: Mapping[str, str], *, whole: bool = False) -> _Gpu:
+        """The accumulator a series feeds; `whole`: the physical GPU's, even for a MIG instance's series."""
+        if whole:
+            labels = {k: v for k, v in labels.items() if k not in MIG_LABELS}
         node, pod = self._place(labels)
         key = _gpu_key(labels, node)
         gpu = self.gpus.get(key)
@@ -228,8 +248,9 @@ class _Assembly:
         return gpu
 
     def put(self, field_name: str, samples: Iterable[Sample]) -> None:
+        whole = field_name in WHOLE_GPU_FIELDS
         for s in samples:
-            gpu = self._gpu(s.labels)
+            gpu = self._gpu(s.labels, whole=whole)
             if s.value != s.value:
                 continue  # NaN: the exporter had no reading (a blank field), not a number
             old = gpu.numbers.get(field_name)
@@ -246,14 +267,44 @@ class _Assembly:
 
     def read_last_xid(self, telemetry: Telemetry, match: Sequence[Selector], last: Iterable[Sample]) -> None:
         """The last-Xid gauge's samples, and whether each non-zero value changed within 24 h (one
-        more call, made only when some GPU has one)."""
+        more call, made only when some GPU has one; a second only when a series began in the window)."""
         self.put_last_xid(last)
         if not any(g.last_xid for g in self.gpus.values()):
             return
+        began: dict[tuple[str, str, str, str], set[frozenset[tuple[str, str]]]] = {}
         for s in telemetry.changed(LAST_XID, DAY_S, match):
-            gpu = self.gpus.get(_gpu_key(s.labels, self._place(s.labels)[0]))
-            if gpu is not None:
-                gpu.last_xid_recent = True
+            key = _gpu_key(s.labels, self._place(s.labels)[0])
+            gpu = self.gpus.get(key)
+            if gpu is None:
+                continue
+            if s.value > 0:
+                gpu.last_xid_recent = True  # the value changed in the window
+            elif gpu.last_xid:  # a GPU without an Xid began a series: nothing to date
+                began.setdefault(key, set()).add(_series_id(s.labels))
+        if began:
+            self._relabelled(telemetry, began)
+
+    def _relabelled(
+        self,
+        telemetry: Telemetry,
+        began: Mapping[tuple[str, str, str, str], set[frozenset[tuple[str, str]]]],
+    ) -> None:
+        """A series that began in the window is news unless the same GPU held the same Xid in a
+        series that existed before it: the exporter labels a GPU's series with the pod using it, so
+        a new pod starts new series that carry the old, never-reset value (spec: layer 5)."""
+        held: set[tuple[tuple[str, str, str, str], int]] = set()
+        # Only the nodes of those GPUs: on a fleet the read stays a handful of series.
+        nodes = sorted({key[0] for key in began})
+        for s in telemetry.max_over_time(
+            LAST_XID, DAY_S + BEFORE_WINDOW_S, selector_for(nodes, self.hostmap), above=0
+        ):
+            key = _gpu_key(s.labels, self._place(s.labels)[0])
+            if key in began and _series_id(s.labels) not in began[key]:
+                held.add((key, int(s.value)))
+        for key in began:
+            gpu = self.gpus[key]
+            if not gpu.last_xid_recent and (key, gpu.last_xid) not in held:
+                gpu.last_xid_recent = True  # a new GPU, or a new value under new labels
 
     def put_xid_counts(self, samples: Iterable[Sample]) -> None:
         for s in samples:
@@ -287,7 +338,7 @@ def read_gpu_facts(
     claims: Mapping[ClaimRef, PodRef] | None = None,
 ) -> list[GpuFacts]:
     """Every signal the layers need, for these nodes (and these pods' series): ten calls,
-    eleven when some GPU holds a last Xid.
+    eleven when some GPU holds a last Xid, twelve when such a GPU's series began in the last 24 h.
 
     `pods` maps (namespace, pod) → its node, so series that carry pod labels but
     no host label are found and placed; `claims` maps a pod's DRA ResourceClaims to it, for
@@ -384,7 +435,7 @@ def read_fleet_health(
     telemetry: Telemetry, hostmap: HostMap, nodes: Sequence[str] | None = None
 ) -> dict[str, NodeHealth]:
     """Remapped-row growth, row-remap failures and Xids for the whole fleet in five calls
-    (six when some GPU holds a last Xid).
+    (six when some GPU holds a last Xid, seven when such a GPU's series began in the last 24 h).
 
     With `nodes` None no selector is sent (every series); otherwise only those nodes'.
     Raises TelemetryError when the source is down.

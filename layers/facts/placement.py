@@ -12,13 +12,24 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from layers.facts import objects as o
-from layers.facts.fold import listed
+from layers.facts.fold import listed, shown
 from layers.facts.schedmsg import SchedulingFailure
 from layers.findings import Finding, finding
 from layers.sources import K8sObject
 
 # The cordon taint is the scheduler's "were unschedulable", not an untolerated taint.
 CORDON_TAINT = "node.kubernetes.io/unschedulable"
+# Taints Kubernetes itself puts on a node in trouble (node lifecycle controller, kubelet): what each
+# says of the node. A toleration for them is never the fix; the node is.
+CONDITION_TAINTS = {
+    "node.kubernetes.io/not-ready": "not ready",
+    "node.kubernetes.io/unreachable": "unreachable (its kubelet stopped posting status)",
+    "node.kubernetes.io/memory-pressure": "under memory pressure",
+    "node.kubernetes.io/disk-pressure": "under disk pressure",
+    "node.kubernetes.io/pid-pressure": "under PID pressure",
+    "node.kubernetes.io/network-unavailable": "without a working network",
+    "node.kubernetes.io/out-of-service": "marked out of service",
+}
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -131,8 +142,8 @@ def _term_miss(term: Mapping[str, Any], node: K8sObject) -> str:
 
 def _expr_text(expr: Mapping[str, Any]) -> str:
     values = [label_value(v) or "" for v in expr.get("values") or []]
-    shown = f" {','.join(values)}" if values else ""
-    return f"{expr.get('key')} {expr.get('operator')}{shown}"
+    vals = f" {','.join(values)}" if values else ""
+    return f"{expr.get('key')} {expr.get('operator')}{vals}"
 
 
 # Added to every pod by the DefaultTolerationSeconds admission plugin: noise in evidence.
@@ -171,6 +182,18 @@ def near_miss(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]
     return ""
 
 
+def node_conditions(node: K8sObject) -> list[str]:
+    """The node's Ready condition and any pressure condition that is not False, as kubectl shows them."""
+    out = []
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        kind, status = cond.get("type"), cond.get("status")
+        if kind == "Ready" or status != "False":
+            why = ": ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k))
+            since = f" since {cond['lastTransitionTime']}" if cond.get("lastTransitionTime") else ""
+            out.append(f"condition {kind}={status}" + (f" ({why})" if why else "") + since)
+    return out
+
+
 def one_node(names: Sequence[str]) -> str | None:
     """The node a finding is about, when it is about exactly one."""
     return names[0] if len(names) == 1 else None
@@ -199,29 +222,52 @@ def scheduler_reasons(
 
     if any(f.untolerated_taint for f in failures):
         tolerations = spec.get("tolerations") or []
-        by_taint: dict[str, list[str]] = defaultdict(list)
+        by_taint: dict[str, list[K8sObject]] = defaultdict(list)
         near: dict[str, str] = {}
+        state: dict[str, str] = {}
         for node in taint_nodes:
             for taint in (node.get("spec") or {}).get("taints") or []:
                 if taint.get("effect") not in BLOCKING_EFFECTS or taint.get("key") == CORDON_TAINT:
                     continue
                 if not tolerates(tolerations, taint):
-                    by_taint[taint_text(taint)].append(o.name(node))
+                    by_taint[taint_text(taint)].append(node)
                     near[taint_text(taint)] = near_miss(tolerations, taint)
-        for shown, names in sorted(by_taint.items()):
+                    if str(taint.get("key")) in CONDITION_TAINTS:
+                        state[taint_text(taint)] = CONDITION_TAINTS[str(taint.get("key"))]
+        for taint_shown, tainted in sorted(by_taint.items()):
+            names = [o.name(n) for n in tainted]
+            if taint_shown in state:
+                # Kubernetes tainted the node because it is in trouble: tolerating that would send
+                # the pod to a broken node. The node's conditions say what is wrong.
+                summary = (
+                    f"{len(names)} GPU node(s) ({shown(names, limit=3)}) are {state[taint_shown]}: Kubernetes "
+                    f"tainted them {taint_shown}, so {ns}/{name} cannot go there — bring the node back (kubelet, "
+                    "network, power), a toleration is not the fix"
+                )
+                detail = [f"{o.name(n)}: {line}" for n in tainted for line in node_conditions(n)]
+            else:
+                summary = (
+                    f"{len(names)} GPU node(s) ({shown(names, limit=3)}) have taint {taint_shown} that "
+                    f"{ns}/{name} does not tolerate{near[taint_shown]}: add a toleration or remove the taint"
+                )
+                detail = []
             out.append(
                 finding(
                     "L1_UNTOLERATED_TAINT",
-                    f"{len(names)} GPU node(s) ({', '.join(names[:3])}) have taint {shown} that "
-                    f"{ns}/{name} does not tolerate{near[shown]}: add a toleration or remove the taint",
+                    summary,
                     evidence=[
                         f"scheduler: {said('untolerated_taint')}",
-                        *listed([f"{n}: taint {shown}" for n in names]),
+                        *listed([f"{n}: taint {taint_shown}" for n in names]),
+                        *listed(detail),
                         f"pod tolerations: {tolerations_shown(tolerations)}",
                     ],
                     commands=[
                         "kubectl get nodes -o custom-columns='NODE:.metadata.name,TAINTS:.spec.taints'",
                         f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.tolerations}}'",
+                        *(
+                            f"kubectl describe node {n} | sed -n '/Conditions/,/Addresses/p'"
+                            for n in (names[:3] if taint_shown in state else [])
+                        ),
                     ],
                     node=one_node(names),
                 )
@@ -259,7 +305,7 @@ def scheduler_reasons(
                 finding(
                     "L1_NODES_UNSCHEDULABLE",
                     f"{len(cordoned)} GPU node(s) that advertise the requested resource are cordoned "
-                    f"({', '.join(cordoned[:3])}): uncordon them once they are healthy",
+                    f"({shown(cordoned, limit=3)}): uncordon them once they are healthy",
                     evidence=[
                         f"scheduler: {said('unschedulable')}",
                         *listed([f"{n}: spec.unschedulable=true" for n in cordoned]),

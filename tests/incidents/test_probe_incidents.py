@@ -29,7 +29,7 @@ from tests.incidents.scenario_checks import (
 )
 
 PROBE, PROBE2 = incident_files("probe"), incident_files("probe2")
-FILES = PROBE + PROBE2
+FILES = PROBE + PROBE2 + incident_files("probe3")
 IDS = [p.stem for p in FILES]
 
 
