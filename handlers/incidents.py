@@ -16,7 +16,9 @@ How an alert changes an incident (`apply`):
   notification); after it had resolved: "firing again".
 - a new fingerprint: "firing too", and its name joins the root.
 - resolved: when every alert of the incident has resolved, the incident
-  closes and the root says so in place.
+  closes and the root says so in place, at the alerts' `endsAt` (Alertmanager
+  sends resolved at the group's next flush, minutes later) when that lies
+  between the incident's opening and now.
 - the thread gets one line per alert name and event of a notification, naming
   the GPUs (dcgm-exporter's `gpu`) it concerns: an NVSwitch tray failing on
   eight GPUs is "firing too · 4 alerts: GPU 4, 5, 6, 7", not four identical
@@ -30,6 +32,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from handlers.alert_payload import Alert
@@ -205,6 +208,18 @@ _SAID = {
 WHICH_MAX = 16  # GPU indices listed on one line; a longer list ends in "…"
 
 
+def ended(alerts: Iterable[Alert], opened_at: float, now: float) -> float:
+    """When these resolved alerts ended: the latest `endsAt` that lies between opening and now, else now."""
+    times = []
+    for a in alerts:
+        try:
+            times.append(datetime.fromisoformat(a.ends_at).timestamp())
+        except (ValueError, OverflowError, OSError):
+            continue
+    last = max(times, default=now)
+    return last if opened_at <= last <= now else now
+
+
 def _which(alerts: list[Alert]) -> str:
     """Which alerts of one name a line is about: the GPUs when dcgm-exporter says, else how many."""
     gpus = [a.labels.get("gpu", "").strip() for a in alerts]
@@ -269,10 +284,11 @@ def apply(
         if decision == REPEAT and news:
             continue
         emoji, what = _SAID[decision]
-        inc.queue_line(_line(emoji, name, what + _which(group), now))
+        at = ended(group, inc.opened_at, now) if decision == RESOLVED else now
+        inc.queue_line(_line(emoji, name, what + _which(group), at))
     closed = all(s.status == "resolved" for s in inc.alerts.values())
     if closed:
-        inc.closed_at = now
+        inc.closed_at = ended((a for a in alerts if not a.firing), inc.opened_at, now)
     rewalk = (
         wants_walk
         and not closed

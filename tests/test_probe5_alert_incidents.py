@@ -25,6 +25,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -325,3 +326,27 @@ def test_eight_gpus_of_one_node_alerting_add_one_line_per_notification_not_one_p
     assert len(repeated) == 1, repeated
     assert "still firing" in repeated[0] and "8 alerts" in repeated[0]
     assert len(threads(slack)) == 1 and "GPUNVLinkErrors" in _blocks(root)
+
+
+def _rfc3339(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")  # Go's RFC3339Nano
+
+
+def test_resolved_at_is_when_the_alert_resolved_not_when_the_notification_came(
+    bot: Any, slack: FakeSlack
+) -> None:
+    # Alertmanager sends resolved at the group's next flush (group_interval, 5 min in
+    # kube-prometheus-stack): the root's "Resolved at" is the alert's endsAt, the time graphs show.
+    xid = xid_on("gpu-h100-8")
+    deliver(bot, [xid])
+    ended = T0 + 300.25
+    bot.clock.now = T0 + 600
+    deliver(bot, [{**xid, "status": "resolved", "endsAt": _rfc3339(ended)}])
+    last = _blocks(slack.calls_to("chat.update")[-1])
+    assert f"Resolved at <!date^{int(ended)}^" in last, last
+    # An endsAt the bot cannot place (later than now, or before the incident opened) is not believed.
+    other = xid_on("gpu-h100-9")
+    deliver(bot, [other])
+    bot.clock.now = T0 + 900
+    deliver(bot, [{**other, "status": "resolved", "endsAt": _rfc3339(T0 + 5000)}])
+    assert f"Resolved at <!date^{int(T0 + 900)}^" in _blocks(slack.calls_to("chat.update")[-1])
