@@ -32,7 +32,7 @@ from handlers.blocks import (
     uncordon_actions,
 )
 from handlers.clicks import Click, walk_id_of
-from handlers.digest import DIAGNOSE, DIGEST_KEY, DIGEST_POSTED, parse_button_value
+from handlers.digest import BEING_POSTED, DIAGNOSE, DIGEST_KEY, DIGEST_POSTED, parse_button_value
 from handlers.escape import escape
 from handlers.operators import Operators
 from handlers.ports import Attachment, StateUnavailable
@@ -198,7 +198,9 @@ class Buttons:
         did, node = parse_button_value(click.value)
         check_object_name(node, "node")
         posted = self.service.state.get(DIGEST_POSTED.format(did, click.channel))
-        if posted is None or (click.message_ts is not None and posted != click.message_ts):
+        if posted is None or (
+            click.message_ts is not None and posted not in (BEING_POSTED, click.message_ts)
+        ):
             raise ValueError(f"{did} is not a digest this bot posted in this channel; nothing was done")
         flagged = {
             str(f.get("node"))

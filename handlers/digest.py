@@ -43,6 +43,7 @@ DIAGNOSE = "digest_diagnose"  # public action id (spec/interfaces.md lists the f
 DIGEST_KEY = "digest:{}"
 # Where a digest was posted (channel id) -> its message ts: its buttons act only there.
 DIGEST_POSTED = "digest:{}:posted:{}"
+BEING_POSTED = ""  # DIGEST_POSTED's value while the message is on its way (its ts not yet known)
 log = logging.getLogger("gpubot.digest")
 
 _EMOJI = {
@@ -266,7 +267,16 @@ def post_digest(
     if store is not None:
         store.set(DIGEST_KEY.format(did), digest.to_dict(), retention_s)
     msg = digest_message(digest, did, day, cluster)
-    ref = poster.post(channel, msg.text, msg.blocks, thread_ts=thread_ts, key=key)
+    if store is not None:
+        # People see the message before Slack's answer (its ts) reaches us: a click in between must
+        # not be refused as "not a digest this bot posted here". The channel is known already.
+        store.set(DIGEST_POSTED.format(did, channel), BEING_POSTED, retention_s)
+    try:
+        ref = poster.post(channel, msg.text, msg.blocks, thread_ts=thread_ts, key=key)
+    except PostFailed:
+        if store is not None:
+            store.delete(DIGEST_POSTED.format(did, channel))
+        raise
     files_ts = thread_ts or ref.ts
     if store is not None:
         store.set(DIGEST_POSTED.format(did, ref.channel), ref.ts, retention_s)
