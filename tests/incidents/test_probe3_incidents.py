@@ -114,6 +114,7 @@ def test_gke_skipped_xid79_is_a_fault_from_the_log() -> None:
     [f] = PROBE3.findings("probe3-gke-plugin-skipping-xid79-l4-bound-22-nodes", "L5_XID")
     assert f.severity == Severity.FAULT and "Xid 79" in f.summary
     assert any("Health checker is skipping Xid 79 error" in e for e in f.evidence), f.evidence
+    assert any(e.startswith('node condition XidCriticalError=True, reason {"79":true}') for e in f.evidence)
 
 
 def test_gke_marks_one_device_by_its_uuid_not_all() -> None:
