@@ -16,7 +16,7 @@ from layers.digest import collect_digest
 from layers.findings import Severity
 from tests import test_bundled_scenarios as bundled
 from tests.incidents.fleets import uuid_of
-from tests.incidents.scenario_checks import Incidents
+from tests.incidents.scenario_checks import Incidents, walked_findings
 
 PROBE3 = Incidents("probe3")
 
@@ -26,8 +26,8 @@ def _walk(stem: str) -> list[Any]:
     return [f for layer in result.layers for f in layer.findings]
 
 
-def test_sixteen_incidents() -> None:
-    assert len(PROBE3.files) >= 16, PROBE3.ids
+def test_seventeen_incidents() -> None:
+    assert len(PROBE3.files) >= 17, PROBE3.ids
 
 
 @pytest.mark.parametrize("path", PROBE3.files, ids=PROBE3.ids)
@@ -85,6 +85,19 @@ def test_the_node_that_is_down_is_one_info_line() -> None:
     [line] = [e for e in f.evidence if e.startswith("h100-xl-02:")]
     assert "condition Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)" in line
     assert "untolerated taint node.kubernetes.io/unreachable:NoSchedule" in line
+
+
+def test_admission_refusal_quotes_the_kubelet_and_the_node_now() -> None:
+    stem = "probe3-kubelet-restart-outofnvidia-gpu-rejected-a100-23-nodes"
+    [f] = PROBE3.findings(stem, "L1_ADMISSION_REJECTED")
+    assert f.node == "a100-train-02" and "OutOfnvidia.com/gpu" in f.summary
+    assert "a100-train-02 now: capacity nvidia.com/gpu=8, allocatable nvidia.com/gpu=8" in f.evidence
+
+
+def test_unexpected_admission_error_is_an_admission_refusal_too() -> None:
+    path = PROBE3.folder.parent / "probe" / "probe-unexpected-admission-error-lost-gpu-22-nodes.yaml"
+    [f] = walked_findings(path, "L1_ADMISSION_REJECTED")
+    assert f.node == "h100-infer-02" and "UnexpectedAdmissionError" in f.summary
 
 
 def test_relabelled_stale_xid_is_history() -> None:
