@@ -100,6 +100,10 @@ def check(ctx: WalkContext) -> LayerResult:
 # with the scheduler's) and UnexpectedAdmissionError (the device manager's Allocate failed).
 _OUT_OF = "OutOf"
 _UNEXPECTED_ADMISSION = "UnexpectedAdmissionError"
+# k8s-device-plugin's Allocate on shared GPUs: "request for 'nvidia.com/gpu: 2' too large: maximum request
+# size for shared resources is 1" (time-slicing), "invalid request: maximum request size for shared
+# resources is 1; found 2" (MPS).
+_SHARED_LIMIT = re.compile(r"maximum request size for shared resources is 1(?:; found \d+)?", re.IGNORECASE)
 
 
 def admission_rejected(ctx: WalkContext, pod: K8sObject, node: str) -> list[Finding]:
@@ -127,13 +131,29 @@ def admission_rejected(ctx: WalkContext, pod: K8sObject, node: str) -> list[Find
         f"{node} now: capacity {r}={c}, allocatable {r}={allocatable.get(r, 0)}"
         for r, c in sorted(capacity.items())
     ]
+    shared = _SHARED_LIMIT.search(message)
+    if shared:
+        # The device plugin's Allocate refused it (time-slicing/MPS, failRequestsGreaterThanOne).
+        why = (
+            f"the device plugin on {node} shares each GPU (time-slicing or MPS) and refuses a request above 1 "
+            f"({shared.group(0)}) — ask for 1 per pod, or for a node that does not share its GPUs, and recreate it"
+        )
+    elif reason == _UNEXPECTED_ADMISSION:
+        why = (
+            "the device manager could not allocate the devices the scheduler counted on (a GPU marked unhealthy "
+            "between scheduling and admission, or the device plugin restarting) — recreate the pod (a Job or "
+            f"Deployment does) and check the device plugin on {node}"
+        )
+    else:
+        why = (
+            "its count of the node's GPUs disagreed with the scheduler's (a kubelet restart before the device "
+            "plugin registered again, or a nodeName set past the scheduler) — recreate the pod (a Job or "
+            f"Deployment does) and check the device plugin on {node}"
+        )
     return [
         finding(
             "L1_ADMISSION_REJECTED",
-            f"the kubelet on {node} refused {ns}/{name} at admission ({reason}): its view of the node's GPUs "
-            "disagreed with the scheduler's (a kubelet restart before the device plugin registered again, or a "
-            "nodeName set past the scheduler) — recreate the pod (a Job or Deployment does) and check the "
-            f"device plugin on {node}",
+            f"the kubelet on {node} refused {ns}/{name} at admission ({reason}): {why}",
             evidence=evidence,
             commands=[
                 f"kubectl get pod -n {ns} {name} -o jsonpath='{{.status.reason}}: {{.status.message}}'",

@@ -26,8 +26,8 @@ def _walk(stem: str) -> list[Any]:
     return [f for layer in result.layers for f in layer.findings]
 
 
-def test_seventeen_incidents() -> None:
-    assert len(PROBE3.files) >= 17, PROBE3.ids
+def test_eighteen_incidents() -> None:
+    assert len(PROBE3.files) >= 18, PROBE3.ids
 
 
 @pytest.mark.parametrize("path", PROBE3.files, ids=PROBE3.ids)
@@ -98,6 +98,15 @@ def test_unexpected_admission_error_is_an_admission_refusal_too() -> None:
     path = PROBE3.folder.parent / "probe" / "probe-unexpected-admission-error-lost-gpu-22-nodes.yaml"
     [f] = walked_findings(path, "L1_ADMISSION_REJECTED")
     assert f.node == "h100-infer-02" and "UnexpectedAdmissionError" in f.summary
+
+
+def test_shared_gpu_refusal_says_ask_for_one() -> None:
+    [f] = PROBE3.findings(
+        "probe3-time-sliced-l4-asked-two-gpus-admission-refused-24-nodes", "L1_ADMISSION_REJECTED"
+    )
+    assert "refuses a request above 1 (maximum request size for shared resources is 1)" in f.summary, (
+        f.summary
+    )
 
 
 def test_relabelled_stale_xid_is_history() -> None:

@@ -37,6 +37,7 @@ from tests.incidents.probe3.layer1 import (
     only_candidate_unreachable,
     pool_half_down_half_full,
     selects_shared_pool_asks_gpu,
+    shared_gpu_request_of_two,
     untolerated_taints_generic_1_34,
 )
 from tests.incidents.probe3.parts import (
@@ -229,6 +230,7 @@ RECIPES: list[Recipe] = [
     selects_shared_pool_asks_gpu,
     pool_half_down_half_full,
     kubelet_restart_rejected,
+    shared_gpu_request_of_two,
     healthy_node_sick_neighbours,
     stale_xid_relabelled_by_pod,
     exporter_4_6_lowercase_xid95,

@@ -286,3 +286,47 @@ def kubelet_restart_rejected(*, small: bool = False) -> tuple[Fleet, dict[str, A
         "codes": ["L1_POD_SCHEDULED", "L1_ADMISSION_REJECTED", "L5_OK"],
         "absent": ["L1_ALLOCATABLE_BELOW_CAPACITY", "L5_DEVICE_UNHEALTHY", "L5_XID"],
     }
+
+
+def shared_gpu_request_of_two() -> tuple[Fleet, dict[str, Any]]:
+    f = mixed_pools(
+        "probe3-time-sliced-l4-asked-two-gpus-admission-refused-24-nodes",
+        "Built on sample 39 (time-sliced GPUs) and k8s-device-plugin's README on time-slicing with "
+        "`failRequestsGreaterThanOne: true`: a notebook bound to a time-sliced L4 (4 replicas a GPU) asks for "
+        "nvidia.com/gpu: 2; the plugin's Allocate refuses it and the kubelet fails the pod, `UnexpectedAdmissionError "
+        "… Allocate failed due to rpc error: code = Unknown desc = request for 'nvidia.com/gpu: 2' too large: "
+        "maximum request size for shared resources is 1, which is unexpected`. Elsewhere: a lost GPU, rising "
+        "rows, an unregistered plugin.",
+        a100=6, h100=6, l40s=4,
+    )  # fmt: skip
+    for i in range(1, 5):
+        f.gpu_node(f"l4-nb-{i:02d}", "l4", 4, pool="notebooks", replicas=4, operands="plugin")
+    noise_in_viz_and_infer(f)
+    node = "l4-nb-02"
+    f.running_pod("jupyter-erin-0", "notebooks", node, 1)
+    message = (
+        "Allocate failed due to rpc error: code = Unknown desc = request for 'nvidia.com/gpu: 2' too large: "
+        "maximum request size for shared resources is 1, which is unexpected"
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "jupyter-frank-0", "namespace": "notebooks", "uid": "9e1d2c3b-7a4f-4b8e-a0c5-6d7e8f9a0b1c",
+                     "creationTimestamp": "2026-11-29T10:01:10Z", "labels": {"app": "jupyter-frank"}},
+        "spec": {"nodeName": node, "nodeSelector": {"pool": "notebooks"},
+                 "containers": [{"name": "notebook", "image": "quay.io/jupyter/pytorch-notebook:cuda12-2025-11-24",
+                                 "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+        "status": {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": f"Pod was rejected: {message}",
+                   "startTime": "2026-11-29T10:01:11Z"},
+    }  # fmt: skip
+    f.objects.append(pod)
+    f.event_for_pod(pod, "UnexpectedAdmissionError", message)
+    return f, {
+        "target": "notebooks/jupyter-frank-0",
+        # L1_ADMISSION_REJECTED names layer 2 (its code's next); the time-sliced node's L4_TIME_SLICING is
+        # as severe and deeper, so it is the verdict by the walk's tie rule; layer 1 says the cause.
+        "walk": [1, 2, 3, 4, 5],
+        "verdict": "L4_TIME_SLICING",
+        "codes": ["L1_POD_SCHEDULED", "L1_ADMISSION_REJECTED", "L4_TIME_SLICING"],
+        "absent": ["L1_ALLOCATABLE_BELOW_CAPACITY", "L5_DEVICE_UNHEALTHY"],
+    }
