@@ -188,3 +188,13 @@ def test_digest_lists_exactly_the_flagged_nodes(stem: str) -> None:
         for f in got["flagged"]
     }
     assert table == DIGESTS[stem]
+
+
+def test_digest_notes_a_gpu_node_that_is_not_ready() -> None:
+    stem = "probe3-digest-34-nodes-gaps-rows-remap-stale-xid-healthy-target"
+    cluster, telemetry = build_sources(load_scenario(PROBE3.path(stem)))
+    digest = collect_digest(cluster, telemetry)
+    assert "h100-infer-12" not in {f.node for f in digest.flagged}
+    assert any(
+        n.startswith("1 GPU node(s) not Ready") and n.endswith(": h100-infer-12") for n in digest.notes
+    ), digest.notes
