@@ -80,6 +80,13 @@ def test_shared_pool_mismatch_names_the_selected_nodes_resource() -> None:
     assert any(e.startswith("nvidia.com/gpu.shared advertised by 6 node(s): l40s-viz-01") for e in f.evidence)
 
 
+def test_exhausted_counts_the_nodes_the_pod_can_use() -> None:
+    [f] = PROBE3.findings("probe3-xl-pool-one-full-one-unreachable-21-nodes", "L1_GPU_EXHAUSTED")
+    assert f.summary.startswith(
+        "all 1 node(s) the pod can use that advertise nvidia.com/gpu are fully allocated"
+    )
+
+
 def test_the_node_that_is_down_is_one_info_line() -> None:
     [f] = PROBE3.findings("probe3-xl-pool-one-full-one-unreachable-21-nodes", "L1_ELSEWHERE_IN_FLEET")
     [line] = [e for e in f.evidence if e.startswith("h100-xl-02:")]
