@@ -113,7 +113,7 @@ def gpu_exhausted(
     return [
         finding(
             "L1_GPU_EXHAUSTED",
-            f"all {len(nodes)} node(s) advertising {', '.join(sorted(requests))} are fully allocated; "
+            f"all {len(nodes)} node(s) the pod can use that advertise {', '.join(sorted(requests))} are fully allocated; "
             f"no room for {wanted}: a capacity question, not a fault",
             evidence=listed(lines),
             commands=[

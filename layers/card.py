@@ -117,7 +117,9 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
         out.append(device_unhealthy(node, log, o.node_replicas(obj) if obj is not None else 1))
     taints, dra_findings = devicehealth.card_evidence(ctx, node)
     out += dra_findings
-    out += xid_findings(node, log, gpus, facts.error, taints)
+    out += xid_findings(
+        node, log, gpus, facts.error, taints, o.condition_xids(obj) if obj is not None else None
+    )
     out += row_remaps(node, gpus)
     out += clock_events(node, gpus)
     history = old_last_xids(node, gpus, log)
@@ -213,8 +215,13 @@ def xid_findings(
     gpus: list[gf.GpuFacts],
     telemetry_error: str | None,
     taints: devicehealth.TaintXids | None = None,
+    condition: tuple[list[int], str | None] | None = None,
 ) -> list[Finding]:
     seen: dict[int, list[str]] = {}
+    # GKE's plugin keeps the Xids it caught in a node condition until it restarts: they stand, like its marks.
+    numbers, line = condition or ([], None)
+    for number in numbers:
+        seen.setdefault(number, []).append(line or "")
     texts: dict[int, list[str]] = {}
     # A time-sliced GPU's replicas (`GPU-…::1`) name one GPU.
     devices: dict[int, set[str]] = {

@@ -251,6 +251,14 @@ def build_digest(
             f"{len(silent)} GPU node(s) advertise no GPU resource (device plugin not registered): {shown(silent)}; "
             "`gpubot why` on a pod there walks layers 1-2"
         )
+    down = sorted(o.name(n) for n in nodes if (o.is_gpu_node(n) or o.name(n) in via_dra) and _not_ready(n))
+    if down:
+        # Not one of the three reasons either: a node that stopped reporting keeps its last capacity
+        # and allocatable, so a GPU node that hung (Xid 79 can take the machine) would look healthy.
+        all_notes.append(
+            f"{len(down)} GPU node(s) not Ready (their capacity and allocatable are the last the kubelet "
+            f"posted): {shown(down)}"
+        )
     flagged.sort(key=lambda f: (-f.weight[0], -f.weight[1], f.node))
     return Digest(
         generated_at=now,
@@ -262,6 +270,12 @@ def build_digest(
         hostmap=hostmap or HostMap(nodes=frozenset(by_name)),
         rows_read=fleet_health is not None and present,
     )
+
+
+def _not_ready(node: K8sObject) -> bool:
+    """The node's Ready condition says False or Unknown (a node without one is not judged)."""
+    ready = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+    return bool(ready) and ready[0].get("status") != "True"
 
 
 def _exporter_pods(cluster: Cluster, namespace: str | None) -> list[K8sObject]:

@@ -76,6 +76,9 @@ CODES: dict[str, CodeSpec] = {
         _spec("L1_RESOURCE_MISMATCH", F, STOP, 2),
         _spec("L1_POD_SCHEDULED", O, 2),
         _spec("L1_POD_PENDING", W, None),
+        # Bound, then refused by the kubelet (OutOf<resource>, UnexpectedAdmissionError): the node's
+        # device plugin state is the question, so the walk goes on to the runtime (a new code).
+        _spec("L1_ADMISSION_REJECTED", W, 2, 2),
         _spec("L1_UNTOLERATED_TAINT", W, STOP, 2),
         _spec("L1_SELECTOR_MISMATCH", W, STOP, 2),
         _spec("L1_NODES_UNSCHEDULABLE", W, STOP, 2),

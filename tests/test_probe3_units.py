@@ -23,6 +23,7 @@ from layers.card import allocatable_below_capacity as card_gap
 from layers.facts.candidates import candidate_nodes, carries_requested
 from layers.facts.gpufacts import read_fleet_health, read_gpu_facts
 from layers.facts.hosts import HostMap
+from layers.facts.objects import condition_xids
 from layers.facts.placement import scheduler_reasons
 from layers.facts.pluginlog import PluginLog
 from layers.facts.schedmsg import parse_failed_scheduling
@@ -210,3 +211,20 @@ def test_gke_plugin_lines() -> None:
     assert sorted(log.xids) == [48, 79] and "(Xid ignored by the plugin's health check)" in log.xids[79][0]
     assert list(log.unhealthy) == ["GPU-a7894a94-2d0c-b255-66e2-eeb4f3f6d05a"]
     assert log.xid_devices == {48: {"GPU-a7894a94-2d0c-b255-66e2-eeb4f3f6d05a"}}
+
+
+def test_gke_xid_condition_names_its_xids() -> None:
+    node = {
+        "status": {
+            "conditions": [{"type": "XidCriticalError", "status": "True", "reason": '{"48":true,"79":true}'}]
+        }
+    }
+    assert condition_xids(node) == (
+        [48, 79],
+        'node condition XidCriticalError=True, reason {"48":true,"79":true} (GKE\'s device plugin)',
+    )
+    for reason in ("not json", "[79]", '{"79":false}'):
+        node["status"]["conditions"][0]["reason"] = reason
+        assert condition_xids(node)[0] == []
+    node["status"]["conditions"][0]["status"] = "False"
+    assert condition_xids(node) == ([], None)

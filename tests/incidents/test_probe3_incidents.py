@@ -16,7 +16,7 @@ from layers.digest import collect_digest
 from layers.findings import Severity
 from tests import test_bundled_scenarios as bundled
 from tests.incidents.fleets import uuid_of
-from tests.incidents.scenario_checks import Incidents
+from tests.incidents.scenario_checks import Incidents, walked_findings
 
 PROBE3 = Incidents("probe3")
 
@@ -26,8 +26,8 @@ def _walk(stem: str) -> list[Any]:
     return [f for layer in result.layers for f in layer.findings]
 
 
-def test_sixteen_incidents() -> None:
-    assert len(PROBE3.files) >= 16, PROBE3.ids
+def test_eighteen_incidents() -> None:
+    assert len(PROBE3.files) >= 18, PROBE3.ids
 
 
 @pytest.mark.parametrize("path", PROBE3.files, ids=PROBE3.ids)
@@ -80,11 +80,40 @@ def test_shared_pool_mismatch_names_the_selected_nodes_resource() -> None:
     assert any(e.startswith("nvidia.com/gpu.shared advertised by 6 node(s): l40s-viz-01") for e in f.evidence)
 
 
+def test_exhausted_counts_the_nodes_the_pod_can_use() -> None:
+    [f] = PROBE3.findings("probe3-xl-pool-one-full-one-unreachable-21-nodes", "L1_GPU_EXHAUSTED")
+    assert f.summary.startswith(
+        "all 1 node(s) the pod can use that advertise nvidia.com/gpu are fully allocated"
+    )
+
+
 def test_the_node_that_is_down_is_one_info_line() -> None:
     [f] = PROBE3.findings("probe3-xl-pool-one-full-one-unreachable-21-nodes", "L1_ELSEWHERE_IN_FLEET")
     [line] = [e for e in f.evidence if e.startswith("h100-xl-02:")]
     assert "condition Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)" in line
     assert "untolerated taint node.kubernetes.io/unreachable:NoSchedule" in line
+
+
+def test_admission_refusal_quotes_the_kubelet_and_the_node_now() -> None:
+    stem = "probe3-kubelet-restart-outofnvidia-gpu-rejected-a100-23-nodes"
+    [f] = PROBE3.findings(stem, "L1_ADMISSION_REJECTED")
+    assert f.node == "a100-train-02" and "OutOfnvidia.com/gpu" in f.summary
+    assert "a100-train-02 now: capacity nvidia.com/gpu=8, allocatable nvidia.com/gpu=8" in f.evidence
+
+
+def test_unexpected_admission_error_is_an_admission_refusal_too() -> None:
+    path = PROBE3.folder.parent / "probe" / "probe-unexpected-admission-error-lost-gpu-22-nodes.yaml"
+    [f] = walked_findings(path, "L1_ADMISSION_REJECTED")
+    assert f.node == "h100-infer-02" and "UnexpectedAdmissionError" in f.summary
+
+
+def test_shared_gpu_refusal_says_ask_for_one() -> None:
+    [f] = PROBE3.findings(
+        "probe3-time-sliced-l4-asked-two-gpus-admission-refused-24-nodes", "L1_ADMISSION_REJECTED"
+    )
+    assert "refuses a request above 1 (maximum request size for shared resources is 1)" in f.summary, (
+        f.summary
+    )
 
 
 def test_relabelled_stale_xid_is_history() -> None:
@@ -114,6 +143,7 @@ def test_gke_skipped_xid79_is_a_fault_from_the_log() -> None:
     [f] = PROBE3.findings("probe3-gke-plugin-skipping-xid79-l4-bound-22-nodes", "L5_XID")
     assert f.severity == Severity.FAULT and "Xid 79" in f.summary
     assert any("Health checker is skipping Xid 79 error" in e for e in f.evidence), f.evidence
+    assert any(e.startswith('node condition XidCriticalError=True, reason {"79":true}') for e in f.evidence)
 
 
 def test_gke_marks_one_device_by_its_uuid_not_all() -> None:
@@ -165,3 +195,13 @@ def test_digest_lists_exactly_the_flagged_nodes(stem: str) -> None:
         for f in got["flagged"]
     }
     assert table == DIGESTS[stem]
+
+
+def test_digest_notes_a_gpu_node_that_is_not_ready() -> None:
+    stem = "probe3-digest-34-nodes-gaps-rows-remap-stale-xid-healthy-target"
+    cluster, telemetry = build_sources(load_scenario(PROBE3.path(stem)))
+    digest = collect_digest(cluster, telemetry)
+    assert "h100-infer-12" not in {f.node for f in digest.flagged}
+    assert any(
+        n.startswith("1 GPU node(s) not Ready") and n.endswith(": h100-infer-12") for n in digest.notes
+    ), digest.notes

@@ -32,10 +32,12 @@ from tests.incidents.probe3.gke import skipping_xid79_on_bound_l4, xid48_device_
 from tests.incidents.probe3.layer1 import (
     cordoned_half_pool,
     host_port_conflict,
+    kubelet_restart_rejected,
     mig_single_asks_profile,
     only_candidate_unreachable,
     pool_half_down_half_full,
     selects_shared_pool_asks_gpu,
+    shared_gpu_request_of_two,
     untolerated_taints_generic_1_34,
 )
 from tests.incidents.probe3.parts import (
@@ -227,6 +229,8 @@ RECIPES: list[Recipe] = [
     only_candidate_unreachable,
     selects_shared_pool_asks_gpu,
     pool_half_down_half_full,
+    kubelet_restart_rejected,
+    shared_gpu_request_of_two,
     healthy_node_sick_neighbours,
     stale_xid_relabelled_by_pod,
     exporter_4_6_lowercase_xid95,
@@ -239,8 +243,13 @@ RECIPES: list[Recipe] = [
 ]
 
 
+# The small form of one incident is a bundled scenario (it shows L1_ADMISSION_REJECTED in `gpubot demo`).
+BUNDLED = HERE.parents[2] / "bot" / "scenarios"
+
+
 def main() -> None:
     write_recipes(RECIPES, HERE)
+    write_recipes([lambda: kubelet_restart_rejected(small=True)], BUNDLED)
 
 
 if __name__ == "__main__":

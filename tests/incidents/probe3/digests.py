@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from tests.incidents.fleets import NS, Fleet, _pod, _suffix, mixed_pools, uuid_of
-from tests.incidents.probe3.parts import DAY, EDGE, VAL, cordon, gpu_labels, lose_gpu_with_log, mixed_mig
+from tests.incidents.probe3.parts import (
+    DAY,
+    EDGE,
+    VAL,
+    cordon,
+    gpu_labels,
+    lose_gpu_with_log,
+    mixed_mig,
+    unreachable,
+)
 
 
 def digest_fleet() -> tuple[Fleet, dict[str, Any]]:
@@ -15,7 +24,7 @@ def digest_fleet() -> tuple[Fleet, dict[str, Any]]:
         "Built on samples 06, 27, 29, 33 and 40 and spec/interfaces.md `digest --format json`: a fleet whose digest "
         "must list lost GPUs (one cordoned, one MIG instance under the mixed strategy), rising rows (Hostname and "
         "the 4.6 `hostname`), a failed row remap with flat rows; and must not list flat non-zero rows, an Xid 13 "
-        "alone, a passthrough node, a stale last-Xid 13 relabelled by a new pod. The walked pod's H100 is healthy.",
+        "alone, a passthrough node, a stale last-Xid 13 relabelled by a new pod; a node that hung is a note. The walked pod's H100 is healthy.",
         a100=10, h100=12, l40s=8,
     )  # fmt: skip
     target = "h100-infer-01"
@@ -43,6 +52,8 @@ def digest_fleet() -> tuple[Fleet, dict[str, Any]]:
     f.series("DCGM_EXP_XID_ERRORS_COUNT", {**b, "xid": "13", "window_size_in_ms": "300000"},
              [[EDGE, 0], [-9000, 2], [-8700, 0], [0, 0]])  # fmt: skip
     f.passthrough("h100-infer-11")
+    unreachable(f, "h100-infer-12")  # hung: its last status still says 8 of 8
+    f._noise("h100-infer-12")
     f.sick_not_advertising("l40s-viz-08")
     # l40s-viz-02 lost a GPU to Xid 79 today; its GPU 0's last Xid 13 is weeks old, relabelled by a new pod.
     f.sick_lost_gpu("l40s-viz-02", xid=79, gpu=1)

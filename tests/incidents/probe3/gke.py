@@ -68,7 +68,7 @@ def skipping_xid79_on_bound_l4() -> tuple[Fleet, dict[str, Any]]:
         "Built on sample 24 (Xid 79, GPU fallen off the bus) and GKE's device plugin (container-engine-accelerators "
         "health_checker.go since 2022): it marks a device unhealthy only for Xid 48 and the Xids it is told, and "
         "logs `Health checker is skipping Xid 79 error` for the rest, so allocatable stays 8 of 8 while GPU 3 of "
-        "the bound pod's L4 node fell off the bus. No dcgm-exporter (GKE has none by default); DCGM could not "
+        "the bound pod's L4 node fell off the bus (the plugin also records it in a node condition XidCriticalError, reason `{\"79\":true}`). No dcgm-exporter (GKE has none by default); DCGM could not "
         "report 79 anyway. Elsewhere an A100 lost every device to `XidCriticalError: Xid=48, All devices will go "
         "unhealthy.`",
         {"l4": 8, "a100": 6, "h100": 5},
@@ -80,6 +80,12 @@ def skipping_xid79_on_bound_l4() -> tuple[Fleet, dict[str, Any]]:
         node,
         "I1129 09:41:07.551823       1 health_checker.go:395] Health checker is skipping Xid 79 error\n",
     )
+    # 79 is one of the Xids the plugin records in a node condition (monitorCriticalXid) though it marks nothing.
+    f.node(node)["status"]["conditions"].append(
+        {"type": "XidCriticalError", "status": "True", "reason": '{"79":true}',
+         "message": "4f0f3c9e-1b7d-4a52-9d0e-6c2a91e7b5d1", "lastHeartbeatTime": "2026-11-29T10:10:08Z",
+         "lastTransitionTime": "2026-11-29T09:41:08Z"}
+    )  # fmt: skip
     sick = f"gke-prod-a100-pool-{_suffix('a100', 'np')[:4]}-02"
     f.node(sick)["status"]["allocatable"]["nvidia.com/gpu"] = "0"
     plugin_lines(

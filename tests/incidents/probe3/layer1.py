@@ -234,3 +234,99 @@ def pool_half_down_half_full() -> tuple[Fleet, dict[str, Any]]:
         "codes": ["L1_POD_PENDING", "L1_GPU_EXHAUSTED", "L1_ELSEWHERE_IN_FLEET"],
         "absent": ["L1_ALLOCATABLE_BELOW_CAPACITY", "L1_UNTOLERATED_TAINT"],
     }
+
+
+def kubelet_restart_rejected(*, small: bool = False) -> tuple[Fleet, dict[str, Any]]:
+    """The bound pod the kubelet refused after a node restart (the bundled one is the small fleet)."""
+    name = (
+        "kubelet-restart-outofnvidia-gpu"
+        if small
+        else "probe3-kubelet-restart-outofnvidia-gpu-rejected-a100-23-nodes"
+    )
+    f = mixed_pools(
+        name,
+        "Built on sample 06 (plugin start lines) and kubernetes/kubernetes issue 68002 / "
+        "container-engine-accelerators issue 100 (`OutOfnvidia.com/gpu` when the node restarts): the node "
+        "rebooted at 10:04, the kubelet re-admitted the pod bound to it before the device plugin had registered "
+        "(capacity 0 then) and refused it, `Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, "
+        "requested: 8, used: 0, capacity: 0`. The plugin registered a minute later; the node has 8 of 8 again "
+        "and is healthy, the pod stays Failed." + ("" if small else " Elsewhere: a lost GPU, rising rows, an "
+        "unregistered plugin."),
+        **({"a100": 3, "h100": 2, "l40s": 2, "cpu": 1} if small else {"a100": 7, "h100": 8, "l40s": 4}),
+    )  # fmt: skip
+    if small:
+        f.sick_lost_gpu("h100-infer-02", xid=79, gpu=1)
+    else:
+        noise_in_viz_and_infer(f)
+    node = "a100-train-02"
+    f.gpu_series(node, "a100", 8)
+    f.plugin_log(
+        node,
+        'I1129 10:05:12.000118       1 main.go:235] "Starting NVIDIA Device Plugin" version="v0.17.3"\n'
+        "I1129 10:05:12.402261       1 server.go:146] Registered device plugin for 'nvidia.com/gpu' with Kubelet\n",
+    )
+    message = "Node didn't have enough resource: nvidia.com/gpu, requested: 8, used: 0, capacity: 0"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "nemo-pretrain-0", "namespace": "research", "uid": "3b7c0e4a-51d2-4f0e-9a7d-2c8e6f1b4a90",
+                     "creationTimestamp": "2026-11-29T08:30:00Z", "labels": {"app": "nemo-pretrain"}},
+        "spec": {"nodeName": node, "nodeSelector": {"pool": "train"},
+                 "containers": [{"name": "main", "image": "nvcr.io/nvidia/nemo:25.02",
+                                 "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}}}]},
+        "status": {"phase": "Failed", "reason": "OutOfnvidia.com/gpu", "message": f"Pod was rejected: {message}",
+                   "startTime": "2026-11-29T10:04:51Z"},
+    }  # fmt: skip
+    f.objects.append(pod)
+    f.event_for_pod(pod, "OutOfnvidia.com/gpu", message)
+    return f, {
+        "target": "research/nemo-pretrain-0",
+        "walk": [1, 2, 3, 4, 5],
+        "verdict": "L1_ADMISSION_REJECTED",
+        "codes": ["L1_POD_SCHEDULED", "L1_ADMISSION_REJECTED", "L5_OK"],
+        "absent": ["L1_ALLOCATABLE_BELOW_CAPACITY", "L5_DEVICE_UNHEALTHY", "L5_XID"],
+    }
+
+
+def shared_gpu_request_of_two() -> tuple[Fleet, dict[str, Any]]:
+    f = mixed_pools(
+        "probe3-time-sliced-l4-asked-two-gpus-admission-refused-24-nodes",
+        "Built on sample 39 (time-sliced GPUs) and k8s-device-plugin's README on time-slicing with "
+        "`failRequestsGreaterThanOne: true`: a notebook bound to a time-sliced L4 (4 replicas a GPU) asks for "
+        "nvidia.com/gpu: 2; the plugin's Allocate refuses it and the kubelet fails the pod, `UnexpectedAdmissionError "
+        "… Allocate failed due to rpc error: code = Unknown desc = request for 'nvidia.com/gpu: 2' too large: "
+        "maximum request size for shared resources is 1, which is unexpected`. Elsewhere: a lost GPU, rising "
+        "rows, an unregistered plugin.",
+        a100=6, h100=6, l40s=4,
+    )  # fmt: skip
+    for i in range(1, 5):
+        f.gpu_node(f"l4-nb-{i:02d}", "l4", 4, pool="notebooks", replicas=4, operands="plugin")
+    noise_in_viz_and_infer(f)
+    node = "l4-nb-02"
+    f.running_pod("jupyter-erin-0", "notebooks", node, 1)
+    message = (
+        "Allocate failed due to rpc error: code = Unknown desc = request for 'nvidia.com/gpu: 2' too large: "
+        "maximum request size for shared resources is 1, which is unexpected"
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "jupyter-frank-0", "namespace": "notebooks", "uid": "9e1d2c3b-7a4f-4b8e-a0c5-6d7e8f9a0b1c",
+                     "creationTimestamp": "2026-11-29T10:01:10Z", "labels": {"app": "jupyter-frank"}},
+        "spec": {"nodeName": node, "nodeSelector": {"pool": "notebooks"},
+                 "containers": [{"name": "notebook", "image": "quay.io/jupyter/pytorch-notebook:cuda12-2025-11-24",
+                                 "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+        "status": {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": f"Pod was rejected: {message}",
+                   "startTime": "2026-11-29T10:01:11Z"},
+    }  # fmt: skip
+    f.objects.append(pod)
+    f.event_for_pod(pod, "UnexpectedAdmissionError", message)
+    return f, {
+        "target": "notebooks/jupyter-frank-0",
+        # L1_ADMISSION_REJECTED names layer 2 (its code's next); the time-sliced node's L4_TIME_SLICING is
+        # as severe and deeper, so it is the verdict by the walk's tie rule; layer 1 says the cause.
+        "walk": [1, 2, 3, 4, 5],
+        "verdict": "L4_TIME_SLICING",
+        "codes": ["L1_POD_SCHEDULED", "L1_ADMISSION_REJECTED", "L4_TIME_SLICING"],
+        "absent": ["L1_ALLOCATABLE_BELOW_CAPACITY", "L5_DEVICE_UNHEALTHY"],
+    }
