@@ -214,3 +214,19 @@ def test_sglang_kv_pool_is_gpu_memory() -> None:
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."  # sglang issue 4330
     )
     assert sig.gpu_oom_lines(line) == [line]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # vLLM V1 (vllm/v1/worker/utils.py: `Free memory on device {init_snapshot.device_} (…)`) and the rank form.
+        "ValueError: Free memory on device cuda:0 (10.55/79.19 GiB) on startup is less than desired GPU memory "
+        "utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+        "ValueError: Free memory on device 0(10.55/79.19 GiB) on startup is less than desired GPU memory utilization "
+        "(0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+    ],
+)
+def test_vllm_startup_check_keeps_its_numbers_when_it_names_the_device(line: str) -> None:
+    m = sig.VLLM_FREE_MEMORY.search(line)
+    assert m is not None
+    assert (m["free"], m["total"], m["util"], m["want"]) == ("10.55", "79.19", "0.9", "71.27")
