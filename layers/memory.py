@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from layers import framebuffer as fbj
+from layers.dra.sharing import shared_claims
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts import walkfacts as wf
@@ -46,6 +47,7 @@ def check(ctx: WalkContext) -> LayerResult:
     findings += no_telemetry(facts, nodes, ctx)
     for node in nodes:
         findings += time_slicing(ctx, node)
+        findings += shared_claims(ctx, node)
     if not findings:
         findings.append(_ok(ctx, nodes, fb.read))
     return LayerResult.build(LAYER, fold(findings))

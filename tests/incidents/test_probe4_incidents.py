@@ -230,3 +230,55 @@ def test_vllm_startup_check_keeps_its_numbers_when_it_names_the_device(line: str
     m = sig.VLLM_FREE_MEMORY.search(line)
     assert m is not None
     assert (m["free"], m["total"], m["util"], m["want"]) == ("10.55", "79.19", "0.9", "71.27")
+
+
+def _bound_learner(tmp_path: Path, sharing: str | None) -> list[Finding]:
+    """The shared-claim incident with the learner placed beside the actor on h100-03 (both reserved on
+    the claim) and killed by CUDA out of memory: the walk of the learner, all of its findings."""
+    stem = "probe4-dra-shared-claim-allocated-on-h100-learner-selects-a100-15-nodes"
+    data = yaml.safe_load(_text(stem))
+    for obj in data["objects"]:
+        meta = obj["metadata"]
+        if obj["kind"] == "Pod" and meta["name"] == "learner-0":
+            obj["spec"]["nodeName"] = "h100-03"
+            obj["spec"].pop("nodeSelector")
+            obj["status"] = {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}],
+                             "containerStatuses": [{"name": "learner", "image": "nvcr.io/nvidia/pytorch:25.09-py3",
+                                                    "ready": True, "restartCount": 3, "started": True,
+                                                    "state": {"running": {"startedAt": "2026-11-30T08:50:00Z"}}}]}  # fmt: skip
+        if obj["kind"] == "ResourceClaim" and meta["name"] == "shared-rollout":
+            obj["status"]["reservedFor"].append({"name": "learner-0", "resource": "pods", "uid": "l-uid"})
+            if sharing:
+                obj["spec"]["devices"]["config"] = [{"opaque": {"driver": "gpu.nvidia.com", "parameters": {
+                    "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+                    "sharing": {"strategy": sharing}}}}]  # fmt: skip
+    data["objects"] = [
+        o for o in data["objects"] if o["kind"] != "Event" or "learner-0" not in o["metadata"]["name"]
+    ]
+    data.setdefault("logs", {})["rl/learner-0/learner"] = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.19 GiB of which 1.06 GiB is free.\n"
+    )
+    data["x-expect"] = {"target": "rl/learner-0", "walk": [1], "verdict": None, "codes": []}
+    path = tmp_path / "shared.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    result, _ = bundled.diagnose(path, all_layers=True)
+    return [f for layer in result.layers for f in layer.findings]
+
+
+def test_a_dra_claim_shared_by_two_pods_is_time_sliced_memory(tmp_path: Path) -> None:
+    found = _bound_learner(tmp_path, None)
+    assert "L4_GPU_OOM_IN_LOGS" in [f.code for f in found]
+    [f] = [f for f in found if f.code == "L4_TIME_SLICING"]
+    assert "shared with 1 other pod(s)" in f.summary and "no memory isolation" in f.summary, f.summary
+    assert "reserved for learner-0, actor-0" in f.evidence[0], f.evidence
+
+
+def test_a_dra_claim_shared_through_mps_says_mps(tmp_path: Path) -> None:
+    [f] = [f for f in _bound_learner(tmp_path, "MPS") if f.code == "L4_TIME_SLICING"]
+    assert "through MPS" in f.summary and "sharing.strategy MPS" in f.evidence[0]
+
+
+def test_a_dra_claim_of_one_pod_is_not_shared(tmp_path: Path) -> None:
+    found = walked_findings(HERE / f"{XID48}.yaml", "L4_TIME_SLICING")
+    assert not found
