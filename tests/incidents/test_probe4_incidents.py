@@ -282,3 +282,23 @@ def test_a_dra_claim_shared_through_mps_says_mps(tmp_path: Path) -> None:
 def test_a_dra_claim_of_one_pod_is_not_shared(tmp_path: Path) -> None:
     found = walked_findings(HERE / f"{XID48}.yaml", "L4_TIME_SLICING")
     assert not found
+
+
+def test_a_validator_stage_the_runtime_refused_shows_the_refusal(tmp_path: Path) -> None:
+    """OpenShift's validator in Init:CreateContainerError (gpu-operator issue 1598): the stage never logged,
+    its status message is the evidence."""
+    stem = "probe4-v24-3-plugin-image-pull-denied-new-a100-plugin-validation-22-nodes"
+    hook = "container create failed: error executing hook `/usr/local/nvidia/toolkit/nvidia-container-runtime-hook` (exit code: 1)"
+    data = yaml.safe_load(_text(stem))
+    for obj in data["objects"]:
+        if obj["kind"] == "Pod" and obj["metadata"]["name"] == "nvidia-operator-validator-p9w4t":
+            for st in obj["status"]["initContainerStatuses"]:
+                if st["name"] == "plugin-validation":
+                    st["state"] = {"waiting": {"reason": "CreateContainerError", "message": hook}}
+                    st.pop("lastState", None)
+    data["logs"] = {k: v for k, v in data["logs"].items() if "plugin-validation" not in k}
+    path = tmp_path / "validator.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    [f] = walked_findings(path, "L2_VALIDATOR_STUCK")
+    assert f"plugin-validation message: {hook}" in f.evidence, f.evidence
+    assert not any("back-off" in e for e in f.evidence)
