@@ -302,3 +302,37 @@ def test_a_validator_stage_the_runtime_refused_shows_the_refusal(tmp_path: Path)
     [f] = walked_findings(path, "L2_VALIDATOR_STUCK")
     assert f"plugin-validation message: {hook}" in f.evidence, f.evidence
     assert not any("back-off" in e for e in f.evidence)
+
+
+def test_a_kubelet_that_cannot_fetch_its_claim_is_an_api_version_skew(tmp_path: Path) -> None:
+    """dra-driver-nvidia-gpu issue 766: a node's kubelet (1.33) asks for a resource.k8s.io version the
+    1.34 API server does not serve; the kubelet, not the plugin, fails, before any container exists."""
+    data = yaml.safe_load(_text(XID48))
+    claim = ""
+    for obj in data["objects"]:
+        meta = obj["metadata"]
+        if obj["kind"] == "Node" and meta["name"] == "h200-02":
+            obj["status"]["nodeInfo"]["kubeletVersion"] = "v1.33.1"
+        if obj["kind"] == "ResourceClaim" and meta["name"].startswith("gemma-sft-0-"):
+            claim = meta["name"]
+        if obj["kind"] == "Pod" and meta["name"] == "gemma-sft-0":
+            obj["status"]["phase"] = "Pending"
+            st = obj["status"]["containerStatuses"][0]
+            st.update(ready=False, started=False, state={"waiting": {"reason": "ContainerCreating"}})
+    message = (
+        f"Failed to prepare dynamic resources: failed to fetch ResourceClaim {claim} referenced by pod gemma-sft-0: "
+        "the server could not find the requested resource"
+    )
+    data["objects"].append({
+        "apiVersion": "v1", "kind": "Event", "type": "Warning", "reason": "FailedPrepareDynamicResources",
+        "message": message, "count": 14, "metadata": {"name": "gemma-sft-0.fetch", "namespace": "llm"},
+        "involvedObject": {"kind": "Pod", "name": "gemma-sft-0", "namespace": "llm"}, "source": {"component": "kubelet"},
+        "firstTimestamp": "2026-11-30T11:40:00Z", "lastTimestamp": "2026-11-30T11:58:00Z",
+    })  # fmt: skip
+    path = tmp_path / "skew.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    [f] = walked_findings(path, "L2_CONTAINER_START_FAILED")
+    assert f"cannot read claim llm/{claim}" in f.summary, f.summary
+    assert (
+        "kubelet v1.33.1, control plane v1.34.2" in f.summary and "plugin" not in f.summary.split(":")[1]
+    ), f.summary
