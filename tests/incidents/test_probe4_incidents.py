@@ -336,3 +336,49 @@ def test_a_kubelet_that_cannot_fetch_its_claim_is_an_api_version_skew(tmp_path: 
     assert (
         "kubelet v1.33.1, control plane v1.34.2" in f.summary and "plugin" not in f.summary.split(":")[1]
     ), f.summary
+
+
+def test_driver_manager_blocked_by_gpu_workloads_is_no_host_driver(tmp_path: Path) -> None:
+    """gpu-operator issues 304, 416 and 2166: during a driver upgrade k8s-driver-manager cannot unload the
+    operator's own module while GPU pods hold it (`Could not unload NVIDIA driver kernel modules, driver is in
+    use`, auto drain disabled) and crash-loops in Init. No driver is pre-installed on the host: setting
+    driver.enabled=false would be wrong. The spec's answer: the upgrade failed (label), the manager is stuck."""
+    from tests.incidents.probe2.build import _crashloop
+    from tests.incidents.probe4.build import _bound_pod, _fleet, _operand
+
+    f = _fleet(
+        "probe4-x-driver-manager-in-use", "Built on the samples of gpu-operator issue 304 (control case)."
+    )
+    node = "a100-train-03"
+    f.node(node)["metadata"]["labels"]["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-failed"
+    drv = "nvidia-driver-daemonset-v8k2d"
+    _operand(f, drv, node, {"app": "nvidia-driver-daemonset", "app.kubernetes.io/component": "nvidia-driver"},
+             [("nvidia-driver-ctr", "nvcr.io/nvidia/driver:570.158.01-ubuntu22.04")],
+             [("k8s-driver-manager", "nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.6.10")],
+             failing={"k8s-driver-manager": _crashloop("k8s-driver-manager", drv)}, restarts=9)  # fmt: skip
+    f.logs[f"gpu-operator/{drv}/k8s-driver-manager#previous"] = (
+        "Getting current value of the 'nvidia.com/gpu.deploy.operator-validator' node label\n"
+        "Current value of 'nvidia.com/gpu.deploy.operator-validator=true'\n"
+        "nvidia driver module is already loaded with refcount 350\n"
+        "Shutting down all GPU clients on the current node by disabling their component-specific nodeSelector labels\n"
+        f"node/{node} labeled\n"
+        "Waiting for the operator-validator to shutdown\n"
+        "Unloading NVIDIA driver kernel modules...\n"
+        "nvidia              34086912  350 nvidia_uvm,nvidia_modeset\n"
+        "Could not unload NVIDIA driver kernel modules, driver is in use\n"
+        f"Auto drain of the node {node} is disabled\n"
+        "Failed to uninstall nvidia driver components\n"
+    )
+    _bound_pod(f, "notebook-kim-0", "research", node, "nvcr.io/nvidia/pytorch:25.01-py3",
+               {"state": {"running": {"startedAt": "2026-11-28T09:00:00Z"}}})  # fmt: skip
+    path = f.write(tmp_path, {"target": "research/notebook-kim-0", "walk": [1, 2, 3, 4, 5],
+                              "verdict": "L3_DRIVER_UPGRADE_FAILED", "codes": [], "absent": []})  # fmt: skip
+    result, _ = bundled.diagnose(path)
+    codes = bundled.found(result)
+    assert "L3_PREINSTALLED_DRIVER_CONFLICT" not in codes, bundled.explain(result)
+    assert {"L2_OPERAND_FAILING", "L3_DRIVER_UPGRADE_FAILED", "L3_UNKNOWN"} <= set(codes), bundled.explain(
+        result
+    )
+    [stuck] = [f for layer in result.layers for f in layer.findings if f.code == "L3_UNKNOWN"]
+    assert "k8s-driver-manager" in stuck.summary and "free the GPUs" in stuck.summary
+    assert any("driver is in use" in e for e in stuck.evidence), stuck.evidence
