@@ -137,10 +137,13 @@ def _pod_name(ns: str | None, pod: str | None) -> tuple[str, str] | None:
 
 
 def _node_name(name: str | None) -> str | None:
+    """A node name from a label. Lowercased: a host's own name may carry capitals (dcgm-exporter as a
+    host service, a static scrape target), the kubelet lowercases it into the node's, and DNS names
+    know no case."""
     if not name:
         return None
     try:
-        return check_object_name(name, "node")
+        return check_object_name(name.lower(), "node")
     except BadTarget:
         return None
 
@@ -184,6 +187,8 @@ def _mapped(labels: Mapping[str, str], directory: Directory) -> Subject | None:
         return Subject("node", infra_node)
     host = instance_host(_value(labels, "instance") or "")
     node = directory.node_at(host) if host else None
+    if host and node is None and host != host.lower():
+        node = directory.node_at(host.lower())
     return Subject("node", node) if node else None
 
 

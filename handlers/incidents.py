@@ -11,12 +11,19 @@ work in the store for the next one.
 How an alert changes an incident (`apply`):
 - no open incident and something fires: a new incident (the caller decides
   thread or storm summary); resolved alerts of no open incident are ignored.
-- a fingerprint seen before, firing again: a repeat line, unless one was
-  written within `duplicate_s` (two replicas or two Alertmanagers delivering
-  the same notification); after it had resolved: a "firing again" line.
-- a new fingerprint: a line, and its name joins the root.
-- resolved: a line; when every alert of the incident has resolved, the
-  incident closes and the root says so in place.
+- a fingerprint seen before, firing again: a repeat, unless one was noted
+  within `duplicate_s` (two replicas or two Alertmanagers delivering the same
+  notification); after it had resolved: "firing again".
+- a new fingerprint: "firing too", and its name joins the root.
+- resolved: when every alert of the incident has resolved, the incident
+  closes and the root says so in place, at the alerts' `endsAt` (Alertmanager
+  sends resolved at the group's next flush, minutes later) when that lies
+  between the incident's opening and now.
+- the thread gets one line per alert name and event of a notification, naming
+  the GPUs (dcgm-exporter's `gpu`) it concerns: an NVSwitch tray failing on
+  eight GPUs is "firing too · 4 alerts: GPU 4, 5, 6, 7", not four identical
+  lines; and a notification that brings news (an alert new, firing again or
+  resolved) says no "still firing" besides.
 - a walk at most every `rewalk_s`: a repeat or a new alert past that re-runs it.
 """
 
@@ -25,6 +32,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from handlers.alert_payload import Alert
@@ -190,6 +198,38 @@ def _line(emoji: str, name: str, what: str, now: float) -> str:
     return f"{emoji} `{escape(name)}` {what} · {when(now)}"
 
 
+# What a thread line says of an event (the decision of its alerts).
+_SAID = {
+    NEW_ALERT: (":rotating_light:", "is firing too"),
+    REFIRED: (":rotating_light:", "is firing again"),
+    REPEAT: (":repeat:", "still firing (Alertmanager repeat)"),
+    RESOLVED: (":white_check_mark:", "resolved"),
+}
+WHICH_MAX = 16  # GPU indices listed on one line; a longer list ends in "…"
+
+
+def ended(alerts: Iterable[Alert], opened_at: float, now: float) -> float:
+    """When these resolved alerts ended: the latest `endsAt` that lies between opening and now, else now."""
+    times = []
+    for a in alerts:
+        try:
+            times.append(datetime.fromisoformat(a.ends_at).timestamp())
+        except (ValueError, OverflowError, OSError):
+            continue
+    last = max(times, default=now)
+    return last if opened_at <= last <= now else now
+
+
+def _which(alerts: list[Alert]) -> str:
+    """Which alerts of one name a line is about: the GPUs when dcgm-exporter says, else how many."""
+    gpus = [a.labels.get("gpu", "").strip() for a in alerts]
+    listed = ", ".join(escape(g[:8]) for g in gpus[:WHICH_MAX]) + (", …" if len(gpus) > WHICH_MAX else "")
+    if len(alerts) == 1:
+        return f" · GPU {listed}" if gpus[0] else ""
+    count = f" · {len(alerts)} alerts"
+    return f"{count}: GPU {listed}" if all(gpus) else count
+
+
 def new_incident_id() -> str:
     return "inc-" + uuid.uuid4().hex[:12]
 
@@ -207,6 +247,7 @@ def apply(
         return Change(inc, tuple(OPENED if a.firing else NO_INCIDENT for a in alerts), opened=True)
     inc = replace(current, alerts=dict(current.alerts), outbox=list(current.outbox))
     decisions: list[str] = []
+    events: dict[tuple[str, str], list[Alert]] = {}  # (decision, alert name) → its alerts, in order
     shown_change = False
     wants_walk = False
     for a in alerts:
@@ -216,32 +257,38 @@ def apply(
                 decisions.append(NO_INCIDENT)
                 continue
             inc.alerts[a.fingerprint] = _state(a, now)
-            inc.queue_line(_line(":rotating_light:", a.name, "is firing too", now))
             decisions.append(NEW_ALERT)
             shown_change = wants_walk = True
         elif a.firing:
             if st.status != "firing":
                 st.status, st.line_at = "firing", now
-                inc.queue_line(_line(":rotating_light:", a.name, "is firing again", now))
                 decisions.append(REFIRED)
                 shown_change = wants_walk = True
             elif now - st.line_at < policy.duplicate_s:
                 decisions.append(DUPLICATE)
+                continue
             else:
                 st.line_at = now
-                inc.queue_line(_line(":repeat:", a.name, "still firing (Alertmanager repeat)", now))
                 decisions.append(REPEAT)
                 wants_walk = True
         elif st.status == "firing":
             st.status, st.line_at = "resolved", now
-            inc.queue_line(_line(":white_check_mark:", a.name, "resolved", now))
             decisions.append(RESOLVED)
             shown_change = True
         else:
             decisions.append(DUPLICATE)
+            continue
+        events.setdefault((decisions[-1], a.name), []).append(a)
+    news = any(decision != REPEAT for decision, _name in events)
+    for (decision, name), group in events.items():
+        if decision == REPEAT and news:
+            continue
+        emoji, what = _SAID[decision]
+        at = ended(group, inc.opened_at, now) if decision == RESOLVED else now
+        inc.queue_line(_line(emoji, name, what + _which(group), at))
     closed = all(s.status == "resolved" for s in inc.alerts.values())
     if closed:
-        inc.closed_at = now
+        inc.closed_at = ended((a for a in alerts if not a.firing), inc.opened_at, now)
     rewalk = (
         wants_walk
         and not closed

@@ -25,6 +25,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -282,3 +283,70 @@ def test_a_body_that_is_not_an_alertmanager_payload_gets_400_and_one_line(
     wait_for("the bot's pool to drain", lambda: not bot.pending)
     assert not list(bot.store._redis.scan_iter(f"{PREFIX}*alert*"))
     assert not slack.calls_to("chat.postMessage")
+
+
+# --- one node, eight GPUs ---------------------------------------------------------------------------
+
+
+def nvlink_on(node: str, gpu: int) -> dict[str, Any]:
+    """dcgm-exporter's NVLink error counter alert for one GPU of an HGX node (a label set per GPU)."""
+    return am_alert(
+        "GPUNVLinkErrors",
+        {**DCGM, "Hostname": node, "gpu": str(gpu), "UUID": f"GPU-7ad0{gpu:04d}", "device": f"nvidia{gpu}"},
+    )
+
+
+def thread_lines(slack: FakeSlack, ts: str) -> list[str]:
+    return [
+        str(c.params.get("text"))
+        for c in slack.calls_to("chat.postMessage")
+        if c.params.get("thread_ts") == ts and not str(c.params.get("text")).startswith(("Layer ", "gpubot"))
+    ]
+
+
+def test_eight_gpus_of_one_node_alerting_add_one_line_per_notification_not_one_per_gpu(
+    bot: Any, slack: FakeSlack
+) -> None:
+    # An NVSwitch tray fails: GPUs 0-3 are in Alertmanager's first notification, 4-7 join at the next
+    # group_interval, then the group repeats. One thread; each later notification one line, and the
+    # line says which GPUs joined (eight lines reading "GPUNVLinkErrors is firing too" say nothing).
+    deliver(bot, [nvlink_on("gpu-h100-6", g) for g in range(4)])
+    [root] = threads(slack)
+    ts = next(
+        str(c.params["thread_ts"]) for c in slack.calls_to("chat.postMessage") if c.params.get("thread_ts")
+    )
+    bot.clock.now += 300
+    deliver(bot, [nvlink_on("gpu-h100-6", g) for g in range(8)])
+    joined = thread_lines(slack, ts)
+    assert len(joined) == 1, joined
+    assert "is firing too" in joined[0] and "GPU 4, 5, 6, 7" in joined[0]
+    bot.clock.now += 4 * 3600  # Alertmanager's repeat_interval
+    deliver(bot, [nvlink_on("gpu-h100-6", g) for g in range(8)])
+    repeated = thread_lines(slack, ts)[1:]
+    assert len(repeated) == 1, repeated
+    assert "still firing" in repeated[0] and "8 alerts" in repeated[0]
+    assert len(threads(slack)) == 1 and "GPUNVLinkErrors" in _blocks(root)
+
+
+def _rfc3339(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")  # Go's RFC3339Nano
+
+
+def test_resolved_at_is_when_the_alert_resolved_not_when_the_notification_came(
+    bot: Any, slack: FakeSlack
+) -> None:
+    # Alertmanager sends resolved at the group's next flush (group_interval, 5 min in
+    # kube-prometheus-stack): the root's "Resolved at" is the alert's endsAt, the time graphs show.
+    xid = xid_on("gpu-h100-8")
+    deliver(bot, [xid])
+    ended = T0 + 300.25
+    bot.clock.now = T0 + 600
+    deliver(bot, [{**xid, "status": "resolved", "endsAt": _rfc3339(ended)}])
+    last = _blocks(slack.calls_to("chat.update")[-1])
+    assert f"Resolved at <!date^{int(ended)}^" in last, last
+    # An endsAt the bot cannot place (later than now, or before the incident opened) is not believed.
+    other = xid_on("gpu-h100-9")
+    deliver(bot, [other])
+    bot.clock.now = T0 + 900
+    deliver(bot, [{**other, "status": "resolved", "endsAt": _rfc3339(T0 + 5000)}])
+    assert f"Resolved at <!date^{int(T0 + 900)}^" in _blocks(slack.calls_to("chat.update")[-1])

@@ -380,6 +380,20 @@ PROBES: list[tuple[str, str, dict[str, str], str | None]] = [
         {"instance": "10.0.3.7:9400", "job": "dcgm", "gpu": "2"},
         "node `gpu-l4-7`",
     ),
+    # dcgm-exporter as a host service on bare metal, scraped by static config: the host's own name,
+    # in capitals; the kubelet lowercases it into the node's name, and DNS names know no case.
+    (
+        "host-service-hostname-in-capitals",
+        "GPUXidError",
+        {"Hostname": "GPU-H100-11", "gpu": "4"},
+        "node `gpu-h100-11`",
+    ),
+    (
+        "static-target-in-capitals",
+        "GPUPowerViolation",
+        {"instance": "GPU-H100-12:9400", "job": "dcgm-hosts", "gpu": "1"},
+        "node `gpu-h100-12`",
+    ),
     ("watchdog", "Watchdog", {"prometheus": "monitoring/kube-prometheus-stack-prometheus"}, None),
     ("info-inhibitor", "InfoInhibitor", {"namespace": "ml", "severity": "none"}, None),
     ("unknown-node", "GPUXidError", {**DCGM, "Hostname": "gpu-h100-99"}, None),

@@ -35,9 +35,10 @@ from typing import Any
 import pytest
 import redis
 
-from bot.cluster.kinds import CLICK, DIGEST_PART, WHY
+from bot.cluster.kinds import CLICK, DIGEST_PART, WHY, alerts_request
 from bot.cluster.streams import UNROUTED, ClusterStreams
 from bot.slack.transport import start_http
+from handlers.alerts import AlertSettings
 from tests.alertmanager import payload
 from tests.cluster_harness import cluster_scenario, inprocess_agent, inprocess_gateway
 from tests.fakes.slack_api import FakeSlack
@@ -175,3 +176,21 @@ def test_alerts_for_an_agent_that_does_not_take_them_are_kept_and_said(fleet: An
     [note] = wait_for("the note", lambda: notes(slack, "old-eu"))
     assert "GPURowRemapFailure" in note and "does not take alerts: upgrade it" in note
     assert "`cluster` label" not in note  # the label was right: the agent is too old
+
+
+def test_an_alert_request_its_agent_cannot_take_is_dead_lettered_and_said_in_the_alert_channel(
+    fleet: Any, slack: FakeSlack
+) -> None:
+    # A newer gateway's notification the agent cannot read (a payload version it does not know),
+    # queued as the gateway queues alerts: buried at once, and, since an alert request has no thread
+    # and no person behind it, said where its threads would have been.
+    gw, _url, r = fleet
+    newer = {**payload([on(EU, "GPUXidError", **DCGM)]), "version": "5"}
+    settings = AlertSettings(channel=CHANNEL)
+    dead = f"gpubot:dead:{EU}"
+    before = r.xlen(dead) if r.exists(dead) else 0
+    gw.streams.queue(EU, alerts_request(newer, settings, "0.3.0"))
+    wait_for("the entry dead-lettered", lambda: r.exists(dead) and r.xlen(dead) == before + 1)
+    [said] = wait_for("the alert channel told", lambda: notes(slack, "gave up on this request (`alerts`"))
+    assert f"`gpubot:dead:{EU}`" in said and 'version must be "4"' in said
+    assert "run the command again" not in said  # nobody ran a command

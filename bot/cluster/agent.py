@@ -273,8 +273,8 @@ class Agent:
         self._say(
             req,
             f":x: cluster `{self.cluster}` gave up on this request (`{escape(req.kind)}`, id `{req.request_id}`) "
-            f"after {tries}: {escape(why[:300])}. It is kept in "
-            f"`gpubot:dead:{self.cluster}` for the operators; run the command again once the cause is fixed.",
+            f"after {tries}: {escape(why[:300])}. It is kept in `gpubot:dead:{self.cluster}` for the operators"
+            + ("; run the command again once the cause is fixed." if req.reply.get("user") else "."),
         )
 
     def _bury(self, entry: Entry, why: str) -> None:
@@ -285,7 +285,8 @@ class Agent:
             log.error("entry %s could not be moved to the dead stream: %s", entry.entry_id, err)
 
     def _say(self, req: Request, text: str) -> None:
-        """Tell the thread the request belongs to, else the person who asked."""
+        """Tell the thread the request belongs to, else the person who asked, else its channel (an
+        alert notification's: no thread and no person behind it, so the alert channel is told)."""
         reply = req.reply
         channel, user, thread = reply.get("channel"), reply.get("user"), reply.get("thread_ts")
         try:
@@ -293,6 +294,8 @@ class Agent:
                 self.poster.post(str(channel), text, thread_ts=str(thread))
             elif channel and user:
                 self.poster.ephemeral(str(channel), str(user), text)
+            elif channel:
+                self.poster.post(str(channel), text)
             else:
                 log.warning("request %s: nobody to tell: %s", req.request_id, text)
         except Exception as err:
