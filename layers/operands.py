@@ -118,7 +118,7 @@ def node_checks(
             f"the GPU Operator's {len(live)} pod(s) on {node} are Ready and the validator passed"
             if validators
             else f"the {len(live)} GPU pod(s) on {node} ({', '.join(sorted({component(p) or '?' for p in live}))}) "
-            "are Ready; there is no validator (a standalone device plugin), so nothing validated the "
+            f"are Ready; there is no validator ({_without_validator(live)}), so nothing validated the "
             "driver, toolkit and CUDA stack",
             evidence=[f"{o.name(p)}: {ps.display_status(p)}" for p in live],
             commands=[listing],
@@ -126,6 +126,13 @@ def node_checks(
         )
     )
     return out
+
+
+def _without_validator(pods: Sequence[K8sObject]) -> str:
+    """What runs instead of the operator's validated stack: the DRA driver, or a standalone device plugin."""
+    if any(component(p) == "dra-kubelet-plugin" for p in pods):
+        return "the NVIDIA DRA driver's kubelet plugin serves the GPUs"
+    return "a standalone device plugin"
 
 
 def _history(pod: K8sObject) -> bool:

@@ -382,3 +382,10 @@ def test_driver_manager_blocked_by_gpu_workloads_is_no_host_driver(tmp_path: Pat
     [stuck] = [f for layer in result.layers for f in layer.findings if f.code == "L3_UNKNOWN"]
     assert "k8s-driver-manager" in stuck.summary and "free the GPUs" in stuck.summary
     assert any("driver is in use" in e for e in stuck.evidence), stuck.evidence
+
+
+def test_a_dra_node_without_validator_is_not_called_a_standalone_device_plugin() -> None:
+    [ok] = walked_findings(HERE / f"{XID48}.yaml", "L2_OK")
+    assert "DRA driver's kubelet plugin" in ok.summary and "standalone device plugin" not in ok.summary, (
+        ok.summary
+    )
