@@ -389,3 +389,14 @@ def test_a_dra_node_without_validator_is_not_called_a_standalone_device_plugin()
     assert "DRA driver's kubelet plugin" in ok.summary and "standalone device plugin" not in ok.summary, (
         ok.summary
     )
+
+
+def test_no_devices_names_the_nodes_kubelet_plugin_and_its_state() -> None:
+    waiting = one(
+        "probe4-dra-new-h200-driver-kernel-unresolved-kubelet-plugin-init-17-nodes", "L1_DRA_NO_DEVICES"
+    )
+    assert any("kubelet plugin nvidia-dra-driver-gpu/" in e and "Init:0/1" in e for e in waiting.evidence), (
+        waiting
+    )
+    empty = one(EMPTY, "L1_DRA_NO_DEVICES")
+    assert any(e.endswith(": Ready") and "kubelet plugin" in e for e in empty.evidence), empty.evidence
