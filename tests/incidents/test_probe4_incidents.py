@@ -400,3 +400,29 @@ def test_no_devices_names_the_nodes_kubelet_plugin_and_its_state() -> None:
     )
     empty = one(EMPTY, "L1_DRA_NO_DEVICES")
     assert any(e.endswith(": Ready") and "kubelet plugin" in e for e in empty.evidence), empty.evidence
+
+
+def test_driver_too_old_on_dra_reads_the_published_driver_and_cuda(tmp_path: Path) -> None:
+    """A GPUCluster runs no GFD: the node's CUDA is the DRA driver's `cudaDriverVersion` attribute."""
+    data = yaml.safe_load(_text(XID48))
+    refusal = _REFUSAL.replace("cuda>=12.2", "cuda>=13.1")
+    for obj in data["objects"]:
+        if obj["kind"] == "Pod" and obj["metadata"]["name"] == "gemma-sft-0":
+            obj["status"]["containerStatuses"][0].update(
+                ready=False, started=False, state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}},
+                lastState={"terminated": {"exitCode": 128, "reason": "StartError", "message": refusal}},
+            )  # fmt: skip
+    path = tmp_path / "dra-cuda.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    [f] = walked_findings(path, "L3_DRIVER_TOO_OLD")
+    assert "(580.95.5) supports CUDA 13.0.0" in f.summary and "unknown" not in f.summary, f.summary
+    assert "driverVersion 580.95.5, cudaDriverVersion 13.0.0 (DRA ResourceSlice)" in f.evidence[1], f.evidence
+    assert "no GPU node of the fleet" in f.evidence[2], f.evidence
+
+
+_REFUSAL = (
+    "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: "
+    "unable to start container process: error during container init: error running prestart hook #0: exit status 1, "
+    "stdout: , stderr: Auto-detected mode as 'legacy'\nnvidia-container-cli: requirement error: unsatisfied condition: "
+    "cuda>=12.2, please update your driver to a newer version, or use an earlier cuda container: unknown"
+)
