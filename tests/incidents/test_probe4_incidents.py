@@ -1,7 +1,8 @@
 """What the probe4 incidents (tests/incidents/probe4/, layers 2-4 and DRA) must say beyond their
 `x-expect` (which tests/incidents/test_probe_incidents.py checks): the words a person acts on, the
 nodes a walk examines, and the real-world lines each defect was found with, read by the unit that
-reads them. Each test failed before its fix (README.md beside the incidents lists them)."""
+reads them. Each defect's test failed before its fix; negative controls sit beside them (README.md
+beside the incidents names the sources)."""
 
 from __future__ import annotations
 
