@@ -285,7 +285,10 @@ def test_ok_never_claims_a_framebuffer_it_did_not_read() -> None:
     [unk] = blind.findings
     assert unk.code == "L4_UNKNOWN" and unk.node == NODE, unk
     assert "DCGM_FI_DEV_FB_USED" in unk.summary and "DCGM_FI_DEV_FB_FREE" in unk.summary
-    assert unk.evidence[0] == "GPUs with DCGM series: 1; with DCGM_FI_DEV_FB_USED: 0; with DCGM_FI_DEV_FB_FREE: 0"
+    assert (
+        unk.evidence[0]
+        == "GPUs with DCGM series: 1; with DCGM_FI_DEV_FB_USED: 0; with DCGM_FI_DEV_FB_FREE: 0"
+    )
 
 
 # --- variants: OOM lines from the frameworks as users posted them --------------------------
