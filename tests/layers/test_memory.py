@@ -291,6 +291,15 @@ def test_ok_never_claims_a_framebuffer_it_did_not_read() -> None:
     )
 
 
+def test_a_gpu_pod_whose_gpus_have_no_framebuffer_series_is_unknown() -> None:
+    """The pod's node exports DCGM (an Xid gauge) but no FB_USED/FB_FREE: the check could not run. The
+    node's nvidia.com/gpu.memory label stands in for FB_FREE only with FB_USED, so it does not help here."""
+    xid_only = [series("DCGM_FI_DEV_XID_ERRORS", GPU, [(0, 0)], NOW)]
+    result = run([b.gpu_node(NODE), workload()], xid_only)
+    assert codes(result) == ["L4_UNKNOWN"] and result.status == Severity.UNKNOWN
+    assert "framebuffer not checked on" in result.findings[0].summary
+
+
 # --- variants: OOM lines from the frameworks as users posted them --------------------------
 
 
