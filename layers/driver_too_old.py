@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from layers.facts import drareads
 from layers.facts import fleet as fl
 from layers.facts import objects as o
 from layers.facts import podstatus as ps
@@ -74,10 +75,40 @@ def image_cuda(images: Iterable[str]) -> Version | None:
     return max(found) if found else None
 
 
-def _node_has(node: K8sObject | None, what: str) -> Version | None:
-    if node is None:
-        return None
-    return parse_version(fl.runtime_version(node) if what == "cuda" else fl.driver_version(node))
+# (driver, CUDA) a node's driver supports, and where that was read, for one node object.
+Versions = Callable[[K8sObject | None], tuple[str | None, str | None, str]]
+
+
+def node_versions(ctx: WalkContext) -> Versions:
+    """GFD's labels; on a DRA node without them (GPUCluster runs no GFD) the DRA driver's published
+    device attributes `driverVersion` / `cudaDriverVersion`."""
+    try:
+        inv = drareads.inventory(ctx)
+    except SourceError:
+        inv = None
+
+    def versions(node: K8sObject | None) -> tuple[str | None, str | None, str]:
+        if node is None:
+            return None, None, ""
+        driver, cuda = fl.driver_version(node), fl.runtime_version(node)
+        if (driver or cuda) or inv is None:
+            return driver, cuda, "GFD labels"
+        devices = inv.on(o.name(node))
+        if not devices:
+            return None, None, ""
+        d = devices[0]
+        return (
+            d.attribute("driverVersion") or None,
+            d.attribute("cudaDriverVersion") or None,
+            "DRA ResourceSlice",
+        )
+
+    return versions
+
+
+def _node_has(versions: Versions, node: K8sObject | None, what: str) -> Version | None:
+    driver, cuda, _ = versions(node)
+    return parse_version(cuda if what == "cuda" else driver)
 
 
 def needs(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str | None]) -> list[Need]:
@@ -114,8 +145,8 @@ def needs(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str | None]) -
     return out
 
 
-def satisfies(node: K8sObject, need: Need) -> bool:
-    have = _node_has(node, need.what)
+def satisfies(node: K8sObject, need: Need, versions: Versions) -> bool:
+    have = _node_has(versions, node, need.what)
     if have is None:
         return False
     if need.at_least is not None:
@@ -125,9 +156,11 @@ def satisfies(node: K8sObject, need: Need) -> bool:
 
 def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str | None]) -> list[Finding]:
     out: list[Finding] = []
-    for need in needs(ctx, log):
+    found = needs(ctx, log)
+    versions = node_versions(ctx) if found else (lambda _n: (None, None, ""))
+    for need in found:
         node_obj = ctx.node(need.node)
-        have = _node_has(node_obj, need.what)
+        have = _node_has(versions, node_obj, need.what)
         label = "CUDA" if need.what == "cuda" else "driver"
         wanted = (
             f"{label} >= {_fmt(need.at_least)}"
@@ -151,12 +184,11 @@ def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str |
             fleet_nodes = ctx.gpu_nodes()
         except SourceError:
             fleet_nodes = []
-        good = [n for n in fleet_nodes if o.name(n) != need.node and satisfies(n, probe)]
-        driver = fl.driver_version(node_obj or {}) or "unknown (no GFD label)"
-        cuda = fl.runtime_version(node_obj or {}) or "unknown (no GFD label)"
-        listed = shown(
-            [f"{o.name(n)} (driver {fl.driver_version(n)}, CUDA {fl.runtime_version(n)})" for n in good]
-        )
+        good = [n for n in fleet_nodes if o.name(n) != need.node and satisfies(n, probe, versions)]
+        known_driver, known_cuda, source = versions(node_obj)
+        driver = known_driver or "unknown (no GFD label or DRA attribute)"
+        cuda = known_cuda or "unknown"
+        listed = shown([f"{o.name(n)} (driver {versions(n)[0]}, CUDA {versions(n)[1]})" for n in good])
         fleet_line = (
             f"GPU nodes whose driver would do ({len(good)} of {len(fleet_nodes)}): {listed}"
             if good
@@ -169,16 +201,32 @@ def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str |
         out.append(
             finding(
                 "L3_DRIVER_TOO_OLD",
-                f"the image needs {wanted} but the driver on {need.node} ({driver}) supports CUDA {cuda}: "
-                f"{where_to}, or use an image built for CUDA {cuda}",
+                (
+                    f"the image needs {wanted} but the driver on {need.node} ({driver}) supports CUDA {cuda}: "
+                    f"{where_to}, or use an image built for CUDA {cuda}"
+                    if known_cuda
+                    else f"the image needs {wanted}, more than the driver on {need.node} supports (the node reports "
+                    f"no CUDA version: no GFD label, no DRA attribute): {where_to}, or use an image built for an "
+                    "older CUDA"
+                ),
                 evidence=[
                     f"requirement ({need.where}): {need.said}",
-                    f"{need.node}: {_version_labels(node_obj) or f'driver {driver}, CUDA {cuda}'}",
+                    f"{need.node}: "
+                    + (
+                        _version_labels(node_obj)
+                        if source == "GFD labels"
+                        else f"driverVersion {driver}, cudaDriverVersion {cuda} ({source or 'not reported'})"
+                    ),
                     fleet_line,
                 ],
                 commands=[
                     "kubectl get nodes -l nvidia.com/gpu.present=true -L "
                     + ",".join(_LABEL_COLUMNS[:5] if _old_gfd(node_obj) else _LABEL_COLUMNS[5:]),
+                    *(
+                        [f"kubectl get resourceslices --field-selector spec.nodeName={need.node} -o yaml"]
+                        if source == "DRA ResourceSlice"
+                        else []
+                    ),
                 ],
                 node=need.node,
             )

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from layers import framebuffer as fbj
+from layers.dra.sharing import shared_claims
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts import walkfacts as wf
@@ -44,8 +45,11 @@ def check(ctx: WalkContext) -> LayerResult:
         fb = fbj.node_framebuffer(ctx, ctx.target.node or "", facts)
     findings += fb.findings
     findings += no_telemetry(facts, nodes, ctx)
+    if not fb.read and facts.error is None and (ctx.pod is None or ctx.bound_node):
+        findings += fb_unread(ctx, nodes, facts)
     for node in nodes:
         findings += time_slicing(ctx, node)
+        findings += shared_claims(ctx, node)
     if not findings:
         findings.append(_ok(ctx, nodes, fb.read))
     return LayerResult.build(LAYER, fold(findings))
@@ -62,6 +66,35 @@ def _ok(ctx: WalkContext, nodes: list[str], fb_read: int) -> Finding:
     else:
         checked.append("framebuffer not judged (no FB_USED/FB_FREE series read for its GPUs)")
     return finding("L4_OK", f"no memory problem found: {', '.join(checked)} ({where})", node=ctx.bound_node)
+
+
+def fb_unread(ctx: WalkContext, nodes: Iterable[str], facts: wf.WalkFacts) -> list[Finding]:
+    """A node whose GPUs have DCGM series but no framebuffer pair: the check could not run (unknown, spec:
+    "a check could not run"), not ok. A pod that requests no GPU and maps to none has none to judge."""
+    pod = ctx.pod
+    if pod is not None and not o.pod_requests(pod) and not facts.of_pod(_ref(ctx)):
+        return []
+    out = []
+    for node in nodes:
+        gpus = facts.on(node)
+        if not gpus:
+            continue  # L4_NO_TELEMETRY says it
+        used = sum(1 for g in gpus if g.fb_used_mib is not None)
+        free = sum(1 for g in gpus if g.fb_free_mib is not None)
+        out.append(
+            unknown(
+                LAYER,
+                f"framebuffer not checked on {node}: its {len(gpus)} GPU(s) have DCGM series but not "
+                "DCGM_FI_DEV_FB_USED with DCGM_FI_DEV_FB_FREE (or the node's nvidia.com/gpu.memory label) — enable "
+                "both in dcgm-exporter's counters CSV (dcgmExporter.config, key dcgm-metrics.csv) and check the scrape",
+                node=node,
+                evidence=[
+                    f"GPUs with DCGM series: {len(gpus)}; with DCGM_FI_DEV_FB_USED: {used}; with DCGM_FI_DEV_FB_FREE: {free}",
+                    *facts.notes,
+                ],
+            )
+        )
+    return out
 
 
 def _ref(ctx: WalkContext) -> tuple[str, str]:

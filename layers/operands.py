@@ -118,7 +118,7 @@ def node_checks(
             f"the GPU Operator's {len(live)} pod(s) on {node} are Ready and the validator passed"
             if validators
             else f"the {len(live)} GPU pod(s) on {node} ({', '.join(sorted({component(p) or '?' for p in live}))}) "
-            "are Ready; there is no validator (a standalone device plugin), so nothing validated the "
+            f"are Ready; there is no validator ({_without_validator(live)}), so nothing validated the "
             "driver, toolkit and CUDA stack",
             evidence=[f"{o.name(p)}: {ps.display_status(p)}" for p in live],
             commands=[listing],
@@ -126,6 +126,13 @@ def node_checks(
         )
     )
     return out
+
+
+def _without_validator(pods: Sequence[K8sObject]) -> str:
+    """What runs instead of the operator's validated stack: the DRA driver, or a standalone device plugin."""
+    if any(component(p) == "dra-kubelet-plugin" for p in pods):
+        return "the NVIDIA DRA driver's kubelet plugin serves the GPUs"
+    return "a standalone device plugin"
 
 
 def _history(pod: K8sObject) -> bool:
@@ -195,6 +202,9 @@ def validator_stuck(w: Reads, node: str, pods: list[K8sObject]) -> list[Finding]
         stage, status = ps.stopped_stage(pod)
         restarts = int(status.get("restartCount") or 0)
         lines = w.last_lines(pod, status)
+        # A stage the runtime refused to create never logged: its status message is the only witness
+        # (OpenShift's `error executing hook …nvidia-container-runtime-hook`, gpu-operator issue 1598).
+        said = [" ".join(str(m).split()) for m in _state_messages(status)]
         meaning = STAGE_MEANING.get(stage, "a validation step has not passed")
         out.append(
             finding(
@@ -203,6 +213,7 @@ def validator_stuck(w: Reads, node: str, pods: list[K8sObject]) -> list[Finding]
                 evidence=[
                     f"{name}: {ps.display_status(pod)}",
                     f"{stage}: {ps.state_text(status)}, restarts {restarts}",
+                    *(f"{stage} message: {m}" for m in said),
                     *(f"{stage} log: {line}" for line in lines),
                 ],
                 commands=[
@@ -214,6 +225,17 @@ def validator_stuck(w: Reads, node: str, pods: list[K8sObject]) -> list[Finding]
             )
         )
     return out
+
+
+def _state_messages(status: dict[str, Any]) -> list[str]:
+    """The waiting and last-terminated messages of a container status, when the kubelet gave them."""
+    state, last = status.get("state") or {}, status.get("lastState") or {}
+    found = [
+        (state.get("waiting") or {}).get("message"),
+        (state.get("terminated") or {}).get("message"),
+        (last.get("terminated") or {}).get("message"),
+    ]
+    return [str(m) for m in found if m and not str(m).startswith("back-off ")]  # the kubelet's retry note
 
 
 def _match_at(line: str) -> int:

@@ -123,8 +123,8 @@ def _read_driver(reads: _Reads, pod: K8sObject, node: str) -> _DriverLog:
         if st is None or ps.status_failing(st, init=True):
             for prev in (False, True) if ps.restarted(pod, DRIVER_MANAGER) else (False,):
                 for ln in lines_of(reads.log(pod, DRIVER_MANAGER, prev)):
-                    if dl.HOST_DRIVER.matches(ln):
-                        host.append(dl.excerpt(ln, dl.HOST_DRIVER))
+                    if dl.MANAGER_HOST_DRIVER.matches(ln):
+                        host.append(dl.excerpt(ln, dl.MANAGER_HOST_DRIVER))
                     elif dl.MANAGER_PROBLEM.search(ln):
                         manager.append(dl.excerpt(ln))
     return _DriverLog(pod, failures, host, list(dict.fromkeys(manager)), kernel, soft, where)

@@ -88,13 +88,15 @@ def no_devices_anywhere(inv: Inventory) -> Finding:
     )
 
 
-def no_devices_on(node: str, empty_slice: bool = False) -> Finding:
+def no_devices_on(node: str, empty_slice: bool = False, plugin: str = "") -> Finding:
     """A GPU node that publishes no GPU: no slice at all (the plugin is not running), or a slice with no
-    device (the plugin runs but enumerated none: its driver root, or NVML, on that node)."""
+    device (the plugin runs but enumerated none: its driver root, or NVML, on that node). `plugin`: the
+    node's kubelet plugin pod and its state, as evidence."""
     commands = [
         slice_cmd(node),
         f"kubectl get pods -A -o wide --field-selector spec.nodeName={node} | grep -i dra",
     ]
+    seen = [f"{node}: {plugin}"] if plugin else []
     if empty_slice:
         return finding(
             "L1_DRA_NO_DEVICES",
@@ -103,7 +105,8 @@ def no_devices_on(node: str, empty_slice: bool = False) -> Finding:
             "/home/kubernetes/bin/nvidia on GKE) and its log",
             evidence=[
                 f"{node}: the current ResourceSlice with spec.driver={draslices.DRIVER}, spec.nodeName={node} "
-                "has spec.devices empty"
+                "has spec.devices empty",
+                *seen,
             ],
             commands=commands,
             node=node,
@@ -112,7 +115,10 @@ def no_devices_on(node: str, empty_slice: bool = False) -> Finding:
         "L1_DRA_NO_DEVICES",
         f"{node} is a GPU node but publishes no ResourceSlice of driver {draslices.DRIVER}: the DRA kubelet plugin "
         "is not running there",
-        evidence=[f"{node}: no ResourceSlice with spec.driver={draslices.DRIVER}, spec.nodeName={node}"],
+        evidence=[
+            f"{node}: no ResourceSlice with spec.driver={draslices.DRIVER}, spec.nodeName={node}",
+            *seen,
+        ],
         commands=commands,
         node=node,
     )

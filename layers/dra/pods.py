@@ -26,6 +26,7 @@ from layers.facts.candidates import untolerated_taints
 from layers.facts.context import WalkContext
 from layers.facts.dra import Matcher, Request
 from layers.facts.draslices import Device
+from layers.facts.drastart import pod_state
 from layers.facts.fold import fold, shown
 from layers.facts.placement import selector_misses
 from layers.facts.schedmsg import SchedulingFailure
@@ -113,7 +114,7 @@ def unbound_pod(ctx: WalkContext, pod: K8sObject, failures: Sequence[SchedulingF
         out.append(no_devices_anywhere(inv))
         return out
     # One finding per silent or tainted candidate, folded past MAX_LISTED nodes (layers/facts/fold.py).
-    out += fold([no_devices_on(n, n in inv.empty) for n in candidates if not inv.on(n)])
+    out += fold([no_devices_on(n, n in inv.empty, _plugin_on(ctx, n)) for n in candidates if not inv.on(n)])
     tainted = tainted_on(inv, candidates)
     out += fold([tainted_finding(n, ds) for n, ds in tainted.items()])
     if not gpu_needs or classes is None:
@@ -143,6 +144,17 @@ def unbound_pod(ctx: WalkContext, pod: K8sObject, failures: Sequence[SchedulingF
     if exhausted:
         out.append(exhausted)
     return out
+
+
+def _plugin_on(ctx: WalkContext, node: str) -> str:
+    """The node's DRA kubelet plugin pod and its state (Ready, CrashLoopBackOff, Init:0/1 …), or that none runs."""
+    try:
+        pods = ctx.operator_pods_on(node, "dra-kubelet-plugin")
+    except SourceError:
+        return ""  # layer 2 reads the node's operator pods and says what it could not
+    if not pods:
+        return "no DRA kubelet plugin pod runs on the node (its DaemonSet's node selector or tolerations, or a failed create)"
+    return "; ".join(f"kubelet plugin {o.namespace(p)}/{o.name(p)}: {pod_state(p)}" for p in pods)
 
 
 def _expressions(needs: Sequence[Need], classes: dict[str, dra.DeviceClass]) -> list[str]:

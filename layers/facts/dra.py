@@ -121,6 +121,8 @@ class Claim:
     uid: str = ""  # the CDI names of its devices start with it (k8s.gpu.nvidia.com/claim=<uid>-gpu-0)
     # status.allocation.nodeSelector: where an allocated claim's devices are, so where its pods can run.
     node_selector: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    # The NVIDIA driver's GpuConfig / MigDeviceConfig `sharing.strategy` (TimeSlicing, MPS), when set.
+    sharing: str | None = None
 
     @property
     def key(self) -> str:
@@ -158,6 +160,18 @@ def read_claim(obj: K8sObject) -> Claim:
     )
     uid = str((obj.get("metadata") or {}).get("uid") or "")
     where = allocation.get("nodeSelector") if isinstance(allocation, Mapping) else None
+    sharing = next(
+        (
+            str(strategy)
+            for c in (spec.get("devices") or {}).get("config") or []
+            if isinstance(c, Mapping)
+            and isinstance(params := (c.get("opaque") or {}).get("parameters"), Mapping)
+            and params.get("kind") in ("GpuConfig", "MigDeviceConfig")
+            and isinstance(params.get("sharing"), Mapping)
+            and (strategy := params["sharing"].get("strategy"))
+        ),
+        None,
+    )
     return Claim(
         o.namespace(obj) or "",
         o.name(obj),
@@ -167,6 +181,7 @@ def read_claim(obj: K8sObject) -> Claim:
         domains,
         uid,
         where if isinstance(where, Mapping) else None,
+        sharing,
     )
 
 

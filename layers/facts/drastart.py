@@ -37,6 +37,10 @@ _FAILED_FOR = re.compile(
     r"NodePrepareResources\s+failed\s+for\s+(?:ResourceClaim|claim)\s+(?P<claim>[\w./-]{1,300}):"
 )
 _FETCH = re.compile(r"fetch\s+ResourceClaim\s+(?P<claim>[\w.-]{1,300})")
+# The kubelet's own read of the claim answered 404 for the whole resource: the API server does not serve
+# the resource.k8s.io version this kubelet asks for (a node older or newer than the control plane,
+# dra-driver-nvidia-gpu issue 766), not a plugin failure.
+_NOT_SERVED = re.compile(r"the\s+server\s+could\s+not\s+find\s+the\s+requested\s+resource", re.IGNORECASE)
 _NOT_REGISTERED = re.compile(
     r"DRA\s+driver\s+(?P<a>[\w.-]{1,100})\s+is\s+not\s+registered"
     r"|plugin\s+(?:name\s+)?(?P<b>[\w.-]{1,100})\s+not\s+found\s+in\s+the\s+list\s+of\s+registered\s+DRA\s+plugins"
@@ -58,7 +62,7 @@ MAX_LOG_LINES = 3
 class DraStart:
     """The claim behind one refused start, and the kubelet plugin on the node that prepares it."""
 
-    kind: str  # "cdi-claim", "cdi-device", "prepare", "not-registered", "rpc"
+    kind: str  # "cdi-claim", "cdi-device", "prepare", "not-registered", "rpc", "api-version"
     driver: str  # the DRA driver name the claim's devices belong to (gpu.nvidia.com …)
     error: str  # the kubelet's or the runtime's words after the wrapping
     claim: str | None = None  # "ns/name"; None when the message names no claim of the pod
@@ -69,6 +73,7 @@ class DraStart:
     plugin_state: str = ""
     log: tuple[str, ...] = ()  # the plugin's own lines about the claim
     problems: tuple[str, ...] = ()  # what could not be read
+    kubelet: str = ""  # the node's kubelet version, for a refusal the kubelet itself makes
 
     def explain(self, node: str) -> str:
         """The summary's cause: what is wrong and what to do, naming the claim and the plugin."""
@@ -84,6 +89,13 @@ class DraStart:
             return (
                 f"the runtime on {node} does not see the CDI specs {plugin} writes for {claim}: the plugin's CDI "
                 "root (/var/run/cdi) must be one of the runtime's CDI spec dirs (containerd cdi_spec_dirs)"
+            )
+        if self.kind == "api-version":
+            which = f" ({self.kubelet})" if self.kubelet else ""
+            return (
+                f"the kubelet on {node}{which} cannot read {claim}: the API server does not serve the "
+                "resource.k8s.io version this kubelet uses (the server could not find the requested resource) — "
+                "bring the node's kubelet to the control plane's minor version, or enable that API version"
             )
         if self.kind == "not-registered":
             if not self.plugin:
@@ -161,7 +173,7 @@ def _kind(message: str, cause: str) -> tuple[str, str, str, str | None] | None:
         return "prepare", "", rest, failed.group("claim")
     fetch = _FETCH.search(error)
     if fetch:
-        return "prepare", "", error, fetch.group("claim")
+        return ("api-version" if _NOT_SERVED.search(error) else "prepare"), "", error, fetch.group("claim")
     rpc = _RPC.search(error)
     return ("rpc", "", rpc.group("rpc"), None) if rpc else ("prepare", "", error, None)
 
@@ -185,7 +197,7 @@ def _match(
             and any(a.device == name and a.driver == driver for a in c.allocated or ())
         ):
             return s
-        if kind == "prepare" and name and name.rpartition("/")[2] == c.name:
+        if kind in ("prepare", "api-version") and name and name.rpartition("/")[2] == c.name:
             return s
     # The kubelet named no claim (rpc error, driver not registered): the pod's claim of that driver.
     if kind in ("not-registered", "rpc") or (kind == "prepare" and not name):
@@ -269,7 +281,7 @@ def dra_start(ctx: WalkContext, pod: K8sObject, cause: str, message: str) -> Dra
         kind=kind,
         driver=driver,
         error=sig.clip(error),
-        claim=claim.key if claim else _named(pod, name if kind == "prepare" else None),
+        claim=claim.key if claim else _named(pod, name if kind in ("prepare", "api-version") else None),
         claim_uid=claim.uid if claim else None,
         devices=tuple(f"{a.pool}/{a.device}" for a in claim.allocated or ()) if claim else (),
         plugin=plugin,
@@ -277,7 +289,28 @@ def dra_start(ctx: WalkContext, pod: K8sObject, cause: str, message: str) -> Dra
         plugin_state=plugin_state,
         log=log,
         problems=(*problems, *more),
+        kubelet=_kubelet(ctx, node) if kind == "api-version" else "",
     )
+
+
+def _kubelet(ctx: WalkContext, node: str) -> str:
+    """`kubelet v1.33.1`, the node's, beside the control plane's when a control-plane node says it."""
+    try:
+        nodes = ctx.nodes()
+    except SourceError:
+        return ""
+    mine = next((str(o.node_info(n).get("kubeletVersion") or "") for n in nodes if o.name(n) == node), "")
+    plane = next(
+        (
+            str(o.node_info(n).get("kubeletVersion") or "")
+            for n in nodes
+            if "node-role.kubernetes.io/control-plane" in o.labels(n)
+        ),
+        "",
+    )
+    if not mine:
+        return ""
+    return f"kubelet {mine}" + (f", control plane {plane}" if plane and plane != mine else "")
 
 
 def _named(pod: K8sObject, name: str | None) -> str | None:

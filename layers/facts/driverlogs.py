@@ -140,6 +140,13 @@ _SOFT_NETWORK = _sig(
 DRIVER_READY = _sig("driver-ready", "now waiting for signal")
 # The OpenShift Driver Toolkit container built the modules (or found them built).
 DTK_READY = _sig("dtk-ready", "nvidia drivers (?:already )?generated")
+# What only a host-installed driver makes k8s-driver-manager say. Its `Could not unload NVIDIA driver
+# kernel modules, driver is in use` is the operator's own module held by GPU pods during an upgrade
+# (gpu-operator issues 304, 416, 2166): the manager is stuck, no host driver is implied.
+MANAGER_HOST_DRIVER = _sig(
+    "manager-host-driver", "detected a pre-?installed driver", "host driver detected",
+    "driver is pre-?installed on (?:the )?(?:host|node)", "already pre-?installed on the (?:host|node)",
+)  # fmt: skip
 # The host already has a driver (validator, k8s-driver-manager) or the module is held (driver container).
 HOST_DRIVER = _sig(
     "host-driver", "detected a pre-?installed driver", "host driver detected",

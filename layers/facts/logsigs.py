@@ -288,7 +288,9 @@ GPU_OOM = re.compile(
     re.IGNORECASE,
 )
 VLLM_FREE_MEMORY = re.compile(
-    r"Free memory on device\s*(?:\((?P<free>[\d.]+)\s*/\s*(?P<total>[\d.]+)\s*GiB\))?(?:(?!Free memory on device).)*?"
+    # The device is named since vLLM V1 (`cuda:0`, or the rank glued on: `device 0(…)`).
+    r"Free memory on device\s*(?:(?:cuda:)?\d{1,3}\s*)?(?:\((?P<free>[\d.]+)\s*/\s*(?P<total>[\d.]+)\s*GiB\))?"
+    r"(?:(?!Free memory on device).)*?"
     r"less than desired GPU memory utilization\s*(?:\((?P<util>[\d.]+)\s*,\s*(?P<want>[\d.]+)\s*GiB\))?",
     re.IGNORECASE,
 )

@@ -278,11 +278,26 @@ def test_ok_never_claims_a_framebuffer_it_did_not_read() -> None:
     quiet = memory.check(b.ctx([node], telemetry=telemetry(fb(1000, 78000), NOW), node=NODE))
     [ok] = quiet.findings
     assert ok.code == "L4_OK" and "below the ceiling on 1 GPU(s)" in ok.summary
-    # Only an Xid series for the node: telemetry is there, the framebuffer is not.
+    # Only an Xid series for the node: telemetry is there, the framebuffer is not. A check that could
+    # not run is unknown (spec), naming the series to enable, never an OK.
     xid_only = [series("DCGM_FI_DEV_XID_ERRORS", GPU, [(0, 0)], NOW)]
     blind = memory.check(b.ctx([node], telemetry=telemetry(xid_only, NOW), node=NODE))
-    [ok] = blind.findings
-    assert ok.code == "L4_OK" and "below the ceiling" not in ok.summary and "not judged" in ok.summary
+    [unk] = blind.findings
+    assert unk.code == "L4_UNKNOWN" and unk.node == NODE, unk
+    assert "DCGM_FI_DEV_FB_USED" in unk.summary and "DCGM_FI_DEV_FB_FREE" in unk.summary
+    assert (
+        unk.evidence[0]
+        == "GPUs with DCGM series: 1; with DCGM_FI_DEV_FB_USED: 0; with DCGM_FI_DEV_FB_FREE: 0"
+    )
+
+
+def test_a_gpu_pod_whose_gpus_have_no_framebuffer_series_is_unknown() -> None:
+    """The pod's node exports DCGM (an Xid gauge) but no FB_USED/FB_FREE: the check could not run. The
+    node's nvidia.com/gpu.memory label stands in for FB_FREE only with FB_USED, so it does not help here."""
+    xid_only = [series("DCGM_FI_DEV_XID_ERRORS", GPU, [(0, 0)], NOW)]
+    result = run([b.gpu_node(NODE), workload()], xid_only)
+    assert codes(result) == ["L4_UNKNOWN"] and result.status == Severity.UNKNOWN
+    assert "framebuffer not checked on" in result.findings[0].summary
 
 
 # --- variants: OOM lines from the frameworks as users posted them --------------------------
