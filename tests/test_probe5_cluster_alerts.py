@@ -241,3 +241,4 @@ def test_a_diagnose_click_on_a_clusters_storm_summary_walks_there_through_the_ga
     )
     walk_id = next(e["value"] for b in layer1[0]["blocks"] if b["type"] == "actions" for e in b["elements"])
     assert json.loads(r.get(f"gpubot:walk:{walk_id}"))["cluster"] == US
+    wait_for("the click's request done", lambda: consumed(r, US), timeout=30)
