@@ -33,12 +33,13 @@ from typing import Any
 from handlers.alert_blocks import SummaryRow, incident_root, storm_summary, verdict_of
 from handlers.alert_payload import Alert, AlertBatch
 from handlers.alert_subjects import Directory, Subject, subject_of
-from handlers.incidents import UNKNOWN_SUBJECT, Change, Incident, Policy, apply
+from handlers.incidents import TRUNCATED, UNKNOWN_SUBJECT, Change, Incident, Policy, apply
 from handlers.ports import (
     AlertObserver,
     LockNotAcquired,
     NoAlertObserver,
     PostRef,
+    SlackPoster,
     StateStore,
     StateUnavailable,
 )
@@ -55,6 +56,7 @@ INCIDENT_TTL_S = (
 # so their rows change in place instead of a new summary appearing about a storm long over.
 SUMMARY_TTL_S = INCIDENT_TTL_S
 STORM = "storm:"  # the sync key of an hour's summary: storm:<unix hour>
+LEFT_OUT = "left-out:"  # the sync key of the note on alerts Alertmanager left out: left-out:<count>
 LOCK_S = 30.0  # a subject's record is held for milliseconds; the Slack work for seconds
 
 
@@ -117,6 +119,10 @@ class AlertService:
                 continue
             by_subject.setdefault(subject.key, (subject, []))[1].append(alert)
         behind: dict[str, None] = {}
+        if batch.truncated:
+            for _ in range(batch.truncated):
+                self.observer.alert(batch.status, TRUNCATED)
+            behind[f"{LEFT_OUT}{batch.truncated}"] = None
         for subject, alerts in by_subject.values():
             change, key = self._record(subject, alerts)
             for alert, decision in zip(alerts, change.decisions, strict=True):
@@ -216,6 +222,15 @@ class AlertService:
             with self.state.lock(f"{self.prefix}slack:{key}", 15 * 60, wait_s=60.0):
                 if key.startswith(STORM):
                     self._post_summary(int(key.removeprefix(STORM)))
+                    return
+                if key.startswith(LEFT_OUT):
+                    tell_left_out(
+                        self.state,
+                        self.poster,
+                        self.settings.channel,
+                        int(key.removeprefix(LEFT_OUT)),
+                        self.prefix,
+                    )
                     return
                 walk = self._catch_up(key)
         except LockNotAcquired:
@@ -382,6 +397,18 @@ class AlertService:
                     if row["walk_id"] == wid:
                         row["prepared"] = True
             self.state.set(skey, now_rec, SUMMARY_TTL_S)
+
+
+def tell_left_out(state: StateStore, poster: SlackPoster, channel: str, count: int, prefix: str) -> None:
+    """Say once an hour that Alertmanager left alerts out of its notifications: they open no thread."""
+    if not state.set_if_absent(f"{prefix}left-out-note", 1, HOUR_S):
+        return
+    text = (
+        f":warning: Alertmanager left {count} alert(s) out of a notification to gpubot (`truncatedAlerts`: "
+        "`max_alerts` is set on gpubot's receiver). Those alerts open no thread; remove `max_alerts` from "
+        "the gpubot receiver's `webhook_configs`. Said at most once an hour."
+    )
+    poster.post(channel, text, [{"type": "section", "text": {"type": "mrkdwn", "text": text}}])
 
 
 def _context(text: str) -> dict[str, Any]:

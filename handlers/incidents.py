@@ -51,6 +51,7 @@ DUPLICATE = "duplicate"
 RESOLVED = "resolved"
 NO_INCIDENT = "no_incident"  # resolved, but no open incident has it
 UNKNOWN_SUBJECT = "unknown_subject"
+TRUNCATED = "truncated"  # left out of the notification by Alertmanager (`truncatedAlerts`)
 # A gateway's (bot/cluster/alert_forward.py): queued for its cluster's agent, or no cluster to go to.
 FORWARDED = "forwarded"
 UNKNOWN_CLUSTER = "unknown_cluster"
@@ -63,6 +64,7 @@ DECISIONS = (
     RESOLVED,
     NO_INCIDENT,
     UNKNOWN_SUBJECT,
+    TRUNCATED,
     FORWARDED,
     UNKNOWN_CLUSTER,
 )

@@ -350,3 +350,33 @@ def test_resolved_at_is_when_the_alert_resolved_not_when_the_notification_came(
     bot.clock.now = T0 + 900
     deliver(bot, [{**other, "status": "resolved", "endsAt": _rfc3339(T0 + 5000)}])
     assert f"Resolved at <!date^{int(T0 + 900)}^" in _blocks(slack.calls_to("chat.update")[-1])
+
+
+# --- Alertmanager left alerts out ---------------------------------------------------------------------
+
+
+def test_alerts_alertmanager_left_out_are_counted_and_said_once(bot: Any, slack: FakeSlack) -> None:
+    # `max_alerts: 2` on the gpubot receiver, five GPUs of one group firing: Alertmanager sends two
+    # and says `truncatedAlerts: 3`. Those three can open no thread: counted, and said in the channel.
+    from bot.ops import metrics
+
+    def left_out() -> float:
+        return (
+            metrics.REGISTRY.get_sample_value(
+                "gpubot_alerts_total", {"status": "firing", "decision": "truncated"}
+            )
+            or 0.0
+        )
+
+    before = left_out()
+    doc = {**payload([nvlink_on("gpu-h100-10", g) for g in range(2)]), "truncatedAlerts": 3}
+    assert send(bot, json.dumps(doc).encode())[0] == 200
+    wait_for("the bot's pool to drain", lambda: not bot.pending)
+    assert left_out() == before + 3
+    [note] = [str(c.params.get("text")) for c in roots(slack) if "max_alerts" in str(c.params.get("text"))]
+    assert "3 alert(s)" in note
+    assert len(threads(slack)) == 2  # the incident of gpu-h100-10, and the note
+    assert send(bot, json.dumps(doc).encode())[0] == 200  # the next notification: counted, not said again
+    wait_for("the bot's pool to drain", lambda: not bot.pending)
+    assert left_out() == before + 6
+    assert len([c for c in roots(slack) if "max_alerts" in str(c.params.get("text"))]) == 1

@@ -242,3 +242,24 @@ def test_a_diagnose_click_on_a_clusters_storm_summary_walks_there_through_the_ga
     walk_id = next(e["value"] for b in layer1[0]["blocks"] if b["type"] == "actions" for e in b["elements"])
     assert json.loads(r.get(f"gpubot:walk:{walk_id}"))["cluster"] == US
     wait_for("the click's request done", lambda: consumed(r, US), timeout=30)
+
+
+def test_alerts_alertmanager_left_out_are_said_by_the_gateway_once(fleet: Any, slack: FakeSlack) -> None:
+    # The alerts left out (`truncatedAlerts`, max_alerts on the receiver) name no cluster: the gateway
+    # says it in the alert channel, once an hour; the agents are not sent the count.
+    gw, url, r = fleet
+    doc = {**payload([on(EU, "GPUXidError", **{**DCGM, "Hostname": "gpu-1"})]), "truncatedAlerts": 4}
+    for _ in range(2):
+        req = urllib.request.Request(
+            url,
+            data=json.dumps(doc).encode(),
+            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+    wait_for("the gateway's jobs done", lambda: not gw.pending)
+    [note] = notes(slack, "max_alerts")
+    assert "left 4 alert(s) out" in note
+    [(_id, entry)] = r.xrevrange(f"gpubot:requests:{EU}", count=1)
+    assert "truncatedAlerts" not in json.loads(entry["body"])["payload"]
