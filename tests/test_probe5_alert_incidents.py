@@ -270,8 +270,21 @@ GRAFANA = {  # Grafana-managed alerting's webhook contact point (its own shape, 
         ),
         (json.dumps({**payload([xid_on("gpu-7")]), "alerts": {"0": {}}}).encode(), "alerts must be a list"),
         (b"\xef\xbb\xbf" + json.dumps(payload([xid_on("gpu-7")])).encode()[:-3], "not JSON"),
+        (
+            json.dumps({**payload([xid_on("gpu-7")]), "truncatedAlerts": "3"}).encode(),
+            'truncatedAlerts must be a whole number, got "3"',
+        ),
     ],
-    ids=["deep-array", "deep-alert", "grafana-webhook", "null", "number-label", "alerts-object", "bom-cut"],
+    ids=[
+        "deep-array",
+        "deep-alert",
+        "grafana-webhook",
+        "null",
+        "number-label",
+        "alerts-object",
+        "bom-cut",
+        "truncated-string",
+    ],
 )
 def test_a_body_that_is_not_an_alertmanager_payload_gets_400_and_one_line(
     bot: Any, slack: FakeSlack, data: bytes, said: str
