@@ -375,6 +375,7 @@ class AlertService:
             [SummaryRow(r["label"], tuple(r["names"]), r["walk_id"], r["resolved"]) for r in shown],
             self.settings.max_threads_per_hour,
             hour * HOUR_S,
+            self.walks.cluster_name,
         )
         channel, ts = self.settings.channel, rec["ts"]
         if ts is None:

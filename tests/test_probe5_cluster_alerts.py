@@ -225,6 +225,8 @@ def test_a_diagnose_click_on_a_clusters_storm_summary_walks_there_through_the_ga
         )
 
     posted = wait_for("the US storm summary", summary)
+    # Both clusters have a gpu-3: the summary, like every message of a cluster's, names its cluster.
+    assert f"*Alert storm* on cluster `{US}`" in json.dumps(posted["blocks"])
     [button] = [
         b["accessory"] for b in posted["blocks"] if "accessory" in b and "us-gpu-3" in b["text"]["text"]
     ]
