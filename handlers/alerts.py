@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from handlers.alert_blocks import SummaryRow, incident_root, storm_summary, verdict_of
+from handlers.alert_notes import tell_left_out
 from handlers.alert_payload import Alert, AlertBatch
 from handlers.alert_subjects import Directory, Subject, subject_of
 from handlers.incidents import TRUNCATED, UNKNOWN_SUBJECT, Change, Incident, Policy, apply
@@ -39,7 +40,6 @@ from handlers.ports import (
     LockNotAcquired,
     NoAlertObserver,
     PostRef,
-    SlackPoster,
     StateStore,
     StateUnavailable,
 )
@@ -49,9 +49,8 @@ from handlers.walkstate import WalkGone, new_walk_id
 log = logging.getLogger("gpubot.alerts")
 
 HOUR_S = 3600
-INCIDENT_TTL_S = (
-    30 * 86400
-)  # an incident nobody resolves is forgotten after this (Alertmanager resends firing)
+# An incident nobody resolves is forgotten after this (Alertmanager resends firing).
+INCIDENT_TTL_S = 30 * 86400
 # A storm's summary lists incidents that may resolve days later: it is kept as long as they are,
 # so their rows change in place instead of a new summary appearing about a storm long over.
 SUMMARY_TTL_S = INCIDENT_TTL_S
@@ -398,18 +397,6 @@ class AlertService:
                     if row["walk_id"] == wid:
                         row["prepared"] = True
             self.state.set(skey, now_rec, SUMMARY_TTL_S)
-
-
-def tell_left_out(state: StateStore, poster: SlackPoster, channel: str, count: int, prefix: str) -> None:
-    """Say once an hour that Alertmanager left alerts out of its notifications: they open no thread."""
-    if not state.set_if_absent(f"{prefix}left-out-note", 1, HOUR_S):
-        return
-    text = (
-        f":warning: Alertmanager left {count} alert(s) out of a notification to gpubot (`truncatedAlerts`: "
-        "`max_alerts` is set on gpubot's receiver). Those alerts open no thread; remove `max_alerts` from "
-        "the gpubot receiver's `webhook_configs`. Said at most once an hour."
-    )
-    poster.post(channel, text, [{"type": "section", "text": {"type": "mrkdwn", "text": text}}])
 
 
 def _context(text: str) -> dict[str, Any]:

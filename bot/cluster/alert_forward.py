@@ -35,8 +35,9 @@ from typing import Any
 from bot.cluster.kinds import ALERTS, alerts_request
 from bot.cluster.routing import ago
 from bot.cluster.streams import ClusterSeen, ClusterStreams, StreamsUnavailable
+from handlers.alert_notes import tell_left_out
 from handlers.alert_payload import Alert, AlertBatch
-from handlers.alerts import AlertSettings, tell_left_out
+from handlers.alerts import AlertSettings
 from handlers.escape import escape
 from handlers.incidents import FORWARDED, TRUNCATED, UNKNOWN_CLUSTER
 from handlers.ports import AlertObserver, SlackPoster, StateStore, StateUnavailable
