@@ -393,3 +393,22 @@ def test_alerts_alertmanager_left_out_are_counted_and_said_once(bot: Any, slack:
     wait_for("the bot's pool to drain", lambda: not bot.pending)
     assert left_out() == before + 6
     assert len([c for c in roots(slack) if "max_alerts" in str(c.params.get("text"))]) == 1
+
+
+def test_mig_instances_of_one_gpu_are_told_apart_on_the_line(bot: Any, slack: FakeSlack) -> None:
+    # dcgm-exporter on a MIG-partitioned A100: one series per GPU instance (`GPU_I_ID`,
+    # `GPU_I_PROFILE`), all with gpu="0". The line names the instances, not "GPU 0, 0".
+    def on_instance(i: int) -> dict[str, Any]:
+        return am_alert(
+            "GPUXidError",
+            {**DCGM, "Hostname": "gpu-a100-7", "gpu": "0", "GPU_I_ID": str(i), "GPU_I_PROFILE": "3g.40gb"},
+        )
+
+    deliver(bot, [on_instance(1)])
+    ts = next(
+        str(c.params["thread_ts"]) for c in slack.calls_to("chat.postMessage") if c.params.get("thread_ts")
+    )
+    bot.clock.now += 300
+    deliver(bot, [on_instance(1), on_instance(2)])
+    [line] = thread_lines(slack, ts)
+    assert "is firing too · GPU 0 (MIG 2)" in line, line
