@@ -412,3 +412,24 @@ def test_mig_instances_of_one_gpu_are_told_apart_on_the_line(bot: Any, slack: Fa
     deliver(bot, [on_instance(1), on_instance(2)])
     [line] = thread_lines(slack, ts)
     assert "is firing too · GPU 0 (MIG 2)" in line, line
+
+
+def test_a_pod_deleted_before_its_alert_resolves_still_closes_the_pods_incident(
+    bot: Any, slack: FakeSlack, kube: FakeKubeAPI
+) -> None:
+    # The Xid took trainer-0 down and its Job deleted it; the alert resolves afterwards. By its labels
+    # the alert would now concern node gpu-7, but it belongs to the pod's open incident.
+    xid = am_alert(
+        "GPUXidError", {**DCGM, **DCGM_TARGET, "exported_namespace": "ml", "exported_pod": "trainer-0"}
+    )
+    deliver(bot, [xid])
+    [root] = threads(slack)
+    assert "firing on pod `ml/trainer-0`" in _blocks(root)
+    kube.fail(r"/namespaces/ml/pods/trainer-0$", status=404)
+    service = bot.alerts.service
+    service.directory = ClusterDirectory(service.directory.cluster)  # another replica: nothing cached
+    bot.clock.now += 600
+    deliver(bot, [resolved(xid)])
+    assert len(threads(slack)) == 1
+    last = _blocks(slack.calls_to("chat.update")[-1])
+    assert "Resolved at" in last and "pod `ml/trainer-0`" in last
