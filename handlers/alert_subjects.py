@@ -14,7 +14,9 @@ exporter or GPU Operator pod; else it concerns the node: the one its node
 labels name, or the node of that exporter or operand pod when it runs one per
 node (a DaemonSet's). kube-state-metrics runs one pod for the whole cluster:
 scraped with honorLabels false its own pod is in `namespace`/`pod` of every
-alert it feeds, and where that pod runs says nothing about the alert. When the cluster
+alert it feeds, and where that pod runs says nothing about the alert. With
+`exported_*` labels present, `namespace`/`pod` are always the scrape target's
+own (an exporter, known by name or not): never the subject, at most its node. When the cluster
 cannot be read, names are taken as given (a node label first): the walk then
 says in the thread what it could not read. Nothing found: None (the caller
 counts it and moves on).
@@ -161,6 +163,14 @@ def subject_of(labels: Mapping[str, str], directory: Directory) -> Subject | Non
         return _as_named(labels)
 
 
+def _targets_own(labels: Mapping[str, str], ns_key: str) -> bool:
+    """`namespace`/`pod` are the scrape target's own when Prometheus renamed the series' to
+    `exported_*` (honorLabels false): then they name the exporter, never the alert's subject."""
+    return ns_key == "namespace" and bool(
+        _value(labels, "exported_namespace") or _value(labels, "exported_pod")
+    )
+
+
 def _mapped(labels: Mapping[str, str], directory: Directory) -> Subject | None:
     infra_node: str | None = None
     for ns_key, pod_key in POD_LABELS:
@@ -168,9 +178,16 @@ def _mapped(labels: Mapping[str, str], directory: Directory) -> Subject | None:
         if ref is None:
             continue
         facts = directory.pod(*ref)
-        if facts is not None and not facts.infra:
+        own = _targets_own(labels, ns_key)
+        if facts is not None and not facts.infra and not own:
             return Subject("pod", ref[1], ref[0], facts.node)
-        if facts is not None and facts.per_node and facts.node and infra_node is None:
+        if (
+            facts is not None
+            and (facts.infra or own)
+            and facts.per_node
+            and facts.node
+            and infra_node is None
+        ):
             infra_node = facts.node
     for key in NODE_LABELS:
         name = _node_name(_value(labels, key))
@@ -200,7 +217,7 @@ def _as_named(labels: Mapping[str, str]) -> Subject | None:
             return Subject("node", name)
     for ns_key, pod_key in POD_LABELS:
         ref = _pod_name(_value(labels, ns_key), _value(labels, pod_key))
-        if ref is not None:
+        if ref is not None and not _targets_own(labels, ns_key):
             return Subject("pod", ref[1], ref[0])
     host = _node_name(instance_host(_value(labels, "instance") or ""))
     if host is not None and not re.match(r"^[0-9.]+$", host):

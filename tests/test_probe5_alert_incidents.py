@@ -43,7 +43,7 @@ from tests.fakes.kube_api import FakeKubeAPI, serve
 from tests.fakes.slack_api import Call, FakeSlack
 from tests.services import RedisServer
 from tests.slack_harness import BOT_TOKEN, bot_env, wait_for
-from tests.test_probe5_alert_subjects import DCGM, DCGM_POD, DCGM_TARGET, am_alert, probe_scenario
+from tests.test_probe5_alert_subjects import DCGM, DCGM_POD, DCGM_TARGET, KSM_OWN, am_alert, probe_scenario
 
 TOKEN = "probe5-incident-token-0123456789abcdef"
 CHANNEL = "C0PROBE5INC"
@@ -433,3 +433,23 @@ def test_a_pod_deleted_before_its_alert_resolves_still_closes_the_pods_incident(
     assert len(threads(slack)) == 1
     last = _blocks(slack.calls_to("chat.update")[-1])
     assert "Resolved at" in last and "pod `ml/trainer-0`" in last
+
+
+def test_with_kubernetes_down_an_exporters_own_pod_is_still_no_subject(
+    bot: Any, slack: FakeSlack, kube: FakeKubeAPI
+) -> None:
+    # The API is down, so labels are taken as named; kube-state-metrics' own pod (scraped with
+    # honorLabels false, the object's namespace as exported_namespace) is still not what
+    # KubeDeploymentReplicasMismatch is about: no thread about it, the alert counted and ignored.
+    kube.fail(".", status=503)
+    answer = deliver(
+        bot,
+        [
+            am_alert(
+                "KubeDeploymentReplicasMismatch",
+                {**KSM_OWN, "exported_namespace": "ml", "deployment": "infer"},
+            )
+        ],
+    )
+    assert answer == {"alerts": 1, "incidents_to_post": 0}
+    assert threads(slack) == []

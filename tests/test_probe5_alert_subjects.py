@@ -64,6 +64,8 @@ DCGM_POD = "nvidia-dcgm-exporter-7xk2p"  # the GPU Operator's DaemonSet pod on g
 DCGM_POD_A100 = "nvidia-dcgm-exporter-m4q9z"  # on gpu-a100-3
 KSM_POD = "kube-prometheus-stack-kube-state-metrics-6d4f9b7c8-x2x9k"  # a Deployment's, on cpu-1
 NODE_EXPORTER_POD = "kube-prometheus-stack-prometheus-node-exporter-q2w3e"  # on gpu-3
+HEALTH_POD = "gpu-health-exporter-8h2kd"  # a team's own DaemonSet, on gpu-a100-7
+QUOTA_POD = "gpu-quota-exporter-5f7c9d-k2m4n"  # a team's own Deployment, on cpu-2
 
 
 def _addressed(node: dict[str, Any], ip: str) -> dict[str, Any]:
@@ -163,6 +165,18 @@ def probe_scenario(folder: Path) -> Path:
             "gpu-3",
             {"app.kubernetes.io/name": "prometheus-node-exporter"},
             ("DaemonSet", "kube-prometheus-stack-prometheus-node-exporter"),
+        ),
+    ]
+    doc["objects"] += [
+        _owned_pod(
+            "monitoring", HEALTH_POD, "gpu-a100-7", {"app": "gpu-health"}, ("DaemonSet", "gpu-health")
+        ),
+        _owned_pod(
+            "monitoring",
+            QUOTA_POD,
+            "cpu-2",
+            {"app": "gpu-quota"},
+            ("ReplicaSet", "gpu-quota-exporter-5f7c9d"),
         ),
     ]
     path = folder / "probe5-fleet.yaml"
@@ -350,6 +364,33 @@ PROBES: list[tuple[str, str, dict[str, str], str | None]] = [
             "exported_pod": "trainer-7-gone",
             "exported_container": "trainer",
             "reason": "CrashLoopBackOff",
+        },
+        None,
+    ),
+    # A team's own exporters, scraped with honorLabels false too (names gpubot does not know): the
+    # target's own pod in namespace/pod is never the subject; a DaemonSet's stands for its node.
+    (
+        "own-daemonset-exporter-pod-gone",
+        "GPUHealthCheckFailed",
+        {
+            "namespace": "monitoring",
+            "pod": HEALTH_POD,
+            "instance": "10.244.7.3:9500",
+            "job": "gpu-health",
+            "exported_namespace": "ml",
+            "exported_pod": "trainer-9-gone",
+        },
+        "node `gpu-a100-7`",
+    ),
+    (
+        "own-deployment-exporter",
+        "GPUQuotaExceeded",
+        {
+            "namespace": "monitoring",
+            "pod": QUOTA_POD,
+            "instance": "10.244.0.9:8080",
+            "job": "gpu-quota",
+            "exported_namespace": "ml",
         },
         None,
     ),
