@@ -40,10 +40,13 @@ def allocatable_below_capacity(nodes: Iterable[K8sObject]) -> list[Finding]:
             continue
         name = o.name(node)
         evidence, parts = [], []
-        lost = 0
+        lost = mig = 0  # GPUs, and MIG devices where the resource counts those
         for resource, (cap, alloc) in sorted(gaps.items()):
             evidence += [f"capacity {resource}={cap}", f"allocatable {resource}={alloc}"]
-            lost += o.gpus_of(node, resource, cap - alloc)
+            if o.counts_mig_devices(node, resource):
+                mig += cap - alloc
+            else:
+                lost += o.gpus_of(node, resource, cap - alloc)
             note = o.sliced_note(node, resource, cap, alloc)
             if note:
                 # Time-sliced: the numbers count replicas; the person needs GPUs.
@@ -54,7 +57,11 @@ def allocatable_below_capacity(nodes: Iterable[K8sObject]) -> list[Finding]:
         out.append(
             finding(
                 "L1_ALLOCATABLE_BELOW_CAPACITY",
-                f"{name} advertises {'; '.join(parts)}: {lost} GPU(s) marked unhealthy, look at the card",
+                f"{name} advertises {'; '.join(parts)}: "
+                + " and ".join(
+                    [*([f"{lost} GPU(s)"] if lost else []), *([f"{mig} MIG device(s)"] if mig else [])]
+                )
+                + " marked unhealthy, look at the card",
                 evidence=evidence,
                 commands=[
                     f"kubectl describe node {name} | sed -n '/Capacity/,/Allocated resources/p'",

@@ -146,7 +146,9 @@ def allocatable_below_capacity(node: str, obj: dict[str, object]) -> list[Findin
         k = o.gpus_of(obj, resource, cap - alloc)
         note = o.sliced_note(obj, resource, cap, alloc)
         lost = f"{k} GPU{'s' if k > 1 else ''}"
-        if note:
+        if o.counts_mig_devices(obj, resource):
+            lost = f"{cap - alloc} MIG device{'s' if cap - alloc > 1 else ''}"
+        elif note:
             lost += f" ({cap - alloc} replicas)"
         out.append(
             finding(

@@ -164,7 +164,7 @@ def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str |
             "(ClusterPolicy or NVIDIADriver spec.version) or use an image built for an older CUDA"
         )
         where_to = (
-            f"run it on {', '.join(o.name(n) for n in good[:3])}" if good else "upgrade the node's driver"
+            f"run it on {shown([o.name(n) for n in good], limit=3)}" if good else "upgrade the node's driver"
         )
         out.append(
             finding(
@@ -173,15 +173,44 @@ def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str |
                 f"{where_to}, or use an image built for CUDA {cuda}",
                 evidence=[
                     f"requirement ({need.where}): {need.said}",
-                    f"{need.node}: nvidia.com/cuda.driver-version.full={driver}, "
-                    f"nvidia.com/cuda.runtime-version.full={cuda}",
+                    f"{need.node}: {_version_labels(node_obj) or f'driver {driver}, CUDA {cuda}'}",
                     fleet_line,
                 ],
                 commands=[
-                    "kubectl get nodes -l nvidia.com/gpu.present=true "
-                    "-L nvidia.com/cuda.driver-version.full,nvidia.com/cuda.runtime-version.full",
+                    "kubectl get nodes -l nvidia.com/gpu.present=true -L "
+                    + ",".join(_LABEL_COLUMNS[:5] if _old_gfd(node_obj) else _LABEL_COLUMNS[5:]),
                 ],
                 node=need.node,
             )
         )
     return out
+
+
+# GFD v0.15+ writes cuda.driver-version.* / cuda.runtime-version.*; older GFD (GPU Operator v23.x) only
+# the now deprecated cuda.driver.* / cuda.runtime.*: the evidence names the labels the node carries.
+_VERSION_LABELS = ("nvidia.com/cuda.driver-version.", "nvidia.com/cuda.runtime-version.", "nvidia.com/cuda.driver.",
+                   "nvidia.com/cuda.runtime.")  # fmt: skip
+_LABEL_COLUMNS = (
+    "nvidia.com/cuda.driver.major",
+    "nvidia.com/cuda.driver.minor",
+    "nvidia.com/cuda.driver.rev",
+    "nvidia.com/cuda.runtime.major",
+    "nvidia.com/cuda.runtime.minor",
+    "nvidia.com/cuda.driver-version.full",
+    "nvidia.com/cuda.runtime-version.full",
+)
+
+
+def _version_labels(node: K8sObject | None) -> str:
+    """The node's GFD driver/CUDA labels as `key=value`, the `.full` ones alone when present."""
+    labels = o.labels(node or {})
+    found = {k: v for k, v in labels.items() if k.startswith(_VERSION_LABELS)}
+    full = {k: v for k, v in found.items() if k.endswith(".full")}
+    return ", ".join(f"{k}={v}" for k, v in sorted((full or found).items()))
+
+
+def _old_gfd(node: K8sObject | None) -> bool:
+    labels = o.labels(node or {})
+    return not any(k.startswith(_VERSION_LABELS[:2]) for k in labels) and any(
+        k.startswith(_VERSION_LABELS[2:]) for k in labels
+    )

@@ -86,6 +86,15 @@ def check(ctx: WalkContext) -> LayerResult:
             )
     for node, lines in sandbox.items():  # the target's node had no operator pods to read
         findings.append(no_runtime_finding(node, lines, []))
+    if not nodes and operator and ctx.pod is not None and not ctx.bound_node:
+        # An unbound pod without candidate nodes: no node's operator pods were looked at, which is not "ok".
+        findings.append(
+            unknown(
+                LAYER,
+                "no GPU node to examine (the pod is not scheduled and has no candidate node: no GPU node it "
+                "could run on, or a scheduling gate holds it): layer 1 says why",
+            )
+        )
     return LayerResult.build(
         LAYER, [*fold(findings, keep=0, codes={"L2_OK"}, into=_healthy_nodes), *w.unknowns()]
     )
@@ -122,6 +131,9 @@ _CAUSE_TEXT = {
     "driver-not-loaded": "the NVIDIA driver is not loaded on {node}",
     "driver-rpc": "the NVIDIA driver on {node} does not answer (driver rpc error{detail}): the GPU or driver "
     "is hung or still initialising",
+    "driver-mismatch": "the NVIDIA kernel module loaded on {node} is not the version of the driver's user-space "
+    "library (NVML: driver/library version mismatch): the driver was upgraded or reinstalled without reloading "
+    "its module — drain the node and reboot it (or reload the nvidia modules)",
     "driver-library": "the NVIDIA driver's library ({detail}) is not on {node}: the driver is not installed "
     "there, or the toolkit looks for it under the wrong root",
     "driver-error": "the NVIDIA driver on {node} refused the request ({detail})",

@@ -8,6 +8,7 @@ FailedScheduling messages checked against the nodes themselves.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -20,7 +21,7 @@ from layers.facts.candidates import Candidates, not_for_pods
 from layers.facts.context import WalkContext
 from layers.facts.fold import MAX_LISTED, fold, listed, shown
 from layers.facts.logsigs import event_line, event_message, event_time
-from layers.facts.placement import scheduler_reasons, selector_misses
+from layers.facts.placement import node_conditions, scheduler_reasons, selector_misses
 from layers.facts.schedmsg import SchedulingFailure, parse_failed_scheduling
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.migconfig import mig_config_failed
@@ -244,17 +245,56 @@ def unbound_pod(
     missing = sorted(r for r in requests if r not in offered and r not in explained)
     if missing and offered:
         out.append(resource_mismatch(missing, requests, offered, nodes, labels_cmd))
+    else:
+        out += selected_mismatch(pod, cands, gpu_nodes, requests, explained, labels_cmd)
 
     if failures:
-        out.extend(placement_reasons(pod, failures, cands, gpu_nodes))
+        # The selected nodes' resource is the answer then, not the selector that keeps the pod off the others.
+        keep_selector = not any(f.code == "L1_RESOURCE_MISMATCH" for f in out)
+        out.extend(placement_reasons(pod, failures, cands, gpu_nodes, selector=keep_selector))
     fitting = [n for n in cands.nodes if set(requests) <= set(o.advertised(n))]
     if requests and fitting:
         out.extend(gpu_exhausted(ctx, pod, requests, fitting))
     return out
 
 
+def selected_mismatch(
+    pod: K8sObject,
+    cands: Candidates,
+    gpu_nodes: list[K8sObject],
+    requests: Mapping[str, int],
+    explained: set[str],
+    labels_cmd: str,
+) -> list[Finding]:
+    """`L1_RESOURCE_MISMATCH` on the nodes the pod selects: other nodes advertise the request, but
+    every GPU node its selector and affinity match advertises only other GPU resources (a pool that
+    shares GPUs as `nvidia.com/gpu.shared`, or MIG mixed). The pod asks the pool it means for the
+    wrong name; "fix the selector" would send it to a pool it does not mean."""
+    if cands.nodes or not requests:
+        return []
+    selected = [n for n in gpu_nodes if not not_for_pods(n) and not selector_misses(pod, n)]
+    offered: dict[str, list[str]] = defaultdict(list)
+    for node in selected:
+        for r in o.advertised(node):
+            offered[r].append(o.name(node))
+    missing = sorted(r for r in requests if r not in offered and r not in explained)
+    carrying = {o.name(n) for n in cands.carrying}
+    if not (missing and offered) or any(o.name(n) in carrying for n in selected):
+        return []
+    found = resource_mismatch(
+        missing, requests, offered, selected, labels_cmd, where=f"the {len(selected)} GPU node(s) it selects"
+    )
+    scope = f"other nodes advertise {', '.join(missing)}, but not the {len(selected)} the pod's node selector/affinity match"
+    return [dataclasses.replace(found, evidence=(scope, *found.evidence))]
+
+
 def placement_reasons(
-    pod: K8sObject, failures: list[SchedulingFailure], cands: Candidates, gpu_nodes: list[K8sObject]
+    pod: K8sObject,
+    failures: list[SchedulingFailure],
+    cands: Candidates,
+    gpu_nodes: list[K8sObject],
+    *,
+    selector: bool = True,
 ) -> list[Finding]:
     """The scheduler's taint, selector and cordon reasons, as far as they explain this pod.
 
@@ -270,7 +310,7 @@ def placement_reasons(
         pod,
         failures,
         taint_nodes=selected or carrying,
-        selector_nodes=[] if selected else carrying,
+        selector_nodes=[] if selected or not selector else carrying,
         candidates=[],
     )
 
@@ -290,6 +330,9 @@ def elsewhere_in_fleet(
         ]
         if not o.advertised(node) and name not in via_dra:
             sick.append("advertises no GPU resource")
+        sick += [
+            c for c in node_conditions(node) if c.startswith("condition Ready=") and "Ready=True" not in c
+        ]
         if sick:
             lines.append(f"{name}: {'; '.join(sick)} (not a candidate: {cands.excluded[name]})")
     if not lines:
@@ -298,7 +341,7 @@ def elsewhere_in_fleet(
         finding(
             "L1_ELSEWHERE_IN_FLEET",
             f"elsewhere in the fleet: {len(lines)} GPU node(s) this pod could not use have lost or unadvertised "
-            "GPUs; they do not explain this pod (the daily digest lists them)",
+            "GPUs or are not Ready; they do not explain this pod (the daily digest lists the lost GPUs)",
             evidence=listed(lines),
             commands=[capacity_columns(o.GPU_RESOURCE)],
         )
@@ -327,9 +370,11 @@ def resource_mismatch(
     offered: Mapping[str, list[str]],
     nodes: list[K8sObject],
     labels_cmd: str,
+    where: str = "nodes",
 ) -> Finding:
     strategies = sorted({o.labels(n).get("nvidia.com/mig.strategy", "") for n in nodes} - {""})
-    evidence = [f"pod requests {r}={requests[r]}; no node advertises it" for r in missing]
+    nobody = "no node advertises it" if where == "nodes" else f"none of {where} advertises it"
+    evidence = [f"pod requests {r}={requests[r]}; {nobody}" for r in missing]
     evidence += [
         f"{r} advertised by {len(ns)} node(s): {shown(ns, limit=5)}" for r, ns in sorted(offered.items())
     ]
@@ -338,7 +383,7 @@ def resource_mismatch(
     others = ", ".join(sorted(offered))
     return finding(
         "L1_RESOURCE_MISMATCH",
-        f"the pod requests {', '.join(missing)} but nodes advertise only {others}: "
+        f"the pod requests {', '.join(missing)} but {where} advertise only {others}: "
         "request the advertised resource (MIG mixed strategy / shared GPUs rename it) or change the config",
         evidence=evidence,
         commands=[capacity_columns(r) for r in [*missing, *sorted(offered)]] + [labels_cmd],

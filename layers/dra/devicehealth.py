@@ -42,7 +42,8 @@ def card_evidence(ctx: WalkContext, node: str) -> tuple[TaintXids, list[Finding]
         return xids, []
     lost: list[str] = []
     unmonitored: list[str] = []
-    heard, log_problems = plugin_health_lines(ctx, node) if devices else ({}, [])
+    health = plugin_health_lines(ctx, node) if devices else PluginHealth({}, {}, {}, [])
+    heard, log_problems = health.heard, health.problems
     tainted_uuids = {d.attribute("uuid") for d in devices if d.taints}
     for d in devices:
         uuid = d.attribute("uuid") or d.name
@@ -66,6 +67,13 @@ def card_evidence(ctx: WalkContext, node: str) -> tuple[TaintXids, list[Finding]
             xids.lines[number] += heard.get(uuid, [])
     out: list[Finding] = list(log_problems)
     unseen = {u: lines for u, lines in heard.items() if u not in tainted_uuids}
+    # An Xid the plugin saw but could not publish is still Xid N (spec: the plugin's log is read for
+    # Xids as the device plugin's is), fatal or not by the effect it meant to set.
+    for uuid in [u for u in unseen if u in health.xid_of]:
+        n = health.xid_of[uuid]
+        xids.lines.setdefault(n, []).extend(unseen.pop(uuid))
+        xids.devices.setdefault(n, set()).add(uuid)
+        xids.blocking[n] = xids.blocking.get(n, False) or health.effect_of.get(n, "NoSchedule") != "None"
     if unseen:
         out.append(
             finding(
@@ -101,21 +109,40 @@ def card_evidence(ctx: WalkContext, node: str) -> tuple[TaintXids, list[Finding]
     return xids, out
 
 
-# The kubelet plugin's own words (cmd/gpu-kubelet-plugin/driver.go, device_health.go).
+# The kubelet plugin's own words (cmd/gpu-kubelet-plugin/driver.go, device_health.go; -v=4, the
+# chart's default, prints the Xid and the taint it republishes).
 _HEALTH_EVENT = re.compile(
     r"Received (?P<type>[\w-]+) health event for device (?P<uuid>(?:GPU|MIG)-[0-9A-Za-z-]+)"
+)
+_XID_EVENT = re.compile(
+    r"Sending XID=(?P<xid>\d{1,4}) health event for device (?P<uuid>(?:GPU|MIG)-[0-9A-Za-z-]+)"
+)
+_REPUBLISH = re.compile(
+    r"tainted with gpu\.nvidia\.com/xid=\\?\"?(?P<xid>\d{1,4})\\?\"?\s*\(effect=(?P<effect>\w+)\)"
 )
 _PUBLISH_FAILED = re.compile(r"Failed to publish resources after taint update")
 
 
-def plugin_health_lines(ctx: WalkContext, node: str) -> tuple[dict[str, list[str]], list[Finding]]:
-    """GPU UUID -> the DRA kubelet plugin's health-event lines of the last 24 h (its GPU container)."""
+@dataclass
+class PluginHealth:
+    """What the DRA kubelet plugin's log of the last 24 h says about the node's GPUs."""
+
+    heard: dict[str, list[str]]  # GPU UUID -> its health-event lines
+    xid_of: dict[str, int]  # GPU UUID -> the Xid it was sent for
+    effect_of: dict[int, str]  # Xid -> the taint effect the plugin republished it with
+    problems: list[Finding]
+
+
+def plugin_health_lines(ctx: WalkContext, node: str) -> PluginHealth:
+    """The DRA kubelet plugin's health-event lines of the last 24 h (its GPU container)."""
     try:
         pods = ctx.operator_pods_on(node, "dra-kubelet-plugin")
     except SourceError as err:
-        return {}, [cannot(5, f"the DRA kubelet plugin pod on {node}", err)]
+        return PluginHealth({}, {}, {}, [cannot(5, f"the DRA kubelet plugin pod on {node}", err)])
     now = ctx.telemetry.now()
     heard: dict[str, list[str]] = {}
+    xid_of: dict[str, int] = {}
+    effect_of: dict[int, str] = {}
     logs = LogReads(ctx, 5)
     for pod in pods:
         name = o.name(pod)
@@ -128,11 +155,17 @@ def plugin_health_lines(ctx: WalkContext, node: str) -> tuple[dict[str, list[str
                 ts = sig.line_time(line, now)
                 if ts is not None and ts < now - DAY_S:
                     continue
-                m = _HEALTH_EVENT.search(line)
                 where = f"[{name}/{container}{' previous' if previous else ''}] "
-                if m:
+                if x := _XID_EVENT.search(line):
+                    xid_of[x.group("uuid")] = int(x.group("xid"))
+                    heard.setdefault(x.group("uuid"), []).append(where + sig.clip(line))
+                elif m := _HEALTH_EVENT.search(line):
                     heard.setdefault(m.group("uuid"), []).append(where + sig.clip(line))
+                elif r := _REPUBLISH.search(line):
+                    effect_of[int(r.group("xid"))] = r.group("effect")
                 elif _PUBLISH_FAILED.search(line):
                     for lines in heard.values():
                         lines.append(where + sig.clip(line))
-    return heard, logs.unknowns("the DRA kubelet plugin's health events were not read")
+    return PluginHealth(
+        heard, xid_of, effect_of, logs.unknowns("the DRA kubelet plugin's health events were not read")
+    )

@@ -13,7 +13,7 @@ from layers.facts import dra, draslices
 from layers.facts.devicecel import compile_selector
 from layers.facts.dra import Matcher, Request
 from layers.facts.draslices import Device, Inventory
-from layers.facts.fold import MAX_LISTED, listed
+from layers.facts.fold import MAX_LISTED, listed, shown
 from layers.facts.placement import one_node
 from layers.findings import Finding, finding, unknown
 
@@ -88,16 +88,32 @@ def no_devices_anywhere(inv: Inventory) -> Finding:
     )
 
 
-def no_devices_on(node: str) -> Finding:
+def no_devices_on(node: str, empty_slice: bool = False) -> Finding:
+    """A GPU node that publishes no GPU: no slice at all (the plugin is not running), or a slice with no
+    device (the plugin runs but enumerated none: its driver root, or NVML, on that node)."""
+    commands = [
+        slice_cmd(node),
+        f"kubectl get pods -A -o wide --field-selector spec.nodeName={node} | grep -i dra",
+    ]
+    if empty_slice:
+        return finding(
+            "L1_DRA_NO_DEVICES",
+            f"{node} is a GPU node but its ResourceSlice of driver {draslices.DRIVER} lists no device: the DRA "
+            "kubelet plugin runs there but found no GPU — check its driver root (nvidiaDriverRoot, e.g. "
+            "/home/kubernetes/bin/nvidia on GKE) and its log",
+            evidence=[
+                f"{node}: the current ResourceSlice with spec.driver={draslices.DRIVER}, spec.nodeName={node} "
+                "has spec.devices empty"
+            ],
+            commands=commands,
+            node=node,
+        )
     return finding(
         "L1_DRA_NO_DEVICES",
         f"{node} is a GPU node but publishes no ResourceSlice of driver {draslices.DRIVER}: the DRA kubelet plugin "
         "is not running there",
         evidence=[f"{node}: no ResourceSlice with spec.driver={draslices.DRIVER}, spec.nodeName={node}"],
-        commands=[
-            slice_cmd(node),
-            f"kubectl get pods -A -o wide --field-selector spec.nodeName={node} | grep -i dra",
-        ],
+        commands=commands,
         node=node,
     )
 
@@ -210,10 +226,10 @@ def devices_exhausted(
             wanted = len(per[i]) if need.request.mode == "All" else need.count
             if len(free) < wanted:
                 short = True
-                shown = ", ".join(holders[:3]) + (f" and {len(holders) - 3} more" if len(holders) > 3 else "")
+                holding = shown(holders, limit=3)
                 lines.append(
                     f"{node}: {len(per[i])} matching, {len(per[i]) - len(usable)} tainted, "
-                    f"{len(usable) - len(free)} taken by {shown or 'no claim'}, {len(free)} free < {wanted}"
+                    f"{len(usable) - len(free)} taken by {holding or 'no claim'}, {len(free)} free < {wanted}"
                 )
         if not short:
             return None  # one node has room: not a capacity question

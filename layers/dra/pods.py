@@ -21,10 +21,13 @@ from layers.dra.devices import (
 )
 from layers.facts import dra, draslices
 from layers.facts import drareads as reads
+from layers.facts import objects as o
+from layers.facts.candidates import untolerated_taints
 from layers.facts.context import WalkContext
 from layers.facts.dra import Matcher, Request
 from layers.facts.draslices import Device
-from layers.facts.fold import fold
+from layers.facts.fold import fold, shown
+from layers.facts.placement import selector_misses
 from layers.facts.schedmsg import SchedulingFailure
 from layers.findings import Finding, finding
 from layers.sources import K8sObject, SourceError
@@ -82,8 +85,15 @@ def unbound_pod(ctx: WalkContext, pod: K8sObject, failures: Sequence[SchedulingF
         needs.append(
             Need(f"extended resource {dra.EXTENDED_PREFIX}{cls}", Request("extended", cls, count=want))
         )
+    # A request whose DeviceClass does not exist is L1_DRA_DEVICECLASS_MISSING's: no selector of it is
+    # judged (no device can be in a class that is not there; its selector is not the fault).
     gpu_needs = [
-        n for n in needs if any(dra.is_gpu_class(r.device_class, classes or {}) for r in n.request.options())
+        n
+        for n in needs
+        if any(
+            r.device_class in (classes or {}) and dra.is_gpu_class(r.device_class, classes or {})
+            for r in n.request.options()
+        )
     ]
     out.append(claim_pending(ctx, states, needs, failures))
     if classes is not None:
@@ -103,7 +113,7 @@ def unbound_pod(ctx: WalkContext, pod: K8sObject, failures: Sequence[SchedulingF
         out.append(no_devices_anywhere(inv))
         return out
     # One finding per silent or tainted candidate, folded past MAX_LISTED nodes (layers/facts/fold.py).
-    out += fold([no_devices_on(n) for n in candidates if not inv.on(n)])
+    out += fold([no_devices_on(n, n in inv.empty) for n in candidates if not inv.on(n)])
     tainted = tainted_on(inv, candidates)
     out += fold([tainted_finding(n, ds) for n, ds in tainted.items()])
     if not gpu_needs or classes is None:
@@ -184,11 +194,47 @@ def claim_pending(
     evidence += said[-3:] or ["no FailedScheduling message names a claim (events expire)"]
     pending = sorted({n.claim for n in needs})
     claims_cmd = f"kubectl get resourceclaims -n {ns} -o wide"
+    summary = f"{ns}/{name} waits for its DRA claim(s) {', '.join(pending)} to be allocated"
+    if not pending:
+        summary, more = _allocated_elsewhere(ctx)
+        evidence += more
     return finding(
         "L1_DRA_CLAIM_PENDING",
-        f"{ns}/{name} waits for its DRA claim(s) {', '.join(pending) or '(none unallocated)'} to be allocated",
+        summary,
         evidence=evidence,
         commands=[claims_cmd, f"kubectl describe pod -n {ns} {name} | sed -n '/Events/,$p'", SLICES_CMD],
+    )
+
+
+def _allocated_elsewhere(ctx: WalkContext) -> tuple[str, list[str]]:
+    """Every claim is allocated, yet the pod is not bound: an allocated claim (shared with pods already
+    placed) pins it to the nodes of its devices, which its own constraints may exclude."""
+    ns, name = ctx.target.namespace, ctx.target.pod
+    placed = reads.allocated_elsewhere(ctx)
+    try:
+        nodes = ctx.nodes()
+    except SourceError:
+        nodes = []
+    pod = ctx.pod or {}
+    evidence: list[str] = []
+    where: list[str] = []
+    for claim, selector in placed:
+        here = [n for n in nodes if reads.admits(selector, n)]
+        where += [o.name(n) for n in here]
+        users = ", ".join(claim.reserved_for) or "no pod"
+        evidence.append(
+            f"claim {claim.key} is allocated on {shown([o.name(n) for n in here]) or 'no node'}, reserved for {users}"
+        )
+        for n in here:
+            why = selector_misses(pod, n) or [f"untolerated taint {t}" for t in untolerated_taints(pod, n)]
+            evidence += [f"  {o.name(n)}: {w}" for w in why]
+    if not placed:
+        return f"{ns}/{name} is not scheduled although its DRA claims are allocated", evidence
+    return (
+        f"{ns}/{name} is not scheduled although its DRA claim(s) are allocated: they pin it to "
+        f"{shown(list(dict.fromkeys(where))) or 'no node'}, where its own node selector, affinity or tolerations "
+        "(or that node's room) do not admit it — schedule it with the claim's node, or give it a claim of its own",
+        evidence,
     )
 
 

@@ -119,6 +119,8 @@ class Claim:
     reserved_for: tuple[str, ...] = ()
     domain_ids: tuple[str, ...] = ()  # ComputeDomain channel configs (opaque domainID)
     uid: str = ""  # the CDI names of its devices start with it (k8s.gpu.nvidia.com/claim=<uid>-gpu-0)
+    # status.allocation.nodeSelector: where an allocated claim's devices are, so where its pods can run.
+    node_selector: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def key(self) -> str:
@@ -155,7 +157,17 @@ def read_claim(obj: K8sObject) -> Claim:
         and params.get("domainID")
     )
     uid = str((obj.get("metadata") or {}).get("uid") or "")
-    return Claim(o.namespace(obj) or "", o.name(obj), requests_of(spec), allocated, reserved, domains, uid)
+    where = allocation.get("nodeSelector") if isinstance(allocation, Mapping) else None
+    return Claim(
+        o.namespace(obj) or "",
+        o.name(obj),
+        requests_of(spec),
+        allocated,
+        reserved,
+        domains,
+        uid,
+        where if isinstance(where, Mapping) else None,
+    )
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,15 @@ once with the server-side selector `spec.driver=gpu.nvidia.com`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from layers.facts import dra, draslices
 from layers.facts import objects as o
 from layers.facts.candidates import untolerated_taints
 from layers.facts.dra import Claim, DeviceClass, Matcher, PodClaim, Request
-from layers.facts.draslices import Inventory
+from layers.facts.draslices import Device, Inventory
 from layers.facts.placement import selector_misses
 from layers.sources import K8sObject, SourceError
 
@@ -215,22 +215,86 @@ def requested_classes(ctx: WalkContext) -> set[str]:
 def publishes_requested(ctx: WalkContext) -> Callable[[K8sObject], bool]:
     """spec/findings.md, DRA: a candidate publishes devices of the requested class or, when it
     publishes none, is labelled a GPU node — one whose device plugin advertises GPUs belongs to the
-    extended-resource pools of a mixed fleet, not to DRA. With the slices unreadable, labels decide."""
+    extended-resource pools of a mixed fleet, not to DRA. With the slices unreadable, labels decide.
+
+    A node whose published devices can never satisfy a pending request's selectors (an A100 pool for
+    a claim selecting H100s) could not run the pod even healthy and empty (spec: Terms, candidate
+    nodes): its tainted GPUs are noise elsewhere, not this pod's answer. A selector gpubot cannot
+    evaluate judges nothing: the class alone decides then."""
     try:
         inv: Inventory | None = inventory(ctx)
     except SourceError:
         inv = None
     m = matcher(ctx)
     wanted = requested_classes(ctx)
+    pending = _pending_gpu_requests(ctx, m)
+    placed = allocated_elsewhere(ctx)
 
     def carries(node: K8sObject) -> bool:
+        if any(not admits(where, node) for _, where in placed):
+            return False  # a claim already allocated elsewhere: the pod can only run where its devices are
         devices = inv.on(o.name(node)) if inv is not None else ()
         if not devices:
             # Labelled a GPU node, and not served by a device plugin (a mixed fleet's other pools).
             return o.is_gpu_node(node) and not o.advertised(node)
-        return any(m.in_class(c, d) for c in wanted for d in devices)
+        if not any(m.in_class(c, d) for c in wanted for d in devices):
+            return False
+        return all(_could_serve(m, r, devices) for r in pending)
 
     return carries
+
+
+def allocated_elsewhere(ctx: WalkContext) -> list[tuple[Claim, Mapping[str, Any]]]:
+    """The pod's allocated claims and their allocation's node selector (a shared claim another pod's
+    scheduling placed): the scheduler admits the pod only on a node that selector matches
+    (`resourceclaim not available on the node` elsewhere)."""
+    try:
+        states = pod_claims(ctx)
+    except SourceError:
+        return []
+    return [
+        (s.claim, s.claim.node_selector)
+        for s in states
+        if s.claim is not None and s.claim.allocated is not None and s.claim.node_selector
+    ]
+
+
+def admits(node_selector: Mapping[str, Any], node: K8sObject) -> bool:
+    """A v1 NodeSelector (ORed terms of matchExpressions and matchFields) matches the node: the
+    required-node-affinity rule, which it is."""
+    as_affinity = {
+        "spec": {
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": node_selector}}
+        }
+    }
+    return not selector_misses(as_affinity, node)
+
+
+def _pending_gpu_requests(ctx: WalkContext, m: Matcher) -> list[Request]:
+    """The GPU requests of the pod's claims that are not allocated yet; none when they cannot be read."""
+    try:
+        states = pod_claims(ctx)
+    except SourceError:
+        return []
+    return [
+        r
+        for s in states
+        if s.claim is None or s.claim.allocated is None
+        for r in s.requests
+        if any(dra.is_gpu_class(opt.device_class, m.classes) for opt in r.options())
+    ]
+
+
+def _could_serve(m: Matcher, request: Request, devices: Sequence[Device]) -> bool:
+    """Some device satisfies one of the request's options (class and selectors, ignoring taints and
+    allocation), or an option's selector cannot be evaluated (then it cannot rule the node out)."""
+    for opt in request.options():
+        if any(m.fits(opt, d) for d in devices):
+            return True
+        cls = m.classes.get(opt.device_class)
+        if any(e in m.errors for e in (*(cls.selectors if cls else ()), *opt.selectors)):
+            return True
+    return False
 
 
 def is_dra_gpu_node(ctx: WalkContext) -> Callable[[K8sObject], bool]:

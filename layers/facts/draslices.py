@@ -89,6 +89,8 @@ class Inventory:
     devices: tuple[Device, ...]
     problems: tuple[str, ...] = ()
     slices: int = 0
+    # Nodes whose current slices list no device: the plugin runs and publishes, but found no GPU.
+    empty: frozenset[str] = frozenset()
 
     @cached_property
     def by_node(self) -> Mapping[str, tuple[Device, ...]]:
@@ -269,8 +271,11 @@ def build_inventory(slices: Iterable[K8sObject], taint_rules: Iterable[K8sObject
     seen: dict[tuple[str, Any], tuple[Value | None, str | None]] = {}  # typed attribute -> parsed
     ours = [s for s in slices if (s.get("spec") or {}).get("driver") == DRIVER]
     devices: list[Device] = []
+    publishing: set[str] = set()
     for s in _current_slices(ours, problems):
         spec = s.get("spec") or {}
+        if spec.get("nodeName"):
+            publishing.add(str(spec["nodeName"]))
         pool = str((spec.get("pool") or {}).get("name"))
         where = f"ResourceSlice {o.name(s)}"
         raw_devices = spec.get("devices")
@@ -301,4 +306,5 @@ def build_inventory(slices: Iterable[K8sObject], taint_rules: Iterable[K8sObject
                 Device(d.slice, d.pool, d.node, d.name, d.facts, d.taints + tuple(extra)) if extra else d
             )
         devices = tainted
-    return Inventory(tuple(devices), tuple(problems), len(ours))
+    empty = frozenset(publishing - {d.node for d in devices})
+    return Inventory(tuple(devices), tuple(problems), len(ours), empty)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
+from layers.facts.fold import shown
 from layers.findings import Finding, unknown
 from layers.sources import K8sObject, SourceError
 
@@ -107,10 +108,9 @@ class LogReads:
         """One `unknown` per cause: what could not be read, why, and what was not checked for it."""
         out = []
         for r in self._refused.values():
-            more = f" and {len(r.whats) - _SHOWN_PER_CAUSE} more" if len(r.whats) > _SHOWN_PER_CAUSE else ""
-            shown = ", ".join(r.whats[:_SHOWN_PER_CAUSE])
             tail = f": {unchecked}" if unchecked else ""
-            out.append(unknown(self.layer, f"could not read {shown}{more}: {r.error}{tail}", node=r.node))
+            what = shown(r.whats, limit=_SHOWN_PER_CAUSE)
+            out.append(unknown(self.layer, f"could not read {what}: {r.error}{tail}", node=r.node))
         return out
 
 

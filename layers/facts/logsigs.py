@@ -230,6 +230,15 @@ APP_SEES_NO_GPU = Signature(
         r"failed\s+to\s+initiali[sz]e\s+NVML",
         r"NVIDIA-SMI\s+has\s+failed",
         r"nvidia-smi:\s+(?:command\s+)?not\s+found",  # the toolkit did not inject its utilities
+        # PyTorch's lazy init when the driver answers badly (k8s-device-plugin issue 319, GKE's issue 248).
+        r"CUDA\s+unknown\s+error\s+-\s+this\s+may\s+be\s+due\s+to\s+an\s+incorrectly\s+set\s+up\s+environment",
+        # The NGC images' entrypoint banner: the container started without the NVIDIA runtime or devices.
+        r"The\s+NVIDIA\s+Driver\s+was\s+not\s+detected",
+        r"No\s+supported\s+GPU\(s\)\s+detected",
+        # JAX/XLA (jax issues 24866, 9859) and TensorFlow 2.14+ (cudart_stub.cc).
+        r"FAILED_PRECONDITION:\s+No\s+visible\s+GPU\s+devices",
+        r"no\s+supported\s+devices\s+found\s+for\s+platform\s+CUDA",
+        r"Could\s+not\s+find\s+cuda\s+drivers\s+on\s+your\s+machine",
     ),
     # A Python traceback quotes the raising source line before the error itself: keep the error.
     unless=_re(r"\braise\s+\w*(?:Error|Exception)\s*\("),
@@ -262,13 +271,20 @@ def failing_wait_reason(reason: str | None) -> str | None:
 # --- GPU memory in application logs ---------------------------------------------------
 
 # GPU out-of-memory in application logs: PyTorch, the CUDA runtime, TensorFlow, XLA/JAX, cuBLAS,
-# raw cudaMalloc (llama.cpp …) and vLLM V1's KV-cache check. gRPC's RESOURCE_EXHAUSTED and
+# raw cudaMalloc (llama.cpp …), vLLM V1's KV-cache check, TensorRT-LLM's checked CUDA calls
+# (`[TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, …): out of memory`),
+# NCCL's allocator (`NCCL WARN Cuda failure 'out of memory'`, `Cuda failure 2 'out of memory'` since
+# 2.19), CTranslate2 (`CUDA failed with error out of memory`) and SGLang's KV-cache pool (`Not enough
+# memory. Please try to increase --mem-fraction-static`). gRPC's RESOURCE_EXHAUSTED and
 # host-side MemoryError / java.lang.OutOfMemoryError are not these.
 GPU_OOM = re.compile(
     r"CUDA out of memory|(?<!java\.lang\.)OutOfMemoryError|CUDA error: out of memory"
     r"|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|OOM when allocating tensor"
     r"|RESOURCE_EXHAUSTED:\s*Out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaMalloc\w*\s+failed:\s*out of memory"
-    r"|larger than the available KV cache memory",
+    r"|larger than the available KV cache memory"
+    r"|CUDA runtime error in\b[^\n]{0,200}?:\s*out of memory|Cuda failure (?:\d+ )?'out of memory'"
+    r"|CUDA failed with error out of memory"
+    r"|Not enough memory\.\s*Please try to increase --mem-fraction-static",  # SGLang's KV-cache pool
     re.IGNORECASE,
 )
 VLLM_FREE_MEMORY = re.compile(

@@ -134,6 +134,20 @@ def gpus_of(node: K8sObject, resource: str, units: int) -> int:
     return -(-units // replicas) if units > 0 else 0
 
 
+def counts_mig_devices(node: K8sObject, resource: str) -> bool:
+    """The resource's units are MIG devices, not GPUs: a mixed-strategy `nvidia.com/mig-<P>`, or
+    `nvidia.com/gpu` under the single strategy on a node whose GPUs are split (GFD's product
+    `…-MIG-<profile>`)."""
+    if resource.startswith(MIG_PREFIX):
+        return True
+    lab = labels(node)
+    return (
+        resource == GPU_RESOURCE
+        and str(lab.get("nvidia.com/mig.strategy", "")).strip().lower() == "single"
+        and "-MIG-" in str(lab.get("nvidia.com/gpu.product", ""))
+    )
+
+
 def sliced_note(node: K8sObject, resource: str, cap: int, alloc: int) -> str | None:
     """The evidence line that turns a time-sliced node's replica counts into GPUs; None when not shared."""
     replicas = replicas_per_gpu(node, resource)

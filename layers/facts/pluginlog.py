@@ -44,9 +44,17 @@ _DEVICE_ID = re.compile(r"\b(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*")
 UNNAMED_DEVICE = "a device the plugin did not name"
 ALL_DEVICES = "all devices"  # "marking all devices as unhealthy": the plugin names none of them
 # An Xid the plugin is told to ignore; "Skipping non-nvmlEventTypeXidCriticalError event" is not one.
+# GKE's plugin (container-engine-accelerators health_checker.go) says "Health checker is skipping Xid N
+# error" for every Xid it does not act on: by default all but 48, 79 included.
 _SKIPPING = re.compile(
-    r"Skipping event\s*:?\s*\{(?:(?!Skipping event).)*?EventData:\s*(?P<xid>\d+)", re.IGNORECASE
+    r"Skipping event\s*:?\s*\{(?:(?!Skipping event).)*?EventData:\s*(?P<xid>\d+)"
+    r"|\bis\s+skipping\s+Xid\s*[=:]?\s*(?P<gke>\d+)",
+    re.IGNORECASE,
 )
+# GKE's plugin names the device by its path and the GPU after it: "on Device=nvidia5, uuid=GPU-…".
+_UUID_FIELD = re.compile(r"\buuid\s*[=:]\s*\"?(?P<dev>(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*)", re.IGNORECASE)
+# "XidCriticalError: Xid=48 on unknown device.": no device matched the event, none was marked.
+_UNKNOWN_DEVICE = re.compile(r"\bon\s+unknown\s+device\b", re.IGNORECASE)
 
 
 def unhealthy_device(line: str) -> str | None:
@@ -88,17 +96,18 @@ class PluginLog:
             m = _XID_CRITICAL.search(line)
             if m:
                 number = int(m.group("xid"))
-                device = (m.group("dev") or "").rstrip(".:") or None
+                named = _UUID_FIELD.search(line)
+                device = (named.group("dev") if named else (m.group("dev") or "")).rstrip(".:") or None
                 if recent:
                     self.xids.setdefault(number, []).append(shown)
                     if device:
                         self.xid_devices.setdefault(number, set()).add(device)
-                if counts_unhealthy:
+                if counts_unhealthy and not _UNKNOWN_DEVICE.search(line):
                     self.unhealthy.setdefault(device or ALL_DEVICES, (number, shown))
                 continue
             m = _SKIPPING.search(line)
             if m:
-                number = int(m.group("xid"))
+                number = int(m.group("xid") or m.group("gke"))
                 if number and recent:
                     self.xids.setdefault(number, []).append(
                         shown + " (Xid ignored by the plugin's health check)"

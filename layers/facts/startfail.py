@@ -48,6 +48,8 @@ _CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("dra-prepare", r"Failed\s+to\s+prepare\s+dynamic\s+resources(?::\s*(?P<detail>[^\n]{0,200}))?"),
         ("driver-not-loaded", r"nvml\s+error:\s*driver\s+not\s+loaded"),
         ("driver-rpc", r"driver\s+rpc\s+error(?::\s*(?P<detail>[\w ]{1,40}))?"),
+        # NVML's "Driver/library version mismatch": the loaded kernel module is not the library's version.
+        ("driver-mismatch", r"nvml\s+error:\s*(?P<detail>driver/library\s+version\s+mismatch)"),
         ("driver-library", r"load\s+library\s+failed:\s*(?P<detail>libnvidia-ml\.so[\w.]{0,8})"),
         ("driver-error", r"initialization\s+error:\s*driver\s+error:\s*(?P<detail>[\w ]{1,60})"),
         (
@@ -71,7 +73,9 @@ _CORE = re.compile(
 # A run of backslashes starts only at its first one: otherwise every position inside a long run
 # rescans the rest of it (quadratic on hostile text).
 _ESCAPED = re.compile(r"(?<!\\)\\+[nt\"]")
-DRIVER_CAUSES = frozenset({"driver-not-loaded", "driver-rpc", "driver-library", "driver-error"})
+DRIVER_CAUSES = frozenset(
+    {"driver-not-loaded", "driver-rpc", "driver-mismatch", "driver-library", "driver-error"}
+)
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ class StartFailure:
     node: str | None
     container: str  # "" when only a sandbox event names the pod
     reason: str  # CreateContainerError, RunContainerError, StartError, or the event's reason
-    cause: str  # requirement, driver-not-loaded, driver-rpc, driver-library, cdi-unresolvable, …
+    cause: str  # requirement, driver-not-loaded, driver-rpc, driver-mismatch, cdi-unresolvable, …
     detail: str  # the device, the library, the rpc error …
     core: str  # the hook's own words, unwrapped
     where: str  # "status" or "event"

@@ -26,8 +26,8 @@ def _walk(stem: str) -> list[Any]:
     return [f for layer in result.layers for f in layer.findings]
 
 
-def test_twelve_incidents() -> None:
-    assert len(PROBE3.files) >= 12, PROBE3.ids
+def test_sixteen_incidents() -> None:
+    assert len(PROBE3.files) >= 16, PROBE3.ids
 
 
 @pytest.mark.parametrize("path", PROBE3.files, ids=PROBE3.ids)
@@ -74,6 +74,19 @@ def test_unreachable_node_is_not_a_toleration_to_add() -> None:
     assert "unreachable" in f.summary and "Kubelet stopped posting node status." in " ".join(f.evidence)
 
 
+def test_shared_pool_mismatch_names_the_selected_nodes_resource() -> None:
+    [f] = PROBE3.findings("probe3-selects-time-sliced-pool-asks-nvidia-gpu-22-nodes", "L1_RESOURCE_MISMATCH")
+    assert "the 6 GPU node(s) it selects advertise only nvidia.com/gpu.shared" in f.summary, f.summary
+    assert any(e.startswith("nvidia.com/gpu.shared advertised by 6 node(s): l40s-viz-01") for e in f.evidence)
+
+
+def test_the_node_that_is_down_is_one_info_line() -> None:
+    [f] = PROBE3.findings("probe3-xl-pool-one-full-one-unreachable-21-nodes", "L1_ELSEWHERE_IN_FLEET")
+    [line] = [e for e in f.evidence if e.startswith("h100-xl-02:")]
+    assert "condition Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)" in line
+    assert "untolerated taint node.kubernetes.io/unreachable:NoSchedule" in line
+
+
 def test_relabelled_stale_xid_is_history() -> None:
     found = PROBE3.findings("probe3-stale-xid48-gauge-relabelled-new-pod-h100-27-nodes", "L5_XID")
     assert found and all(f.severity == Severity.INFO for f in found), [(f.severity, f.summary) for f in found]
@@ -95,6 +108,20 @@ def test_old_mark_keeps_its_xid_in_the_evidence() -> None:
 def test_xid63_is_a_warning_beside_the_mark() -> None:
     [f] = PROBE3.findings("probe3-xid63-row-remapper-marked-rows-rising-a100-23-nodes", "L5_XID")
     assert f.severity == Severity.WARN and "Xid 63" in f.summary
+
+
+def test_gke_skipped_xid79_is_a_fault_from_the_log() -> None:
+    [f] = PROBE3.findings("probe3-gke-plugin-skipping-xid79-l4-bound-22-nodes", "L5_XID")
+    assert f.severity == Severity.FAULT and "Xid 79" in f.summary
+    assert any("Health checker is skipping Xid 79 error" in e for e in f.evidence), f.evidence
+
+
+def test_gke_marks_one_device_by_its_uuid_not_all() -> None:
+    stem = "probe3-gke-plugin-xid48-device-nvidia5-and-unknown-device-a100-20-nodes"
+    [f] = PROBE3.findings(stem, "L5_DEVICE_UNHEALTHY")
+    node = f.node or ""
+    assert uuid_of(node, 5) in f.summary and "marked 1 device unhealthy" in f.summary, f.summary
+    assert "all devices" not in f.summary
 
 
 # --- the daily digest (spec/interfaces.md `digest --format json`) -----------------------------
