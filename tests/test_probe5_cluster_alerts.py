@@ -225,6 +225,9 @@ def test_a_diagnose_click_on_a_clusters_storm_summary_walks_there_through_the_ga
         )
 
     posted = wait_for("the US storm summary", summary)
+    # Its Diagnose buttons work once the agent has finished the alerts request (it prepares each
+    # button's walk after the post, when the summary's thread exists): wait for that, then click.
+    wait_for("the alerts request done", lambda: consumed(r, US), timeout=30)
     # Both clusters have a gpu-3: the summary, like every message of a cluster's, names its cluster.
     assert f"*Alert storm* on cluster `{US}`" in json.dumps(posted["blocks"])
     [button] = [
