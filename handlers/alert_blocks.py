@@ -90,10 +90,14 @@ class SummaryRow:
     resolved: bool
 
 
-def storm_summary(rows: Sequence[SummaryRow], max_threads: int, hour_start: float) -> Message:
-    """One message per hour listing the subjects that alerted past the storm threshold."""
+def storm_summary(
+    rows: Sequence[SummaryRow], max_threads: int, hour_start: float, cluster_name: str | None = None
+) -> Message:
+    """One message per hour listing the subjects that alerted past the storm threshold; it names its
+    cluster, since clusters sharing a channel have nodes of the same names."""
+    where = f" on cluster `{escape(cluster_name)}`" if cluster_name else ""
     head = (
-        f":cyclone: *Alert storm*: {len(rows)} more subject(s) alerted since {when(hour_start)}, after "
+        f":cyclone: *Alert storm*{where}: {len(rows)} more subject(s) alerted since {when(hour_start)}, after "
         f"{max_threads} incident thread(s) in the last 60 minutes (GPUBOT_ALERT_MAX_THREADS_PER_HOUR). "
         "They get no thread each and nothing is cordoned: *Diagnose* walks one in this message's thread."
     )
@@ -111,4 +115,7 @@ def storm_summary(rows: Sequence[SummaryRow], max_threads: int, hour_start: floa
         if len(listed) > REST_MAX:
             listed = listed[:REST_MAX].rsplit(", ", 1)[0] + ", …"
         blocks.append(_context(f"and {len(rest)} more (no buttons: Slack allows 50 blocks): {listed}"))
-    return Message(text=f"gpubot: alert storm, {len(rows)} subject(s) without a thread", blocks=blocks)
+    on = f" on cluster {cluster_name}" if cluster_name else ""
+    return Message(
+        text=escape(f"gpubot: alert storm{on}, {len(rows)} subject(s) without a thread"), blocks=blocks
+    )

@@ -52,6 +52,12 @@ class AlertBatch:
     group_key: str
     external_url: str
     alerts: tuple[Alert, ...]
+    truncated: int = 0  # alerts Alertmanager left out (`max_alerts` on the receiver): `truncatedAlerts`
+
+    @property
+    def status(self) -> str:
+        """The notification's: firing while any of its alerts fires (Alertmanager's own rule)."""
+        return "firing" if any(a.firing for a in self.alerts) else "resolved"
 
 
 def _json_type(value: Any) -> str:
@@ -135,9 +141,13 @@ def batch_from_dict(doc: Any) -> AlertBatch:
     for key in ("receiver", "groupKey", "externalURL"):
         if not isinstance(doc.get(key, ""), str):
             raise PayloadError(f"{key} must be a string")
+    truncated = doc.get("truncatedAlerts", 0)
+    if isinstance(truncated, bool) or not isinstance(truncated, int) or truncated < 0:
+        raise PayloadError(f"truncatedAlerts must be a whole number, got {json.dumps(truncated)[:40]}")
     return AlertBatch(
         receiver=doc.get("receiver", ""),
         group_key=doc.get("groupKey", ""),
         external_url=doc.get("externalURL", ""),
         alerts=tuple(_alert(a, i) for i, a in enumerate(alerts)),
+        truncated=truncated,
     )

@@ -14,7 +14,11 @@ exporter or GPU Operator pod; else it concerns the node: the one its node
 labels name, or the node of that exporter or operand pod when it runs one per
 node (a DaemonSet's). kube-state-metrics runs one pod for the whole cluster:
 scraped with honorLabels false its own pod is in `namespace`/`pod` of every
-alert it feeds, and where that pod runs says nothing about the alert. When the cluster
+alert it feeds, and where that pod runs says nothing about the alert. With
+`exported_*` labels present, or `instance` at the named pod's own IP,
+`namespace`/`pod` are the scrape target's own (an exporter, known by name or
+not: node-problem-detector, a smartctl exporter): never the subject, at most
+its node. When the cluster
 cannot be read, names are taken as given (a node label first): the walk then
 says in the thread what it could not read. Nothing found: None (the caller
 counts it and moves on).
@@ -89,6 +93,7 @@ class PodFacts:
     node: str | None
     infra: bool  # an exporter's or the GPU Operator's own pod
     per_node: bool = True  # one per node (a DaemonSet's): its node is what its metrics are about
+    ip: str | None = None  # status.podIP: an `instance` at it means this pod was the one scraped
 
 
 class Directory(Protocol):
@@ -161,16 +166,37 @@ def subject_of(labels: Mapping[str, str], directory: Directory) -> Subject | Non
         return _as_named(labels)
 
 
+def _targets_own(labels: Mapping[str, str], ns_key: str) -> bool:
+    """`namespace`/`pod` are the scrape target's own when Prometheus renamed the series' to
+    `exported_*` (honorLabels false): then they name the exporter, never the alert's subject."""
+    return ns_key == "namespace" and bool(
+        _value(labels, "exported_namespace") or _value(labels, "exported_pod")
+    )
+
+
 def _mapped(labels: Mapping[str, str], directory: Directory) -> Subject | None:
     infra_node: str | None = None
+    host = instance_host(_value(labels, "instance") or "")
     for ns_key, pod_key in POD_LABELS:
         ref = _pod_name(_value(labels, ns_key), _value(labels, pod_key))
         if ref is None:
             continue
         facts = directory.pod(*ref)
-        if facts is not None and not facts.infra:
+        # A DaemonSet's pod Prometheus scraped (its IP is the instance's: node-problem-detector, an
+        # exporter whose series name no pod) is the target's own too, whatever its name; a workload
+        # scraped for its own metrics stays their subject.
+        own = _targets_own(labels, ns_key) or (
+            facts is not None and facts.per_node and bool(host) and facts.ip == host
+        )
+        if facts is not None and not facts.infra and not own:
             return Subject("pod", ref[1], ref[0], facts.node)
-        if facts is not None and facts.per_node and facts.node and infra_node is None:
+        if (
+            facts is not None
+            and (facts.infra or own)
+            and facts.per_node
+            and facts.node
+            and infra_node is None
+        ):
             infra_node = facts.node
     for key in NODE_LABELS:
         name = _node_name(_value(labels, key))
@@ -185,7 +211,6 @@ def _mapped(labels: Mapping[str, str], directory: Directory) -> Subject | None:
                 return Subject("node", facts.node)
     if infra_node is not None:
         return Subject("node", infra_node)
-    host = instance_host(_value(labels, "instance") or "")
     node = directory.node_at(host) if host else None
     if host and node is None and host != host.lower():
         node = directory.node_at(host.lower())
@@ -200,7 +225,7 @@ def _as_named(labels: Mapping[str, str]) -> Subject | None:
             return Subject("node", name)
     for ns_key, pod_key in POD_LABELS:
         ref = _pod_name(_value(labels, ns_key), _value(labels, pod_key))
-        if ref is not None:
+        if ref is not None and not _targets_own(labels, ns_key):
             return Subject("pod", ref[1], ref[0])
     host = _node_name(instance_host(_value(labels, "instance") or ""))
     if host is not None and not re.match(r"^[0-9.]+$", host):
@@ -294,4 +319,10 @@ class ClusterDirectory:
                 raise
         if pod is None:
             return None
-        return PodFacts(node=o.pod_node(pod), infra=is_infra_pod(pod), per_node=runs_per_node(pod))
+        ip = (pod.get("status") or {}).get("podIP")
+        return PodFacts(
+            node=o.pod_node(pod),
+            infra=is_infra_pod(pod),
+            per_node=runs_per_node(pod),
+            ip=str(ip) if ip else None,
+        )

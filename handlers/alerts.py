@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from handlers.alert_blocks import SummaryRow, incident_root, storm_summary, verdict_of
+from handlers.alert_notes import tell_left_out
 from handlers.alert_payload import Alert, AlertBatch
 from handlers.alert_subjects import Directory, Subject, subject_of
-from handlers.incidents import UNKNOWN_SUBJECT, Change, Incident, Policy, apply
+from handlers.incidents import TRUNCATED, UNKNOWN_SUBJECT, Change, Incident, Policy, apply
 from handlers.ports import (
     AlertObserver,
     LockNotAcquired,
@@ -48,13 +49,13 @@ from handlers.walkstate import WalkGone, new_walk_id
 log = logging.getLogger("gpubot.alerts")
 
 HOUR_S = 3600
-INCIDENT_TTL_S = (
-    30 * 86400
-)  # an incident nobody resolves is forgotten after this (Alertmanager resends firing)
+# An incident nobody resolves is forgotten after this (Alertmanager resends firing).
+INCIDENT_TTL_S = 30 * 86400
 # A storm's summary lists incidents that may resolve days later: it is kept as long as they are,
 # so their rows change in place instead of a new summary appearing about a storm long over.
 SUMMARY_TTL_S = INCIDENT_TTL_S
 STORM = "storm:"  # the sync key of an hour's summary: storm:<unix hour>
+LEFT_OUT = "left-out:"  # the sync key of the note on alerts Alertmanager left out: left-out:<count>
 LOCK_S = 30.0  # a subject's record is held for milliseconds; the Slack work for seconds
 
 
@@ -117,6 +118,10 @@ class AlertService:
                 continue
             by_subject.setdefault(subject.key, (subject, []))[1].append(alert)
         behind: dict[str, None] = {}
+        if batch.truncated:
+            for _ in range(batch.truncated):
+                self.observer.alert(batch.status, TRUNCATED)
+            behind[f"{LEFT_OUT}{batch.truncated}"] = None
         for subject, alerts in by_subject.values():
             change, key = self._record(subject, alerts)
             for alert, decision in zip(alerts, change.decisions, strict=True):
@@ -216,6 +221,15 @@ class AlertService:
             with self.state.lock(f"{self.prefix}slack:{key}", 15 * 60, wait_s=60.0):
                 if key.startswith(STORM):
                     self._post_summary(int(key.removeprefix(STORM)))
+                    return
+                if key.startswith(LEFT_OUT):
+                    tell_left_out(
+                        self.state,
+                        self.poster,
+                        self.settings.channel,
+                        int(key.removeprefix(LEFT_OUT)),
+                        self.prefix,
+                    )
                     return
                 walk = self._catch_up(key)
         except LockNotAcquired:
@@ -360,6 +374,7 @@ class AlertService:
             [SummaryRow(r["label"], tuple(r["names"]), r["walk_id"], r["resolved"]) for r in shown],
             self.settings.max_threads_per_hour,
             hour * HOUR_S,
+            self.walks.cluster_name,
         )
         channel, ts = self.settings.channel, rec["ts"]
         if ts is None:

@@ -51,6 +51,7 @@ DUPLICATE = "duplicate"
 RESOLVED = "resolved"
 NO_INCIDENT = "no_incident"  # resolved, but no open incident has it
 UNKNOWN_SUBJECT = "unknown_subject"
+TRUNCATED = "truncated"  # left out of the notification by Alertmanager (`truncatedAlerts`)
 # A gateway's (bot/cluster/alert_forward.py): queued for its cluster's agent, or no cluster to go to.
 FORWARDED = "forwarded"
 UNKNOWN_CLUSTER = "unknown_cluster"
@@ -63,6 +64,7 @@ DECISIONS = (
     RESOLVED,
     NO_INCIDENT,
     UNKNOWN_SUBJECT,
+    TRUNCATED,
     FORWARDED,
     UNKNOWN_CLUSTER,
 )
@@ -220,10 +222,17 @@ def ended(alerts: Iterable[Alert], opened_at: float, now: float) -> float:
     return last if opened_at <= last <= now else now
 
 
+def _gpu(alert: Alert) -> str:
+    """The GPU an alert names as dcgm-exporter does: `gpu`, and its MIG instance (`GPU_I_ID`) if any."""
+    gpu, mig = alert.labels.get("gpu", "").strip()[:8], alert.labels.get("GPU_I_ID", "").strip()[:8]
+    return f"{gpu} (MIG {mig})" if gpu and mig else gpu
+
+
 def _which(alerts: list[Alert]) -> str:
     """Which alerts of one name a line is about: the GPUs when dcgm-exporter says, else how many."""
-    gpus = [a.labels.get("gpu", "").strip() for a in alerts]
-    listed = ", ".join(escape(g[:8]) for g in gpus[:WHICH_MAX]) + (", …" if len(gpus) > WHICH_MAX else "")
+    gpus = [_gpu(a) for a in alerts]
+    named = list(dict.fromkeys(gpus))
+    listed = ", ".join(escape(g) for g in named[:WHICH_MAX]) + (", …" if len(named) > WHICH_MAX else "")
     if len(alerts) == 1:
         return f" · GPU {listed}" if gpus[0] else ""
     count = f" · {len(alerts)} alerts"

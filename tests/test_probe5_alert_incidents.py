@@ -43,7 +43,7 @@ from tests.fakes.kube_api import FakeKubeAPI, serve
 from tests.fakes.slack_api import Call, FakeSlack
 from tests.services import RedisServer
 from tests.slack_harness import BOT_TOKEN, bot_env, wait_for
-from tests.test_probe5_alert_subjects import DCGM, DCGM_POD, DCGM_TARGET, am_alert, probe_scenario
+from tests.test_probe5_alert_subjects import DCGM, DCGM_POD, DCGM_TARGET, KSM_OWN, am_alert, probe_scenario
 
 TOKEN = "probe5-incident-token-0123456789abcdef"
 CHANNEL = "C0PROBE5INC"
@@ -270,8 +270,21 @@ GRAFANA = {  # Grafana-managed alerting's webhook contact point (its own shape, 
         ),
         (json.dumps({**payload([xid_on("gpu-7")]), "alerts": {"0": {}}}).encode(), "alerts must be a list"),
         (b"\xef\xbb\xbf" + json.dumps(payload([xid_on("gpu-7")])).encode()[:-3], "not JSON"),
+        (
+            json.dumps({**payload([xid_on("gpu-7")]), "truncatedAlerts": "3"}).encode(),
+            'truncatedAlerts must be a whole number, got "3"',
+        ),
     ],
-    ids=["deep-array", "deep-alert", "grafana-webhook", "null", "number-label", "alerts-object", "bom-cut"],
+    ids=[
+        "deep-array",
+        "deep-alert",
+        "grafana-webhook",
+        "null",
+        "number-label",
+        "alerts-object",
+        "bom-cut",
+        "truncated-string",
+    ],
 )
 def test_a_body_that_is_not_an_alertmanager_payload_gets_400_and_one_line(
     bot: Any, slack: FakeSlack, data: bytes, said: str
@@ -350,3 +363,93 @@ def test_resolved_at_is_when_the_alert_resolved_not_when_the_notification_came(
     bot.clock.now = T0 + 900
     deliver(bot, [{**other, "status": "resolved", "endsAt": _rfc3339(T0 + 5000)}])
     assert f"Resolved at <!date^{int(T0 + 900)}^" in _blocks(slack.calls_to("chat.update")[-1])
+
+
+# --- Alertmanager left alerts out ---------------------------------------------------------------------
+
+
+def test_alerts_alertmanager_left_out_are_counted_and_said_once(bot: Any, slack: FakeSlack) -> None:
+    # `max_alerts: 2` on the gpubot receiver, five GPUs of one group firing: Alertmanager sends two
+    # and says `truncatedAlerts: 3`. Those three can open no thread: counted, and said in the channel.
+    from bot.ops import metrics
+
+    def left_out() -> float:
+        return (
+            metrics.REGISTRY.get_sample_value(
+                "gpubot_alerts_total", {"status": "firing", "decision": "truncated"}
+            )
+            or 0.0
+        )
+
+    before = left_out()
+    doc = {**payload([nvlink_on("gpu-h100-10", g) for g in range(2)]), "truncatedAlerts": 3}
+    assert send(bot, json.dumps(doc).encode())[0] == 200
+    wait_for("the bot's pool to drain", lambda: not bot.pending)
+    assert left_out() == before + 3
+    [note] = [str(c.params.get("text")) for c in roots(slack) if "max_alerts" in str(c.params.get("text"))]
+    assert "3 alert(s)" in note
+    assert len(threads(slack)) == 2  # the incident of gpu-h100-10, and the note
+    assert send(bot, json.dumps(doc).encode())[0] == 200  # the next notification: counted, not said again
+    wait_for("the bot's pool to drain", lambda: not bot.pending)
+    assert left_out() == before + 6
+    assert len([c for c in roots(slack) if "max_alerts" in str(c.params.get("text"))]) == 1
+
+
+def test_mig_instances_of_one_gpu_are_told_apart_on_the_line(bot: Any, slack: FakeSlack) -> None:
+    # dcgm-exporter on a MIG-partitioned A100: one series per GPU instance (`GPU_I_ID`,
+    # `GPU_I_PROFILE`), all with gpu="0". The line names the instances, not "GPU 0, 0".
+    def on_instance(i: int) -> dict[str, Any]:
+        return am_alert(
+            "GPUXidError",
+            {**DCGM, "Hostname": "gpu-a100-7", "gpu": "0", "GPU_I_ID": str(i), "GPU_I_PROFILE": "3g.40gb"},
+        )
+
+    deliver(bot, [on_instance(1)])
+    ts = next(
+        str(c.params["thread_ts"]) for c in slack.calls_to("chat.postMessage") if c.params.get("thread_ts")
+    )
+    bot.clock.now += 300
+    deliver(bot, [on_instance(1), on_instance(2)])
+    [line] = thread_lines(slack, ts)
+    assert "is firing too · GPU 0 (MIG 2)" in line, line
+
+
+def test_a_pod_deleted_before_its_alert_resolves_still_closes_the_pods_incident(
+    bot: Any, slack: FakeSlack, kube: FakeKubeAPI
+) -> None:
+    # The Xid took trainer-0 down and its Job deleted it; the alert resolves afterwards. By its labels
+    # the alert would now concern node gpu-7, but it belongs to the pod's open incident.
+    xid = am_alert(
+        "GPUXidError", {**DCGM, **DCGM_TARGET, "exported_namespace": "ml", "exported_pod": "trainer-0"}
+    )
+    deliver(bot, [xid])
+    [root] = threads(slack)
+    assert "firing on pod `ml/trainer-0`" in _blocks(root)
+    kube.fail(r"/namespaces/ml/pods/trainer-0$", status=404)
+    service = bot.alerts.service
+    service.directory = ClusterDirectory(service.directory.cluster)  # another replica: nothing cached
+    bot.clock.now += 600
+    deliver(bot, [resolved(xid)])
+    assert len(threads(slack)) == 1
+    last = _blocks(slack.calls_to("chat.update")[-1])
+    assert "Resolved at" in last and "pod `ml/trainer-0`" in last
+
+
+def test_with_kubernetes_down_an_exporters_own_pod_is_still_no_subject(
+    bot: Any, slack: FakeSlack, kube: FakeKubeAPI
+) -> None:
+    # The API is down, so labels are taken as named; kube-state-metrics' own pod (scraped with
+    # honorLabels false, the object's namespace as exported_namespace) is still not what
+    # KubeDeploymentReplicasMismatch is about: no thread about it, the alert counted and ignored.
+    kube.fail(".", status=503)
+    answer = deliver(
+        bot,
+        [
+            am_alert(
+                "KubeDeploymentReplicasMismatch",
+                {**KSM_OWN, "exported_namespace": "ml", "deployment": "infer"},
+            )
+        ],
+    )
+    assert answer == {"alerts": 1, "incidents_to_post": 0}
+    assert threads(slack) == []

@@ -64,6 +64,10 @@ DCGM_POD = "nvidia-dcgm-exporter-7xk2p"  # the GPU Operator's DaemonSet pod on g
 DCGM_POD_A100 = "nvidia-dcgm-exporter-m4q9z"  # on gpu-a100-3
 KSM_POD = "kube-prometheus-stack-kube-state-metrics-6d4f9b7c8-x2x9k"  # a Deployment's, on cpu-1
 NODE_EXPORTER_POD = "kube-prometheus-stack-prometheus-node-exporter-q2w3e"  # on gpu-3
+NPD_POD = "node-problem-detector-7rz4t"  # kube-system DaemonSet on the host network, on gpu-h100-4
+SMART_POD = "smartctl-exporter-lq8vw"  # a DaemonSet exporter on the pod network, on gpu-a100-8
+HEALTH_POD = "gpu-health-exporter-8h2kd"  # a team's own DaemonSet, on gpu-a100-7
+QUOTA_POD = "gpu-quota-exporter-5f7c9d-k2m4n"  # a team's own Deployment, on cpu-2
 
 
 def _addressed(node: dict[str, Any], ip: str) -> dict[str, Any]:
@@ -165,6 +169,35 @@ def probe_scenario(folder: Path) -> Path:
             ("DaemonSet", "kube-prometheus-stack-prometheus-node-exporter"),
         ),
     ]
+    doc["objects"] += [
+        _owned_pod(
+            "monitoring", HEALTH_POD, "gpu-a100-7", {"app": "gpu-health"}, ("DaemonSet", "gpu-health")
+        ),
+        _owned_pod(
+            "monitoring",
+            QUOTA_POD,
+            "cpu-2",
+            {"app": "gpu-quota"},
+            ("ReplicaSet", "gpu-quota-exporter-5f7c9d"),
+        ),
+    ]
+    npd = _owned_pod(
+        "kube-system", NPD_POD, "gpu-h100-4", {"app": "node-problem-detector"}, ("DaemonSet", "npd")
+    )
+    npd["spec"]["hostNetwork"] = True
+    npd["status"]["podIP"] = "10.0.4.4"
+    smart = _owned_pod(
+        "monitoring",
+        SMART_POD,
+        "gpu-a100-8",
+        {"app.kubernetes.io/name": "smartctl-exporter"},
+        ("DaemonSet", "smart"),
+    )
+    smart["status"]["podIP"] = "10.244.9.9"
+    vllm = _owned_pod("ml", "vllm-0", "gpu-a100-2", {"app": "vllm"}, ("StatefulSet", "vllm"), gpus=1)
+    vllm["spec"]["hostNetwork"] = True
+    vllm["status"]["podIP"] = "10.0.2.2"
+    doc["objects"] += [npd, smart, vllm]
     path = folder / "probe5-fleet.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
@@ -352,6 +385,80 @@ PROBES: list[tuple[str, str, dict[str, str], str | None]] = [
             "reason": "CrashLoopBackOff",
         },
         None,
+    ),
+    # A team's own exporters, scraped with honorLabels false too (names gpubot does not know): the
+    # target's own pod in namespace/pod is never the subject; a DaemonSet's stands for its node.
+    (
+        "own-daemonset-exporter-pod-gone",
+        "GPUHealthCheckFailed",
+        {
+            "namespace": "monitoring",
+            "pod": HEALTH_POD,
+            "instance": "10.244.7.3:9500",
+            "job": "gpu-health",
+            "exported_namespace": "ml",
+            "exported_pod": "trainer-9-gone",
+        },
+        "node `gpu-a100-7`",
+    ),
+    (
+        "own-deployment-exporter",
+        "GPUQuotaExceeded",
+        {
+            "namespace": "monitoring",
+            "pod": QUOTA_POD,
+            "instance": "10.244.0.9:8080",
+            "job": "gpu-quota",
+            "exported_namespace": "ml",
+        },
+        None,
+    ),
+    # Exporters whose series name no pod, so Prometheus adds its target's namespace/pod and no
+    # exported_*: node-problem-detector (host network) and a smartctl exporter (pod network). The
+    # pod named is the one scraped (its IP is the instance's): it stands for its node.
+    (
+        "npd-target-labels",
+        "NodeKernelDeadlock",
+        {
+            "instance": "10.0.4.4:20257",
+            "job": "node-problem-detector",
+            "namespace": "kube-system",
+            "pod": NPD_POD,
+            "type": "KernelDeadlock",
+        },
+        "node `gpu-h100-4`",
+    ),
+    (
+        "daemonset-exporter-on-pod-network",
+        "SmartDeviceTemperatureHigh",
+        {
+            "instance": "10.244.9.9:9633",
+            "job": "smartctl",
+            "namespace": "monitoring",
+            "pod": SMART_POD,
+            "device": "nvme0",
+        },
+        "node `gpu-a100-8`",
+    ),
+    # A workload scraped for its own metrics (a host-network inference server): its pod.
+    (
+        "workload-scraped-itself",
+        "VLLMRequestLatencyHigh",
+        {"instance": "10.0.2.2:8000", "job": "vllm", "namespace": "ml", "pod": "vllm-0"},
+        "pod `ml/vllm-0`",
+    ),
+    # The same pod crash-looping, as kube-state-metrics reports it (its own instance): the pod.
+    (
+        "ksm-crashlooping-daemonset-pod",
+        "KubePodCrashLooping",
+        {
+            **KSM_TARGET,
+            "namespace": "kube-system",
+            "pod": NPD_POD,
+            "container": "main",
+            "reason": "CrashLoopBackOff",
+        },
+        f"pod `kube-system/{NPD_POD}`",
     ),
     (
         "node-exporter-target-labels",

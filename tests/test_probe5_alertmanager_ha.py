@@ -204,9 +204,15 @@ def test_an_ha_pair_repeating_one_group_makes_one_thread_per_subject(pair: Any, 
     # alerts). Each root in place, one line per thread.
     before = received("resolved")
     push_all(ams, ends_in_s=-1)
+    # The roots first (the lines are posted before the root's update), then both notifications
+    # taken in, then the bot done with whatever they queued: only then count.
+    wait_for(
+        "every root resolved in place",
+        lambda: sum("Resolved at" in b for b in shown(slack).values()) == 3,
+        timeout=30,
+    )
     wait_for("both resolved notifications taken in", lambda: received("resolved") == before + 6, timeout=30)
     wait_for("the bot's pool to drain", lambda: not bot.pending)
-    assert sum("Resolved at" in b for b in shown(slack).values()) == 3
     assert len(roots(slack)) == 3
     for ts in walked:
         assert len(lines(slack, ts, "resolved")) == 1

@@ -25,6 +25,7 @@ before running:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import urllib.error
@@ -43,7 +44,7 @@ from tests.alertmanager import payload
 from tests.cluster_harness import cluster_scenario, inprocess_agent, inprocess_gateway
 from tests.fakes.slack_api import FakeSlack
 from tests.services import RedisServer
-from tests.slack_harness import posts, wait_for
+from tests.slack_harness import action_body, dispatch, posts, wait_for
 from tests.test_probe5_alert_subjects import DCGM, am_alert
 
 TOKEN = "probe5-gateway-token-0123456789abcdef"
@@ -194,3 +195,76 @@ def test_an_alert_request_its_agent_cannot_take_is_dead_lettered_and_said_in_the
     [said] = wait_for("the alert channel told", lambda: notes(slack, "gave up on this request (`alerts`"))
     assert f"`gpubot:dead:{EU}`" in said and 'version must be "4"' in said
     assert "run the command again" not in said  # nobody ran a command
+
+
+def test_a_diagnose_click_on_a_clusters_storm_summary_walks_there_through_the_gateway(
+    fleet: Any, slack: FakeSlack
+) -> None:
+    # A storm on the US cluster (its threads for the hour used up: the limit is 0 here), then a
+    # Diagnose click on the summary, through the gateway's Bolt app: the US agent walks that node in
+    # the summary's thread (its buttons go back to the walk's cluster, wherever clicked).
+    gw, url, r = fleet
+    forwarder = gw.alerts.service
+    normal = forwarder.settings
+    forwarder.settings = dataclasses.replace(normal, max_threads_per_hour=0)
+    try:
+        deliver(url, [on(US, "GPUXidError", **{**DCGM, "Hostname": "us-gpu-3", "gpu": "6"})])
+    finally:
+        forwarder.settings = normal
+
+    def summary() -> dict[str, Any] | None:
+        return next(
+            (
+                m
+                for m in slack.messages.get(CHANNEL, [])
+                if "thread_ts" not in m
+                and "Alert storm" in json.dumps(m.get("blocks"))
+                and "us-gpu-3" in json.dumps(m.get("blocks"))
+            ),
+            None,
+        )
+
+    posted = wait_for("the US storm summary", summary)
+    # Its Diagnose buttons work once the agent has finished the alerts request (it prepares each
+    # button's walk after the post, when the summary's thread exists): wait for that, then click.
+    wait_for("the alerts request done", lambda: consumed(r, US), timeout=30)
+    # Both clusters have a gpu-3: the summary, like every message of a cluster's, names its cluster.
+    assert f"*Alert storm* on cluster `{US}`" in json.dumps(posted["blocks"])
+    [button] = [
+        b["accessory"] for b in posted["blocks"] if "accessory" in b and "us-gpu-3" in b["text"]["text"]
+    ]
+    body = action_body(button["action_id"], button["value"], channel=CHANNEL, message_ts=posted["ts"])
+    assert dispatch(gw, body).status == 200
+    layer1 = wait_for(
+        "the walk's first layer in the summary's thread",
+        lambda: [
+            m
+            for m in slack.messages.get(CHANNEL, [])
+            if m.get("thread_ts") == posted["ts"] and str(m.get("text")).startswith("Layer 1 ")
+        ],
+        timeout=30,
+    )
+    walk_id = next(e["value"] for b in layer1[0]["blocks"] if b["type"] == "actions" for e in b["elements"])
+    assert json.loads(r.get(f"gpubot:walk:{walk_id}"))["cluster"] == US
+    wait_for("the click's request done", lambda: consumed(r, US), timeout=30)
+
+
+def test_alerts_alertmanager_left_out_are_said_by_the_gateway_once(fleet: Any, slack: FakeSlack) -> None:
+    # The alerts left out (`truncatedAlerts`, max_alerts on the receiver) name no cluster: the gateway
+    # says it in the alert channel, once an hour; the agents are not sent the count.
+    gw, url, r = fleet
+    doc = {**payload([on(EU, "GPUXidError", **{**DCGM, "Hostname": "gpu-1"})]), "truncatedAlerts": 4}
+    for _ in range(2):
+        req = urllib.request.Request(
+            url,
+            data=json.dumps(doc).encode(),
+            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+    wait_for("the gateway's jobs done", lambda: not gw.pending)
+    [note] = notes(slack, "max_alerts")
+    assert "left 4 alert(s) out" in note
+    [(_id, entry)] = r.xrevrange(f"gpubot:requests:{EU}", count=1)
+    assert "truncatedAlerts" not in json.loads(entry["body"])["payload"]

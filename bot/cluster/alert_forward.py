@@ -35,10 +35,11 @@ from typing import Any
 from bot.cluster.kinds import ALERTS, alerts_request
 from bot.cluster.routing import ago
 from bot.cluster.streams import ClusterSeen, ClusterStreams, StreamsUnavailable
+from handlers.alert_notes import tell_left_out
 from handlers.alert_payload import Alert, AlertBatch
 from handlers.alerts import AlertSettings
 from handlers.escape import escape
-from handlers.incidents import FORWARDED, UNKNOWN_CLUSTER
+from handlers.incidents import FORWARDED, TRUNCATED, UNKNOWN_CLUSTER
 from handlers.ports import AlertObserver, SlackPoster, StateStore, StateUnavailable
 
 log = logging.getLogger("gpubot.gateway")
@@ -104,6 +105,18 @@ class AlertForwarder:
                 self.streams.keep_unrouted(self._unrouted_fields(batch, named, alerts, known))
         except StreamsUnavailable as err:
             raise StateUnavailable(str(err)) from None
+        if batch.truncated:  # the gateway's to say: the alerts left out name no cluster
+            for _ in range(batch.truncated):
+                self.observer.alert(batch.status, TRUNCATED)
+            self.submit(
+                "note on alerts left out",
+                tell_left_out,
+                self.state,
+                self.poster,
+                self.settings.channel,
+                batch.truncated,
+                "alert:",
+            )
         now = self.clock()
         for cluster, alerts in by_cluster.items():
             for a in alerts:

@@ -1,0 +1,26 @@
+"""What the alert channel is told besides incidents: here, that Alertmanager left alerts out.
+
+Alertmanager cuts a notification to `max_alerts` alerts when the receiver sets
+it and says how many it left out (`truncatedAlerts`); those alerts name
+subjects gpubot never sees, so they can open no thread. The single process and
+a gateway (whose alerts left out name no cluster either) say it here, at most
+once an hour, and count them (`decision="truncated"`).
+"""
+
+from __future__ import annotations
+
+from handlers.ports import SlackPoster, StateStore
+
+NOTE_EVERY_S = 3600
+
+
+def tell_left_out(state: StateStore, poster: SlackPoster, channel: str, count: int, prefix: str) -> None:
+    """Say once an hour that Alertmanager left alerts out of its notifications: they open no thread."""
+    if not state.set_if_absent(f"{prefix}left-out-note", 1, NOTE_EVERY_S):
+        return
+    text = (
+        f":warning: Alertmanager left {count} alert(s) out of a notification to gpubot (`truncatedAlerts`: "
+        "`max_alerts` is set on gpubot's receiver). Those alerts open no thread; remove `max_alerts` from "
+        "the gpubot receiver's `webhook_configs`. Said at most once an hour."
+    )
+    poster.post(channel, text, [{"type": "section", "text": {"type": "mrkdwn", "text": text}}])
