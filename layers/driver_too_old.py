@@ -14,7 +14,6 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from layers.facts import drareads
 from layers.facts import fleet as fl
 from layers.facts import objects as o
 from layers.facts import podstatus as ps
@@ -75,38 +74,7 @@ def image_cuda(images: Iterable[str]) -> Version | None:
     return max(found) if found else None
 
 
-# (driver, CUDA) a node's driver supports, and where that was read, for one node object.
-Versions = Callable[[K8sObject | None], tuple[str | None, str | None, str]]
-
-
-def node_versions(ctx: WalkContext) -> Versions:
-    """GFD's labels; on a DRA node without them (GPUCluster runs no GFD) the DRA driver's published
-    device attributes `driverVersion` / `cudaDriverVersion`."""
-    try:
-        inv = drareads.inventory(ctx)
-    except SourceError:
-        inv = None
-
-    def versions(node: K8sObject | None) -> tuple[str | None, str | None, str]:
-        if node is None:
-            return None, None, ""
-        driver, cuda = fl.driver_version(node), fl.runtime_version(node)
-        if (driver or cuda) or inv is None:
-            return driver, cuda, "GFD labels"
-        devices = inv.on(o.name(node))
-        if not devices:
-            return None, None, ""
-        d = devices[0]
-        return (
-            d.attribute("driverVersion") or None,
-            d.attribute("cudaDriverVersion") or None,
-            "DRA ResourceSlice",
-        )
-
-    return versions
-
-
-def _node_has(versions: Versions, node: K8sObject | None, what: str) -> Version | None:
+def _node_has(versions: fl.Versions, node: K8sObject | None, what: str) -> Version | None:
     driver, cuda, _ = versions(node)
     return parse_version(cuda if what == "cuda" else driver)
 
@@ -145,7 +113,7 @@ def needs(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str | None]) -
     return out
 
 
-def satisfies(node: K8sObject, need: Need, versions: Versions) -> bool:
+def satisfies(node: K8sObject, need: Need, versions: fl.Versions) -> bool:
     have = _node_has(versions, node, need.what)
     if have is None:
         return False
@@ -157,7 +125,7 @@ def satisfies(node: K8sObject, need: Need, versions: Versions) -> bool:
 def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str | None]) -> list[Finding]:
     out: list[Finding] = []
     found = needs(ctx, log)
-    versions = node_versions(ctx) if found else (lambda _n: (None, None, ""))
+    versions = fl.node_versions(ctx) if found else (lambda _n: (None, None, ""))
     for need in found:
         node_obj = ctx.node(need.node)
         have = _node_has(versions, node_obj, need.what)
@@ -214,7 +182,7 @@ def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str |
                     f"{need.node}: "
                     + (
                         _version_labels(node_obj)
-                        if source == "GFD labels"
+                        if source == fl.GFD
                         else f"driverVersion {driver}, cudaDriverVersion {cuda} ({source or 'not reported'})"
                     ),
                     fleet_line,
@@ -224,7 +192,7 @@ def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str |
                     + ",".join(_LABEL_COLUMNS[:5] if _old_gfd(node_obj) else _LABEL_COLUMNS[5:]),
                     *(
                         [f"kubectl get resourceslices --field-selector spec.nodeName={need.node} -o yaml"]
-                        if source == "DRA ResourceSlice"
+                        if source == fl.DRA_SLICE
                         else []
                     ),
                 ],

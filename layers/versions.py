@@ -365,7 +365,7 @@ def check(ctx: WalkContext) -> LayerResult:
     if not findings:
         one = examined[0] if len(examined) == 1 else None
         if one:
-            facts = [f"{s.what}: {s.by_node.get(one, 'not reported')}" for s in spreads]
+            facts = [f"{s.what}: {s.value(one) or 'not reported'}" for s in spreads]
         else:
             facts = [s.table() for s in spreads if s.counts]
         findings.append(

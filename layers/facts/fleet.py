@@ -1,17 +1,18 @@
 """The fleet's versions and their majority (layer 3, and the digest).
 
-Which driver, CUDA runtime, kernel and OS image each GPU node runs (GFD labels
-and status.nodeInfo), how those values are spread over the fleet, and which
-nodes differ from the majority.
+Which driver, CUDA runtime, kernel and OS image each GPU node runs (GFD labels, on a
+DRA node without them its published device attributes, and status.nodeInfo), how those
+values are spread over the fleet, and which nodes differ from the majority.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 
+from layers.facts import drareads, draslices
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
 from layers.facts.fold import MAX_LISTED, shown
@@ -20,6 +21,8 @@ from layers.findings import Finding, finding
 from layers.sources import K8sObject, SourceError
 
 UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"  # only upgrade-failed is a finding
+GFD = "GFD labels"
+DRA_SLICE = "DRA ResourceSlice"
 
 
 def _joined(lab: dict[str, str], prefix: str, parts: tuple[str, ...]) -> str | None:
@@ -52,6 +55,49 @@ def runtime_version(node: K8sObject) -> str | None:
     )
 
 
+# (driver, CUDA version the driver supports, where they were read) for one node object.
+Versions = Callable[[K8sObject | None], tuple[str | None, str | None, str]]
+
+
+def node_versions(ctx: WalkContext) -> Versions:
+    """GFD's labels; on a DRA node without them (GPUCluster runs no GFD) the DRA driver's published
+    device attributes `driverVersion` / `cudaDriverVersion`. The slices are read once per walk, and
+    only when some node has no GFD version label."""
+
+    def dra_versions(node: str) -> tuple[str | None, str | None]:
+        try:
+            devices = drareads.inventory(ctx).on(node)
+        except SourceError:
+            return None, None  # the DRA layer says why the slices cannot be read
+        # Every device of a node runs the same driver; a device without the attribute says nothing.
+        driver = next((v for d in devices if (v := d.attribute("driverVersion"))), None)
+        cuda = next((v for d in devices if (v := d.attribute("cudaDriverVersion"))), None)
+        return driver, cuda
+
+    def versions(node: K8sObject | None) -> tuple[str | None, str | None, str]:
+        if node is None:
+            return None, None, ""
+        driver, cuda = driver_version(node), runtime_version(node)
+        if driver or cuda:
+            return driver, cuda, GFD
+        driver, cuda = dra_versions(o.name(node))
+        return driver, cuda, DRA_SLICE if driver or cuda else ""
+
+    return versions
+
+
+def version_key(value: str) -> Hashable:
+    """One key for the spellings of a version: GFD's `580.95.05` and `13.0` are the DRA driver's
+    semver `580.95.5` and `13.0.0`. A value that is not dotted numbers is its own key."""
+    parts = value.strip().split(".")
+    if not all(p.isdigit() for p in parts):
+        return value
+    numbers = [int(p) for p in parts]
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers.pop()
+    return tuple(numbers)
+
+
 def kernel_version(node: K8sObject) -> str | None:
     return str(o.node_info(node).get("kernelVersion") or "").strip() or None
 
@@ -67,6 +113,12 @@ class Spread:
     what: str
     counts: tuple[tuple[str, int], ...]  # value → nodes, most common first
     by_node: dict[str, str]
+    dra_read: frozenset[str] = frozenset()  # nodes whose value is a DRA device attribute, not a label
+    read_as: Mapping[str, str] = field(default_factory=dict)  # a node's own spelling, where by_node's differs
+
+    def value(self, node: str) -> str | None:
+        """The node's value as the node itself writes it."""
+        return self.read_as.get(node) or self.by_node.get(node)
 
     @property
     def majority(self) -> str | None:
@@ -87,7 +139,7 @@ class Spread:
 
     def describe(self, node: str) -> str:
         m = self.majority
-        base = f"{self.what} {self.by_node[node]}"
+        base = f"{self.what} {self.value(node)}"
         if m is None:
             return f"{base} (GPU nodes are split with no majority: {self.table().split(': ', 1)[1]})"
         return f"{base} vs {m} on {dict(self.counts)[m]} of {len(self.by_node)} GPU nodes"
@@ -98,14 +150,33 @@ class Spread:
         return [n for n, v in self.by_node.items() if v != m]
 
 
-def spread(nodes: list[K8sObject], what: str, read: Callable[[K8sObject], str | None]) -> Spread:
-    """How the values `read` gives are spread over these nodes (nodes without one are left out)."""
-    by_node: dict[str, str] = {}
+def spread(
+    nodes: list[K8sObject],
+    what: str,
+    read: Callable[[K8sObject], str | None],
+    same: Callable[[str], Hashable] = str,
+    dra_read: frozenset[str] = frozenset(),
+) -> Spread:
+    """How the values `read` gives are spread over these nodes (nodes without one are left out).
+    Values with the same `same` key are one value, counted under the spelling most of its nodes
+    write (`value` keeps each node's own)."""
+    raw: dict[str, str] = {}
     for n in nodes:
         value = read(n)
         if value:
-            by_node[o.name(n)] = value
-    return Spread(what, tuple(Counter(by_node.values()).most_common()), by_node)
+            raw[o.name(n)] = value
+    spellings: dict[Hashable, Counter[str]] = {}
+    for value in raw.values():
+        spellings.setdefault(same(value), Counter())[value] += 1
+    written = {key: c.most_common(1)[0][0] for key, c in spellings.items()}
+    by_node = {n: written[same(v)] for n, v in raw.items()}
+    return Spread(
+        what,
+        tuple(Counter(by_node.values()).most_common()),
+        by_node,
+        frozenset(n for n in dra_read if n in raw),
+        {n: v for n, v in raw.items() if v != by_node[n]},
+    )
 
 
 def skew(code: str, spreads: list[Spread], examined: list[str], command: str, advice: str) -> list[Finding]:
@@ -114,13 +185,30 @@ def skew(code: str, spreads: list[Spread], examined: list[str], command: str, ad
     for node in examined:
         odd = [s for s in spreads if s.odd(node)]
         if odd:
+            dra = sorted({n for s in odd for n in s.dra_read})
             out.append(
                 finding(
                     code,
                     f"{node} runs " + " and ".join(s.describe(node) for s in odd) + f": {advice}",
                     evidence=[s.table() for s in odd]
-                    + [f"odd nodes ({s.what}): {shown(s.odd_nodes)}" for s in odd],
-                    commands=[command],
+                    + [f"odd nodes ({s.what}): {shown(s.odd_nodes)}" for s in odd]
+                    + (
+                        [
+                            f"read from the DRA driver's device attributes driverVersion / cudaDriverVersion "
+                            f"(no GFD label) on {len(dra)} node{'s' if len(dra) != 1 else ''}: {shown(dra)}"
+                        ]
+                        if dra
+                        else []
+                    ),
+                    commands=[command]
+                    + (
+                        [
+                            f"kubectl get resourceslices --field-selector spec.driver={draslices.DRIVER},"
+                            f"spec.nodeName={node} -o yaml"
+                        ]
+                        if node in dra
+                        else []
+                    ),
                     node=node,
                 )
             )
@@ -135,7 +223,7 @@ def skews(spreads: list[Spread], examined: list[str]) -> list[Finding]:
         [driver, runtime],
         examined,
         "kubectl get nodes -L nvidia.com/cuda.driver-version.full,nvidia.com/cuda.runtime-version.full",
-        "upgrade or roll back this node's driver so the fleet matches (GFD labels per node)",
+        "upgrade or roll back this node's driver so the fleet matches",
     ) + skew(
         "L3_KERNEL_SKEW",
         [kernel, image],
@@ -198,9 +286,12 @@ def fleet_spreads(ctx: WalkContext) -> list[Spread]:
 
     def compute() -> list[Spread]:
         gpu = ctx.gpu_nodes()
+        versions = node_versions(ctx)
+        read = {o.name(n): versions(n) for n in gpu}
+        dra = frozenset(n for n, (_, _, source) in read.items() if source == DRA_SLICE)
         return [
-            spread(gpu, "driver", driver_version),
-            spread(gpu, "CUDA runtime", runtime_version),
+            spread(gpu, "driver", lambda n: read[o.name(n)][0], version_key, dra),
+            spread(gpu, "CUDA runtime", lambda n: read[o.name(n)][1], version_key, dra),
             spread(gpu, "kernel", kernel_version),
             spread(gpu, "OS image", os_image),
         ]
