@@ -6,18 +6,24 @@ layout names, the request is right and the MIG manager is what to fix (spec/find
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from layers.facts import migstate as mig
 from layers.facts import objects as o
 from layers.facts.candidates import mig_layout_offers
 from layers.facts.context import WalkContext
+from layers.facts.fold import shown
 from layers.facts.logs import LogReads
 from layers.findings import Finding, finding, unknown
 from layers.sources import K8sObject, SourceError
 
 LAYER = 1
-MAX_NODES = 10  # MIG manager logs read per walk: a fleet-wide failure is the digest's to list
+MAX_NODES = 10  # MIG manager logs read per walk; the nodes beyond are named, never dropped
+NOT_APPLIED_CMD = (
+    f"kubectl get nodes -l '{mig.STATE_LABEL} in (failed,pending)' -L {mig.CONFIG_LABEL},{mig.STATE_LABEL}"
+)
 
 
 def mig_config_failed(
@@ -27,7 +33,9 @@ def mig_config_failed(
     out: list[Finding] = []
     explained: set[str] = set()
     now = ctx.telemetry.now()
-    for node in [n for n in candidates if mig.not_applied(n)][:MAX_NODES]:
+    not_applied = [n for n in candidates if mig.not_applied(n)]
+    checked, rest = not_applied[:MAX_NODES], not_applied[MAX_NODES:]
+    for node in checked:
         name = o.name(node)
         log, where, problems = _manager_log(ctx, name, now)
         out.extend(problems)
@@ -37,7 +45,35 @@ def mig_config_failed(
             continue
         explained |= {r for r in requests if mig_layout_offers(node, r)}
         out.append(_finding(node, log, where, since, now))
+    if rest:
+        # Their label alone says a failed layout was asked for: that explains the request without a read.
+        explained |= {
+            r for n in rest if mig.state(n) == "failed" for r in requests if mig_layout_offers(n, r)
+        }
+        out = _say_unread(out, rest)
     return out, explained
+
+
+def _say_unread(out: list[Finding], rest: Sequence[K8sObject]) -> list[Finding]:
+    """The candidates past MAX_NODES, in the evidence of every MIG finding (or one unknown without one)."""
+    states = Counter(mig.state(n) for n in rest)
+    line = (
+        f"… and {len(rest)} more node{'s' if len(rest) != 1 else ''} with the MIG config not applied, not read "
+        f"(MIG manager log and events, {MAX_NODES} nodes read per walk): {shown([o.name(n) for n in rest])} "
+        f"({', '.join(f'{s} {c}' for s, c in sorted(states.items()))}); see {NOT_APPLIED_CMD}"
+    )
+    if not any(f.code == "L1_MIG_CONFIG_FAILED" for f in out):
+        summary = (
+            f"the MIG manager was checked on the first {MAX_NODES} candidate nodes whose MIG config is not "
+            f"applied; {len(rest)} more were not"
+        )
+        return [*out, unknown(LAYER, summary, evidence=[line])]
+    return [
+        dataclasses.replace(f, evidence=(*f.evidence, line), commands=(*f.commands, NOT_APPLIED_CMD))
+        if f.code == "L1_MIG_CONFIG_FAILED"
+        else f
+        for f in out
+    ]
 
 
 def _manager_log(ctx: WalkContext, node: str, now: float) -> tuple[mig.ManagerLog | None, str, list[Finding]]:
