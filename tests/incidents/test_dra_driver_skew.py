@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from bot.sources.scenario import build_sources, parse_scenario
 from layers.facts.fleet import version_key
 from layers.findings import Finding, Severity, WalkResult
@@ -178,3 +180,29 @@ def test_version_spellings_of_gfd_and_the_dra_driver_are_one_version() -> None:
     assert version_key("13.0") == version_key("13.0.0") != version_key("13.1.0")
     assert version_key("570.172.08") != version_key("580.95.05")
     assert version_key("580.95.05-beta") == "580.95.05-beta"  # not dotted numbers: its own value
+
+
+def test_the_slices_are_listed_only_when_a_gpu_node_has_no_gfd_version_label(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A GFD-labelled fleet costs no DRA read; a node without the labels makes one listing per walk."""
+    from layers.facts import fleet
+    from tests.layers.builders import ctx, gpu_node, pod
+
+    def lists(labelled: int) -> list[str]:
+        nodes = [gpu_node(f"h100-{i:02d}", labels=GFD_LABELS if i <= labelled else {}) for i in range(1, 17)]
+        c = ctx([*nodes, pod("ml", "p", node="h100-01", requests={"nvidia.com/gpu": 1})], pod=("ml", "p"))
+        calls: list[str] = []
+        read = c.cluster.list_dra
+
+        def counted(kind: Any, **kw: Any) -> list[dict[str, Any]]:
+            calls.append(kind)
+            return read(kind, **kw)
+
+        monkeypatch.setattr(c.cluster, "list_dra", counted)
+        fleet.fleet_spreads(c)
+        fleet.node_versions(c)(c.node("h100-16"))  # driver_too_old's read of the same node: no second list
+        return calls
+
+    assert lists(16) == []
+    assert lists(15).count("ResourceSlice") == 1
