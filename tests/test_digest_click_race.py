@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.slack_api import FakeSlack, serve_slack
+from tests.fakes.slack_api import FakeSlack
 from tests.slack_harness import (
     action_body,
     dispatch,
@@ -26,12 +26,6 @@ from tests.slack_harness import (
 )
 
 CHANNEL = "C0DIGESTRACE"
-
-
-@pytest.fixture
-def slack() -> Iterator[FakeSlack]:
-    with serve_slack() as fake:
-        yield fake
 
 
 @pytest.fixture
