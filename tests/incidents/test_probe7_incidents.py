@@ -1,0 +1,91 @@
+"""The second-round layer 2-4 and DRA probe incidents (tests/incidents/probe7/): what a person acts on,
+and each incident replayed offline from the must-gather bundle gpubot writes for its target.
+
+spec/interfaces.md: a bundle is what `gpubot why --bundle` reads back; the replayed walk must reach
+the same diagnosis as the live one, redactions included (spec/findings.md, DRA: a bundle holds the DRA
+objects). The `x-expect` of each file is checked by test_probe_incidents.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.actions.bundle_writer import collect_bundle
+from bot.sources.bundle_reader import read_bundle
+from bot.sources.scenario import build_sources, load_scenario
+from layers.operands import _oom_hint
+from layers.walk import walk
+from tests.incidents.scenario_checks import Incidents
+
+PROBE7 = Incidents("probe7")
+
+
+def _target(path: Path) -> tuple[str, str]:
+    ns, _, name = str(load_scenario(path).extra["x-expect"]["target"]).partition("/")
+    return ns, name
+
+
+@pytest.mark.parametrize("path", PROBE7.files, ids=PROBE7.ids)
+def test_bundle_of_the_target_replays_the_same_walk(path: Path, tmp_path: Path) -> None:
+    scenario = load_scenario(path)
+    snap, telemetry = build_sources(scenario)
+    target = _target(path)
+    live = walk(snap, telemetry, *target)
+    assert live.verdict is not None  # the incident is visible, so equality below means something
+    out = tmp_path / "bundle.tar.gz"
+    collect_bundle(snap, telemetry, out, target=target, walk=live)
+    bundle = read_bundle(out)
+    replay_cluster, replay_telemetry = build_sources(bundle)
+    # Summaries name their source ("scenario <name>", "scenario must-gather …"): all else is equal.
+    replayed = json.dumps(walk(replay_cluster, replay_telemetry, *target).to_dict(), sort_keys=True)
+    original = json.dumps(live.to_dict(), sort_keys=True)
+    assert replayed.replace(bundle.name, "<source>") == original.replace(scenario.name, "<source>")
+
+
+def test_operand_oomkilled_is_not_the_targets() -> None:
+    stem = "probe7-v24-9-driver-ctr-oomkilled-compiling-operands-init-a100-21-nodes"
+    [f] = [f for f in PROBE7.findings(stem, "L2_OPERAND_FAILING") if "nvidia-driver-ctr" in f.summary]
+    assert f.node == "a100-train-06"
+    assert "last terminated: OOMKilled (exit code 137)" in f.evidence
+    assert "OOMKilled over its memory limit of 1Gi" in f.summary, f.summary
+
+
+def test_operand_oomkilled_without_a_limit_blames_the_node() -> None:
+    pod = {"spec": {"containers": [{"name": "nvidia-driver-ctr", "image": "nvcr.io/nvidia/driver:550"}]}}
+    assert "no limit set: the node ran out" in _oom_hint(pod, "nvidia-driver-ctr")
+
+
+def test_llama_cpp_cuda_init_line_is_the_evidence() -> None:
+    stem = "probe7-llama-cpp-cuda-unknown-error-nvidia-uvm-missing-l40s-20-nodes"
+    [f] = PROBE7.findings(stem, "L2_APP_SEES_NO_GPU")
+    assert any("failed to initialize CUDA: unknown error" in e for e in f.evidence), f.evidence
+
+
+def test_fabric_manager_names_the_mismatch() -> None:
+    stem = "probe7-v25-3-driver-580-126-fabric-manager-590-mismatch-hgx-h100-22-nodes"
+    [f] = PROBE7.findings(stem, "L3_FABRIC_MANAGER")
+    assert f.node == "h100-infer-02"
+    assert any("system not yet initialized" in e for e in f.evidence), f.evidence
+
+
+def test_previous_log_oom_is_quoted() -> None:
+    stem = "probe7-vllm-torch-outofmemoryerror-previous-log-only-h100-21-nodes"
+    [f] = PROBE7.findings(stem, "L4_GPU_OOM_IN_LOGS")
+    assert any("torch.OutOfMemoryError" in e for e in f.evidence), f.evidence
+
+
+def test_extended_resource_exhaustion_names_the_h100_claims() -> None:
+    stem = "probe7-dra-extended-resource-deviceclass-gpu-h100-exhausted-sick-a100-19-nodes"
+    [f] = PROBE7.findings(stem, "L1_DRA_DEVICES_EXHAUSTED")
+    assert sum(e.startswith("h100-") for e in f.evidence) == 4, f.evidence
+    assert not any(e.startswith(("a100-", "l40s-")) for e in f.evidence), f.evidence
+
+
+def test_gpucluster_plugin_failure_quotes_the_nvml_error() -> None:
+    stem = "probe7-dra-gpucluster-kubelet-plugin-nvml-library-not-found-new-h200-18-nodes"
+    found = PROBE7.findings(stem, "L2_OPERAND_FAILING")
+    assert found and all(f.node == "h200-04" for f in found)
+    assert any("ERROR_LIBRARY_NOT_FOUND" in e for f in found for e in f.evidence)
