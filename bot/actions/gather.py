@@ -19,10 +19,16 @@ from bot.actions.redact import mask_object, mask_text
 from layers import remedy as rm
 from layers.facts import dra
 from layers.facts import objects as o
-from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
+from layers.sources import Cluster, K8sObject, Selector, SourceError, Telemetry, TelemetryError
 
 ExecFn = Callable[[str, str, str, Sequence[str]], bytes]
 Progress = Callable[[str], None]
+
+
+# What `Telemetry.changed` looks back on before a window (layers/sources.py), and the recent window
+# kept at a scrape's step for rates over 5 minutes (spec L4_PREEMPTIONS).
+CHANGED_LOOKBACK_S = 3600
+RECENT_WINDOW_S, RECENT_STEP_S = 900, 15
 
 
 class Collector:
@@ -312,20 +318,17 @@ class Collector:
         by_node: dict[str, list[SeriesData]] = {}
         for metric, sel in wanted:
             try:
-                got = self.telemetry.range(metric, rm.SERIES_WINDOW_S, self.archive.caps.series_step_s, sel)
+                got = self._series(metric, sel)
             except TelemetryError as err:
                 self.manifest.skipped.append(
                     {"what": "DCGM and vLLM series", "why": str(err) or type(err).__name__}
                 )
                 return
-            for rs in got:
-                labels = dict(rs.labels)
+            for labels, points in got:
                 labels.setdefault("__name__", metric.split("|")[0])
-                by_node.setdefault(hostmap.node_of(labels) or "pods", []).append(
-                    SeriesData(labels, list(rs.points))
-                )
+                by_node.setdefault(hostmap.node_of(labels) or "pods", []).append(SeriesData(labels, points))
                 self.series.append(
-                    {"metric": labels, "values": [[round(t - self.now, 3), v] for t, v in rs.points]}
+                    {"metric": labels, "values": [[round(t - self.now, 3), v] for t, v in points]}
                 )
         for node, series in sorted(by_node.items()):
             out = io.StringIO()
@@ -337,6 +340,22 @@ class Collector:
             self.manifest.skipped.append(
                 {"what": "DCGM series", "why": f"no series for the scope in {self.telemetry.source}"}
             )
+
+    def _series(
+        self, metric: str, sel: Sequence[Selector]
+    ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+        """A metric's series as the replayed walk must read them: 24 h and the hour before at the
+        bundle's step (a last-Xid gauge is news only when it changed in 24 h or began in them, which
+        `changed` tells by that hour), and the last minutes at a scrape's step (`rate(…[5m])` of vLLM's
+        preemptions needs more than one point in five minutes), merged per series."""
+        merged: dict[tuple[tuple[str, str], ...], dict[float, float]] = {}
+        for window, step in (
+            (rm.SERIES_WINDOW_S + CHANGED_LOOKBACK_S, self.archive.caps.series_step_s),
+            (RECENT_WINDOW_S, RECENT_STEP_S),
+        ):
+            for rs in self.telemetry.range(metric, window, step, sel):
+                merged.setdefault(tuple(sorted(rs.labels.items())), {}).update(rs.points)
+        return [(dict(key), sorted(points.items())) for key, points in merged.items()]
 
     def bug_reports(self, operands: list[K8sObject], exec_fn: ExecFn | None) -> list[str]:
         notes: list[str] = []

@@ -16,6 +16,7 @@ import pytest
 from bot.actions.bundle_writer import collect_bundle
 from bot.sources.bundle_reader import read_bundle
 from bot.sources.scenario import build_sources, load_scenario
+from layers.findings import WalkResult
 from layers.operands import _oom_hint
 from layers.walk import walk
 from tests.incidents.scenario_checks import Incidents
@@ -89,3 +90,30 @@ def test_gpucluster_plugin_failure_quotes_the_nvml_error() -> None:
     found = PROBE7.findings(stem, "L2_OPERAND_FAILING")
     assert found and all(f.node == "h200-04" for f in found)
     assert any("ERROR_LIBRARY_NOT_FOUND" in e for f in found for e in f.evidence)
+
+
+HISTORY = Path(__file__).resolve().parent
+# Incidents whose telemetry only a long enough, fine enough bundle replays: a last-Xid gauge weeks old
+# (info, not an Xid of the last 24 h, only when the hour before the 24 h is in the bundle) and vLLM
+# preemptions (a 5-minute rate, which 5-minute samples cannot give).
+NEEDS_HISTORY = [
+    HISTORY / "runtime" / "last-xid48-gauge-weeks-old-h100-pool.yaml",
+    HISTORY / "probe3" / "probe3-stale-xid48-gauge-relabelled-new-pod-h100-27-nodes.yaml",
+    HISTORY / "l45" / "vllm-v1-data-parallel-preemptions-old-prom-labels.yaml",
+]
+
+
+@pytest.mark.parametrize("path", NEEDS_HISTORY, ids=[p.stem for p in NEEDS_HISTORY])
+def test_bundle_keeps_the_history_the_walk_reads(path: Path, tmp_path: Path) -> None:
+    snap, telemetry = build_sources(load_scenario(path))
+    target = _target(path)
+    live = walk(snap, telemetry, *target)
+    out = tmp_path / "bundle.tar.gz"
+    collect_bundle(snap, telemetry, out, target=target, walk=live)
+    replayed = walk(*build_sources(read_bundle(out)), *target)
+
+    def codes(result: WalkResult) -> list[tuple[int, str, str, str | None]]:
+        return [(lr.layer, f.code, f.severity.label, f.node) for lr in result.layers for f in lr.findings]
+
+    assert codes(replayed) == codes(live)
+    assert replayed.verdict and live.verdict and replayed.verdict.code == live.verdict.code
