@@ -19,6 +19,7 @@ from bot.actions.redact import mask_object, mask_text
 from layers import remedy as rm
 from layers.facts import dra
 from layers.facts import objects as o
+from layers.facts.context import OPERATOR_SELECTORS
 from layers.sources import Cluster, K8sObject, Selector, SourceError, Telemetry, TelemetryError
 
 ExecFn = Callable[[str, str, str, Sequence[str]], bytes]
@@ -163,6 +164,19 @@ class Collector:
                     [],
                 )
             )
+        if self.scope.node and self.scope.target:
+            # The target's walk examines its candidate nodes, not only this one: their operator pods go
+            # into scenario.yaml (no files, no logs), or the replay would read their absence as fact
+            # ("no DRA kubelet plugin pod runs on the node").
+            for label_sel in OPERATOR_SELECTORS:
+                fleet_wide = self.keep(
+                    self.read(f"pods -l {label_sel} (all nodes)", self._lister(label_sel, None), [])
+                )
+                # The DRA controller, like the operator's own pod, runs anywhere and serves every node:
+                # its log explains a ComputeDomain that never gets ready (layer 2), so it is collected.
+                operands += [
+                    p for p in fleet_wide if rm.component(p) == "dra-controller" and p not in operands
+                ]
         if self.scope.want_fleet_gpu_pods():
             running = "status.phase!=Succeeded,status.phase!=Failed"
             fleet = self.read(
@@ -240,11 +254,14 @@ class Collector:
         )
 
     def dra_files(self, scoped: list[K8sObject], target: K8sObject | None) -> None:
-        """The DRA objects involved (spec/findings.md, DRA): the GPU slices of the nodes in scope, the
-        classes, device taint rules, the target's claims and templates and the claims holding devices
+        """The DRA objects involved (spec/findings.md, DRA): the GPU slices of the nodes in scope (of
+        every node when a target is), the classes, device taint rules, the target's claims and templates and the claims holding devices
         in scope, ComputeDomains and GPUCluster. A cluster without DRA gives an empty dra.yaml."""
         self.progress("DRA objects")
         names = {o.name(n) for n in scoped}
+        # A target's layer 1 weighs every node's devices, as it weighs every node's GPU pods: a node
+        # bundle that kept only its own slices replayed the other GPU nodes as publishing none.
+        every = self.scope.want_fleet_gpu_pods()
         slices = [
             s
             for s in self.read(
@@ -252,7 +269,7 @@ class Collector:
                 lambda: self.cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={dra.DRIVER}"),
                 [],
             )
-            if (s.get("spec") or {}).get("nodeName") in names
+            if every or (s.get("spec") or {}).get("nodeName") in names
         ]
         picked = [*self.read("deviceclasses", lambda: self.cluster.list_dra("DeviceClass"), []), *slices]
         picked += self.read("devicetaintrules", lambda: self.cluster.list_dra("DeviceTaintRule"), [])

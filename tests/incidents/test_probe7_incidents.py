@@ -117,3 +117,37 @@ def test_bundle_keeps_the_history_the_walk_reads(path: Path, tmp_path: Path) -> 
 
     assert codes(replayed) == codes(live)
     assert replayed.verdict and live.verdict and replayed.verdict.code == live.verdict.code
+
+
+# The Slack button's bundle: the finding's node and the thread's pod. Its replay reads the other nodes'
+# objects too (layer 1 weighs every node; layer 2 examines the candidates), so those must be in it.
+NODE_AND_TARGET = [
+    PROBE7.path("probe7-dra-gpucluster-kubelet-plugin-nvml-library-not-found-new-h200-18-nodes"),
+    HISTORY / "probe4" / "probe4-dra-gke-empty-resourceslice-a100-pool-16-nodes.yaml",
+    HISTORY / "dra_fleets" / "dra-cel-strings-extension-not-evaluated-14-nodes.yaml",
+    HISTORY / "dra" / "dra-slice-bad-generation-incomplete-pool.yaml",
+    HISTORY / "dra" / "dra-compute-domain-controller-crashloop.yaml",
+]
+
+
+@pytest.mark.parametrize("path", NODE_AND_TARGET, ids=[p.stem for p in NODE_AND_TARGET])
+def test_node_bundle_of_a_target_replays_its_layers_1_to_3(path: Path, tmp_path: Path) -> None:
+    snap, telemetry = build_sources(load_scenario(path))
+    target = _target(path)
+    live = walk(snap, telemetry, *target)
+    node = next(f.node for lr in live.layers for f in lr.findings if f.node)
+    out = tmp_path / "bundle.tar.gz"
+    collect_bundle(snap, telemetry, out, node=node, target=target, walk=live)
+    replayed = walk(*build_sources(read_bundle(out)), *target)
+
+    def upper(result: WalkResult) -> list[tuple[int, str, str | None, tuple[str, ...]]]:
+        return [
+            (lr.layer, f.code, f.node, tuple(f.evidence))
+            for lr in result.layers
+            if lr.layer <= 3
+            for f in lr.findings
+        ]
+
+    assert upper(replayed) == upper(live)
+    assert [lr.layer for lr in replayed.layers] == [lr.layer for lr in live.layers]
+    assert replayed.verdict and live.verdict and replayed.verdict.code == live.verdict.code
