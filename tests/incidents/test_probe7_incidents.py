@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bot.actions.bundle_writer import collect_bundle
 from bot.sources.bundle_reader import read_bundle
@@ -19,6 +20,7 @@ from bot.sources.scenario import build_sources, load_scenario
 from layers.findings import WalkResult
 from layers.operands import _oom_hint
 from layers.walk import walk
+from tests import test_bundled_scenarios as bundled
 from tests.incidents.scenario_checks import Incidents
 
 PROBE7 = Incidents("probe7")
@@ -35,7 +37,7 @@ def test_bundle_of_the_target_replays_the_same_walk(path: Path, tmp_path: Path) 
     snap, telemetry = build_sources(scenario)
     target = _target(path)
     live = walk(snap, telemetry, *target)
-    assert live.verdict is not None  # the incident is visible, so equality below means something
+    assert [lr.layer for lr in live.layers] == scenario.extra["x-expect"]["walk"]  # the diagnosis replayed
     out = tmp_path / "bundle.tar.gz"
     collect_bundle(snap, telemetry, out, target=target, walk=live)
     bundle = read_bundle(out)
@@ -151,3 +153,16 @@ def test_node_bundle_of_a_target_replays_its_layers_1_to_3(path: Path, tmp_path:
     assert upper(replayed) == upper(live)
     assert [lr.layer for lr in replayed.layers] == [lr.layer for lr in live.layers]
     assert replayed.verdict and live.verdict and replayed.verdict.code == live.verdict.code
+
+
+V1BETA2 = sorted((Path(__file__).resolve().parent / "probe7" / "v1beta2").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", V1BETA2, ids=[p.stem for p in V1BETA2])
+def test_v1beta2_objects_give_the_expected_diagnosis(path: Path) -> None:
+    """A 1.33 API server serves DRA at resource.k8s.io/v1beta2 (the v1 shapes)."""
+    slices = [
+        o for o in yaml.safe_load(path.read_text(encoding="utf-8"))["objects"] if o["kind"] == "ResourceSlice"
+    ]
+    assert slices and all(o["apiVersion"] == "resource.k8s.io/v1beta2" for o in slices)
+    bundled.test_default_walk_gives_the_expected_diagnosis(path)

@@ -271,6 +271,55 @@ def fabric_manager_version_mismatch() -> tuple[Fleet, Expect]:
     }  # fmt: skip
 
 
+def pcie_h100_persistenced_nvswitch_lines_healthy() -> tuple[Fleet, Expect]:
+    f = _fleet(
+        "probe7-pcie-h100-driver-ctr-persistenced-nvswitch-ls-lines-healthy-20-nodes",
+        "Built on the samples of the driver container's start-up on a machine without NVSwitches (gpu-driver-container "
+        "nvidia-driver: `ls: cannot access '/proc/driver/nvidia-nvswitch/devices/*': No such file or directory` when "
+        "it looks for a fabric to manage) and nvidia-persistenced's `nvidia-persistenced failed to initialize. Check "
+        "syslog for more details.` on its first try: a PCIe H100 node whose driver pod is Ready and whose training pod "
+        "runs fine. Nothing is wrong on the pod's node; elsewhere: rising rows, a lost L40S GPU, an unregistered "
+        "plugin.",
+        a100=5, h100=7, l40s=6,
+    )  # fmt: skip
+    node = "h100-infer-06"
+    f.gpu_series(node, "h100", 8, fb_used=41203.0)
+    drv = "nvidia-driver-daemonset-q8r3t"
+    _operand(f, drv, node, {"app": "nvidia-driver-daemonset", "app.kubernetes.io/component": "nvidia-driver"},
+             [("nvidia-driver-ctr", "nvcr.io/nvidia/driver:570.158.01-ubuntu22.04")],
+             [("k8s-driver-manager", "nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.8.0")])  # fmt: skip
+    f.logs[f"{NS}/{drv}/nvidia-driver-ctr"] = (
+        "Starting installation of NVIDIA driver version 570.158.01 for Linux kernel version 5.15.0-134-generic\n"
+        "Installing NVIDIA driver kernel modules...\n"
+        "Loading NVIDIA driver kernel modules...\n"
+        "+ modprobe nvidia\n"
+        "+ modprobe nvidia-uvm\n"
+        "+ modprobe nvidia-modeset\n"
+        "+ set +o xtrace -o nounset\n"
+        "Starting NVIDIA persistence daemon...\n"
+        "nvidia-persistenced failed to initialize. Check syslog for more details.\n"
+        "ls: cannot access '/proc/driver/nvidia-nvswitch/devices/*': No such file or directory\n"
+        "Mounting NVIDIA driver rootfs...\n"
+        "Done, now waiting for signal\n"
+    )
+    _validator(f, node, "v25.3.2", "", "t6k2w")
+    pod = _bound_pod(f, "ft-mistral-7b-0", "research", node, "nvcr.io/nvidia/pytorch:25.01-py3",
+                     {"state": {"running": {"startedAt": "2026-11-29T09:12:40Z"}}}, gpus=8)  # fmt: skip
+    pod["status"]["containerStatuses"][0]["restartCount"] = 0
+    f.logs["research/ft-mistral-7b-0/main"] = (
+        "[rank0]: step 4200/20000 loss=1.284 lr=1.9e-05 tokens/s=48211\n"
+        "[rank0]: step 4210/20000 loss=1.279 lr=1.9e-05 tokens/s=48307\n"
+    )
+    return f, {
+        "target": "research/ft-mistral-7b-0",
+        "walk": [1, 2, 3, 4, 5],
+        "verdict": None,
+        "codes": ["L1_POD_SCHEDULED", "L2_OK", "L3_OK", "L4_OK", "L5_OK"],
+        "absent": ["L3_DRIVER_BUILD_FAILED", "L3_FABRIC_MANAGER", "L2_OPERAND_FAILING", "L2_VALIDATOR_STUCK",
+                   "L5_REMAPPED_ROWS_RISING", "L5_XID"],
+    }  # fmt: skip
+
+
 # --- layer 4 -------------------------------------------------------------------------------------
 
 
@@ -426,13 +475,66 @@ def dra_gpucluster_plugin_nvml_library_not_found() -> None:
     })  # fmt: skip
 
 
+XID79 = [
+    {"effect": "NoExecute", "key": "gpu.nvidia.com/xid", "value": "79", "timeAdded": "2026-11-30T13:12:09Z"}
+]
+
+
+def _to_v1beta2(obj: dict[str, Any]) -> dict[str, Any]:
+    """A resource.k8s.io/v1 object as a 1.33 API server serves it at v1beta2: the same shapes (flat
+    devices, `exactly`), without 1.34's DeviceClass `extendedResourceName`."""
+    if obj.get("apiVersion", "").startswith("resource.k8s.io/"):
+        obj["apiVersion"] = "resource.k8s.io/v1beta2"
+        if obj["kind"] == "DeviceClass":
+            obj["spec"].pop("extendedResourceName", None)
+    return obj
+
+
+def dra_v1beta2_xid79_taint_on_only_free_h100() -> None:
+    f = DraFleet(
+        "probe7-dra-v1beta2-xid79-taint-only-free-h100-others-full-17-nodes",
+        "Built on the samples of the DRA driver's device health taints (`gpu.nvidia.com/xid=79`, NoExecute; Kubernetes "
+        "1.33 with the DRADeviceTaints gate, objects served at resource.k8s.io/v1beta2) and the scheduler's `cannot "
+        "allocate all claims`: three H100 nodes are full; on h100-04 one GPU fell off the bus (Xid 79) and its taint "
+        "leaves 7 GPUs for an 8-GPU claim. The A100 and L40S pools carry their own lost GPU, Xid 79 taint and "
+        "crash-looping driver pod: noise.",
+        now="2026-11-30T14:00:00Z",
+    )
+    f.control_plane()
+    _sick_pools(f, {"a100": 6, "l40s": 6}, {"a100": 8, "l40s": 4})
+    for i in range(1, 4):
+        f.gpu_node(f"h100-{i:02d}", "h100")
+        f.workload("research", f"pretrain-{i}", f"h100-{i:02d}", [f"gpu-{g}" for g in range(8)])
+    f.gpu_node("h100-04", "h100", taints={5: XID79})
+    f.pending("research", "pretrain-4", template="h100-x8",
+              selector="device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'", count=8,
+              node_selector={"pool": "h100"},
+              scheduler=_SCHED.format(n=17, rest="12 node(s) didn't match Pod's node affinity/selector, 4 cannot "
+                                      "allocate all claims"), created="2026-11-30T13:20:00Z")  # fmt: skip
+    for node in [o for o in f.objects if o["kind"] == "Node"]:
+        node["status"]["nodeInfo"]["kubeletVersion"] = "v1.33.5"
+    f.objects = [_to_v1beta2(o) for o in f.objects]
+    # Not in the folder's top level: the shared scenario-format check lists v1 and v1beta1 DRA kinds
+    # only; tests/incidents/test_probe7_incidents.py walks it.
+    f.write(HERE / "v1beta2", {
+        "target": "research/pretrain-4", "walk": [1, 5], "verdict": "L5_XID",
+        "codes": ["L1_POD_PENDING", "L1_DRA_CLAIM_PENDING", "L1_DRA_DEVICE_TAINTED", "L5_XID"],
+        "absent": ["L1_DRA_SELECTOR_UNSATISFIED", "L1_DRA_NO_DEVICES", "L5_DEVICE_UNHEALTHY"],
+    })  # fmt: skip
+
+
 RECIPES: list[Recipe] = [
     driver_ctr_host_oomkilled,
     llama_cpp_cuda_unknown_error_uvm,
     fabric_manager_version_mismatch,
+    pcie_h100_persistenced_nvswitch_lines_healthy,
     vllm_torch_oom_previous_only,
 ]
-DRA = [dra_extended_resource_h100_exhausted, dra_gpucluster_plugin_nvml_library_not_found]
+DRA = [
+    dra_extended_resource_h100_exhausted,
+    dra_gpucluster_plugin_nvml_library_not_found,
+    dra_v1beta2_xid79_taint_on_only_free_h100,
+]
 
 
 def main() -> None:
