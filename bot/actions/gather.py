@@ -48,6 +48,7 @@ class Collector:
         self.progress = progress
         self.manifest = archive.manifest
         self.now = archive.now
+        self.failed: dict[str, SourceError] = {}  # what -> the error its read raised, as raised
         self.objects: dict[tuple[str, str, str, str], K8sObject] = {}
         self.logs = tempfile.TemporaryFile()  # noqa: SIM115 - closed in collect_bundle
         self.series: list[dict[str, Any]] = []
@@ -59,6 +60,7 @@ class Collector:
             return fn()
         except SourceError as err:
             self.manifest.errors.append({"read": what, "error": str(err)})
+            self.failed[what] = err
             return default
 
     def keep(self, objs: Sequence[K8sObject]) -> list[K8sObject]:
