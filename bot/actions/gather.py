@@ -81,10 +81,39 @@ class Collector:
             out.append(clean)
         return out
 
-    def log(self, file: str, ns: str, pod: str, container: str, previous: bool) -> None:
+    def _from_start(self, file: str, ns: str, pod: str, container: str, previous: bool) -> str:
+        """A plugin's log as layer 5 reads it (layers/facts/logs.py): from the container's start, as
+        the unhealthy mark is printed once, then its tail. Over half the bytes cap, the start and the
+        end keep half each and the middle is left out (said in manifest.json)."""
+        half = self.archive.caps.log_bytes // 2
+        head = self.cluster.pod_log(ns, pod, container, previous=previous, tail_lines=None, limit_bytes=half)
+        if len(head.encode()) < half:
+            return head
+        tail = self.cluster.pod_log(
+            ns, pod, container, previous=previous, tail_lines=self.archive.caps.log_tail_lines
+        ).encode()[-half:]
+        tail = tail[tail.find(b"\n") + 1 :] if b"\n" in tail else tail
+        whole = head[: head.rfind("\n") + 1]
+        self.manifest.cut.append(
+            {
+                "file": file,
+                "reason": "log bytes cap",
+                "kept": "its start and its end, the middle left out",
+                "kept_bytes": len(whole.encode()) + len(tail),
+            }
+        )
+        return whole + tail.decode("utf-8", "replace")
+
+    def log(
+        self, file: str, ns: str, pod: str, container: str, previous: bool, *, from_start: bool = False
+    ) -> None:
         try:
-            raw = self.cluster.pod_log(
-                ns, pod, container, previous=previous, tail_lines=self.archive.caps.log_tail_lines
+            raw = (
+                self._from_start(file, ns, pod, container, previous)
+                if from_start
+                else self.cluster.pod_log(
+                    ns, pod, container, previous=previous, tail_lines=self.archive.caps.log_tail_lines
+                )
             )
         except SourceError as err:
             if err.kind != "not_found":
@@ -93,7 +122,7 @@ class Collector:
                 self.manifest.skipped.append({"what": file, "why": "the container has no log yet"})
             return
         caps = self.archive.caps
-        if raw.count("\n") >= caps.log_tail_lines:
+        if raw.count("\n") >= caps.log_tail_lines and not from_start:
             self.manifest.cut.append(
                 {"file": file, "reason": "log tail lines cap", "kept_lines": caps.log_tail_lines}
             )
@@ -208,9 +237,11 @@ class Collector:
             self.pod_logs(pod)
 
     def pod_logs(self, pod: K8sObject) -> None:
+        # Plugins print a device's unhealthy mark once: their logs are kept from the start.
+        from_start = rm.component(pod) in ("device-plugin", "dra-kubelet-plugin")
         for container, previous in rm.log_streams(pod):
             file = f"logs/{o.name(pod)}/{container}" + (".previous" if previous else "") + ".log"
-            self.log(file, o.namespace(pod) or "", o.name(pod), container, previous)
+            self.log(file, o.namespace(pod) or "", o.name(pod), container, previous, from_start=from_start)
 
     def node_files(self, scoped: list[K8sObject], operator_ns: str | None) -> None:
         self.progress("node descriptions and events")

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.actions.archive import Caps
 from bot.actions.bundle_writer import collect_bundle
 from bot.sources.bundle_reader import read_bundle
-from bot.sources.scenario import build_sources, load_scenario
+from bot.sources.scenario import build_sources, load_scenario, parse_scenario
 from layers.findings import WalkResult
 from layers.operands import _oom_hint
 from layers.walk import walk
@@ -166,3 +167,33 @@ def test_v1beta2_objects_give_the_expected_diagnosis(path: Path) -> None:
     ]
     assert slices and all(o["apiVersion"] == "resource.k8s.io/v1beta2" for o in slices)
     bundled.test_default_walk_gives_the_expected_diagnosis(path)
+
+
+def test_plugin_log_keeps_its_unhealthy_mark_past_the_tail_cap(tmp_path: Path) -> None:
+    """The device plugin prints a device's unhealthy mark once; hours of Xid 13 events follow. A bundle
+    that kept only the log's tail lost the mark (and the Xid 48) on replay."""
+    path = HISTORY / "probe" / "probe-old-plugin-will-go-unhealthy-xid48-20-nodes.yaml"
+    data = yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
+    key = next(k for k, v in data["logs"].items() if "the device will go unhealthy" in v)
+    data["logs"][key] += "".join(
+        f"I1129 10:{i // 60 % 60:02d}:{i % 60:02d}.000000       1 health.go:159] Processing event {{Device:"
+        "{Handle:0x7f7597647848} EventType:8 EventData:13 GpuInstanceId:4294967295 ComputeInstanceId:4294967295}\n"
+        for i in range(600)
+    )
+    snap, telemetry = build_sources(parse_scenario(data, str(path)))
+    target = _target(path)
+    live = walk(snap, telemetry, *target)
+    out = tmp_path / "bundle.tar.gz"
+    collect_bundle(snap, telemetry, out, target=target, walk=live, caps=Caps(log_tail_lines=200))
+    replayed = walk(*build_sources(read_bundle(out)), *target)
+
+    def faults(result: WalkResult) -> list[tuple[int, str, str | None]]:
+        return [
+            (lr.layer, f.code, f.node)
+            for lr in result.layers
+            for f in lr.findings
+            if f.severity.label == "fault"
+        ]
+
+    assert (5, "L5_DEVICE_UNHEALTHY", "a100-train-03") in faults(live)
+    assert faults(replayed) == faults(live)
