@@ -20,7 +20,7 @@ from tests.incidents import drafleet
 from tests.incidents.drafleet import DraFleet
 from tests.incidents.fleets import NS, Fleet, Recipe, mixed_pools, noise_in_viz_and_infer, write_recipes
 from tests.incidents.probe2.build import _bound_pod, _operand, _validator
-from tests.incidents.probe4.build import _SCHED, _sick_pools
+from tests.incidents.probe4.build import _SCHED, _sick_pools, _start_error
 
 HERE = Path(__file__).resolve().parent
 Expect = dict[str, Any]
@@ -191,6 +191,39 @@ def llama_cpp_cuda_unknown_error_uvm() -> tuple[Fleet, Expect]:
         "codes": ["L1_POD_SCHEDULED", "L2_APP_SEES_NO_GPU"],
         "absent": ["L2_CONTAINER_START_FAILED", "L3_DRIVER_BUILD_FAILED", "L4_GPU_OOM_IN_LOGS", "L5_XID",
                    "L5_DEVICE_UNHEALTHY"],
+    }  # fmt: skip
+
+
+def cdi_spec_missing_after_reboot_runtime_cdi_mode() -> tuple[Fleet, Expect]:
+    f = _fleet(
+        "probe7-toolkit-cdi-mode-spec-missing-after-reboot-gpu-all-a100-20-nodes",
+        "Built on the samples of containerd's CDI refusal (`could not apply required modification to OCI specification: "
+        "error modifying OCI spec: failed to inject CDI devices: unresolvable CDI devices nvidia.com/gpu=all`, "
+        "nvidia-container-toolkit's cdi mode and its nvidia-cdi-refresh / cdi-generator unit ordering in the "
+        "public write-ups of the error): a100-train-02 runs a host driver with the toolkit's runtime in cdi mode; "
+        "after a reboot the unit that writes /var/run/cdi/nvidia.yaml ran before the driver loaded and wrote "
+        "nothing, so every GPU container on the node is refused. The driver itself is fine.",
+        a100=6, h100=6, l40s=5,
+    )  # fmt: skip
+    node = "a100-train-02"
+    f.node(node)["metadata"]["labels"]["nvidia.com/gpu.deploy.driver"] = "pre-installed"
+    f.gpu_series(node, "a100", 8, fb_used=0.0)
+    message = (
+        "failed to create containerd task: failed to create shim task: OCI runtime create failed: could not apply "
+        "required modification to OCI specification: error modifying OCI spec: failed to inject CDI devices: "
+        "unresolvable CDI devices nvidia.com/gpu=all: unknown"
+    )
+    pod = _bound_pod(
+        f, "sd-finetune-0", "genai", node, "nvcr.io/nvidia/pytorch:25.01-py3", _start_error(message), gpus=4
+    )
+    f.event_for_pod(pod, "Failed", f"Error: {message}")
+    return f, {
+        "target": "genai/sd-finetune-0",
+        "walk": [1, 2, 3, 4, 5],
+        "verdict": "L2_CONTAINER_START_FAILED",
+        "codes": ["L1_POD_SCHEDULED", "L2_CONTAINER_START_FAILED"],
+        "absent": ["L2_NO_RUNTIME_NVIDIA", "L2_APP_SEES_NO_GPU", "L3_DRIVER_TOO_OLD", "L3_DRIVER_BUILD_FAILED",
+                   "L3_PREINSTALLED_DRIVER_CONFLICT", "L5_XID"],
     }  # fmt: skip
 
 
@@ -526,6 +559,7 @@ def dra_v1beta2_xid79_taint_on_only_free_h100() -> None:
 RECIPES: list[Recipe] = [
     driver_ctr_host_oomkilled,
     llama_cpp_cuda_unknown_error_uvm,
+    cdi_spec_missing_after_reboot_runtime_cdi_mode,
     fabric_manager_version_mismatch,
     pcie_h100_persistenced_nvswitch_lines_healthy,
     vllm_torch_oom_previous_only,
