@@ -295,6 +295,24 @@ _REASON_HINT = {
 }
 
 
+def _oom_hint(pod: K8sObject, cname: str) -> str:
+    """An operand the kernel killed for memory (the driver container compiling under the ClusterPolicy's
+    limit, a host under pressure): its log just stops, so say so instead of sending a person to it."""
+    spec = pod.get("spec") or {}
+    limit = next(
+        (
+            ((c.get("resources") or {}).get("limits") or {}).get("memory")
+            for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+            if isinstance(c, dict) and c.get("name") == cname
+        ),
+        None,
+    )
+    where = (
+        f"over its memory limit of {limit}" if limit else "for system memory (no limit set: the node ran out)"
+    )
+    return f"it was OOMKilled {where}: raise the limit in the operator's spec or free the node's memory"
+
+
 def failing_reason(s: dict[str, Any]) -> str | None:
     """Why a container is failing, in kubectl's words: its waiting reason, or `Error` for a container
     caught between a failed run and its back-off (kubectl's `Init:Error`)."""
@@ -335,6 +353,8 @@ def operand_failing(w: Reads, node: str, pods: Sequence[K8sObject]) -> list[Find
                 )
             evidence += [f"log: {line}" for line in w.last_lines(pod, s)]
             hint = _REASON_HINT.get(reason, "read its last log lines")
+            if "OOMKilled" in (now.get("reason"), last.get("reason")):
+                hint = _oom_hint(pod, cname)
             out.append(
                 finding(
                     "L2_OPERAND_FAILING",

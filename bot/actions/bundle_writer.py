@@ -143,8 +143,11 @@ def collect_bundle(
     notes: list[str] = []
     try:
         nodes, scoped = c.cluster_objects()
-        if not nodes and any(e["read"] == "nodes" and "unreachable" in e["error"] for e in manifest.errors):
-            raise SourceError("unavailable", manifest.errors[-1]["error"])
+        # Nothing can be collected from an API server that does not answer: its own error, whose
+        # str() already carries the hint (re-wrapping it printed the hint twice).
+        refused = c.failed.get("nodes")
+        if not nodes and refused is not None and "unreachable" in refused.message:
+            raise refused
         operator, operands = c.pods()
         operator_ns = operator_namespace or next((o.namespace(p) for p in operator + operands), None)
         c.node_files(scoped, operator_ns)

@@ -19,10 +19,17 @@ from bot.actions.redact import mask_object, mask_text
 from layers import remedy as rm
 from layers.facts import dra
 from layers.facts import objects as o
-from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
+from layers.facts.context import OPERATOR_SELECTORS
+from layers.sources import Cluster, K8sObject, Selector, SourceError, Telemetry, TelemetryError
 
 ExecFn = Callable[[str, str, str, Sequence[str]], bytes]
 Progress = Callable[[str], None]
+
+
+# What `Telemetry.changed` looks back on before a window (layers/sources.py), and the recent window
+# kept at a scrape's step for rates over 5 minutes (spec L4_PREEMPTIONS).
+CHANGED_LOOKBACK_S = 3600
+RECENT_WINDOW_S, RECENT_STEP_S = 900, 15
 
 
 class Collector:
@@ -41,6 +48,7 @@ class Collector:
         self.progress = progress
         self.manifest = archive.manifest
         self.now = archive.now
+        self.failed: dict[str, SourceError] = {}  # what -> the error its read raised, as raised
         self.objects: dict[tuple[str, str, str, str], K8sObject] = {}
         self.logs = tempfile.TemporaryFile()  # noqa: SIM115 - closed in collect_bundle
         self.series: list[dict[str, Any]] = []
@@ -52,6 +60,7 @@ class Collector:
             return fn()
         except SourceError as err:
             self.manifest.errors.append({"read": what, "error": str(err)})
+            self.failed[what] = err
             return default
 
     def keep(self, objs: Sequence[K8sObject]) -> list[K8sObject]:
@@ -72,10 +81,39 @@ class Collector:
             out.append(clean)
         return out
 
-    def log(self, file: str, ns: str, pod: str, container: str, previous: bool) -> None:
+    def _from_start(self, file: str, ns: str, pod: str, container: str, previous: bool) -> str:
+        """A plugin's log as layer 5 reads it (layers/facts/logs.py): from the container's start, as
+        the unhealthy mark is printed once, then its tail. Over half the bytes cap, the start and the
+        end keep half each and the middle is left out (said in manifest.json)."""
+        half = self.archive.caps.log_bytes // 2
+        head = self.cluster.pod_log(ns, pod, container, previous=previous, tail_lines=None, limit_bytes=half)
+        if len(head.encode()) < half:
+            return head
+        tail = self.cluster.pod_log(
+            ns, pod, container, previous=previous, tail_lines=self.archive.caps.log_tail_lines
+        ).encode()[-half:]
+        tail = tail[tail.find(b"\n") + 1 :] if b"\n" in tail else tail
+        whole = head[: head.rfind("\n") + 1]
+        self.manifest.cut.append(
+            {
+                "file": file,
+                "reason": "log bytes cap",
+                "kept": "its start and its end, the middle left out",
+                "kept_bytes": len(whole.encode()) + len(tail),
+            }
+        )
+        return whole + tail.decode("utf-8", "replace")
+
+    def log(
+        self, file: str, ns: str, pod: str, container: str, previous: bool, *, from_start: bool = False
+    ) -> None:
         try:
-            raw = self.cluster.pod_log(
-                ns, pod, container, previous=previous, tail_lines=self.archive.caps.log_tail_lines
+            raw = (
+                self._from_start(file, ns, pod, container, previous)
+                if from_start
+                else self.cluster.pod_log(
+                    ns, pod, container, previous=previous, tail_lines=self.archive.caps.log_tail_lines
+                )
             )
         except SourceError as err:
             if err.kind != "not_found":
@@ -84,7 +122,7 @@ class Collector:
                 self.manifest.skipped.append({"what": file, "why": "the container has no log yet"})
             return
         caps = self.archive.caps
-        if raw.count("\n") >= caps.log_tail_lines:
+        if raw.count("\n") >= caps.log_tail_lines and not from_start:
             self.manifest.cut.append(
                 {"file": file, "reason": "log tail lines cap", "kept_lines": caps.log_tail_lines}
             )
@@ -157,6 +195,19 @@ class Collector:
                     [],
                 )
             )
+        if self.scope.node and self.scope.target:
+            # The target's walk examines its candidate nodes, not only this one: their operator pods go
+            # into scenario.yaml (no files, no logs), or the replay would read their absence as fact
+            # ("no DRA kubelet plugin pod runs on the node").
+            for label_sel in OPERATOR_SELECTORS:
+                fleet_wide = self.keep(
+                    self.read(f"pods -l {label_sel} (all nodes)", self._lister(label_sel, None), [])
+                )
+                # The DRA controller, like the operator's own pod, runs anywhere and serves every node:
+                # its log explains a ComputeDomain that never gets ready (layer 2), so it is collected.
+                operands += [
+                    p for p in fleet_wide if rm.component(p) == "dra-controller" and p not in operands
+                ]
         if self.scope.want_fleet_gpu_pods():
             running = "status.phase!=Succeeded,status.phase!=Failed"
             fleet = self.read(
@@ -186,9 +237,11 @@ class Collector:
             self.pod_logs(pod)
 
     def pod_logs(self, pod: K8sObject) -> None:
+        # Plugins print a device's unhealthy mark once: their logs are kept from the start.
+        from_start = rm.component(pod) in ("device-plugin", "dra-kubelet-plugin")
         for container, previous in rm.log_streams(pod):
             file = f"logs/{o.name(pod)}/{container}" + (".previous" if previous else "") + ".log"
-            self.log(file, o.namespace(pod) or "", o.name(pod), container, previous)
+            self.log(file, o.namespace(pod) or "", o.name(pod), container, previous, from_start=from_start)
 
     def node_files(self, scoped: list[K8sObject], operator_ns: str | None) -> None:
         self.progress("node descriptions and events")
@@ -234,11 +287,14 @@ class Collector:
         )
 
     def dra_files(self, scoped: list[K8sObject], target: K8sObject | None) -> None:
-        """The DRA objects involved (spec/findings.md, DRA): the GPU slices of the nodes in scope, the
-        classes, device taint rules, the target's claims and templates and the claims holding devices
+        """The DRA objects involved (spec/findings.md, DRA): the GPU slices of the nodes in scope (of
+        every node when a target is), the classes, device taint rules, the target's claims and templates and the claims holding devices
         in scope, ComputeDomains and GPUCluster. A cluster without DRA gives an empty dra.yaml."""
         self.progress("DRA objects")
         names = {o.name(n) for n in scoped}
+        # A target's layer 1 weighs every node's devices, as it weighs every node's GPU pods: a node
+        # bundle that kept only its own slices replayed the other GPU nodes as publishing none.
+        every = self.scope.want_fleet_gpu_pods()
         slices = [
             s
             for s in self.read(
@@ -246,7 +302,7 @@ class Collector:
                 lambda: self.cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={dra.DRIVER}"),
                 [],
             )
-            if (s.get("spec") or {}).get("nodeName") in names
+            if every or (s.get("spec") or {}).get("nodeName") in names
         ]
         picked = [*self.read("deviceclasses", lambda: self.cluster.list_dra("DeviceClass"), []), *slices]
         picked += self.read("devicetaintrules", lambda: self.cluster.list_dra("DeviceTaintRule"), [])
@@ -312,20 +368,17 @@ class Collector:
         by_node: dict[str, list[SeriesData]] = {}
         for metric, sel in wanted:
             try:
-                got = self.telemetry.range(metric, rm.SERIES_WINDOW_S, self.archive.caps.series_step_s, sel)
+                got = self._series(metric, sel)
             except TelemetryError as err:
                 self.manifest.skipped.append(
                     {"what": "DCGM and vLLM series", "why": str(err) or type(err).__name__}
                 )
                 return
-            for rs in got:
-                labels = dict(rs.labels)
+            for labels, points in got:
                 labels.setdefault("__name__", metric.split("|")[0])
-                by_node.setdefault(hostmap.node_of(labels) or "pods", []).append(
-                    SeriesData(labels, list(rs.points))
-                )
+                by_node.setdefault(hostmap.node_of(labels) or "pods", []).append(SeriesData(labels, points))
                 self.series.append(
-                    {"metric": labels, "values": [[round(t - self.now, 3), v] for t, v in rs.points]}
+                    {"metric": labels, "values": [[round(t - self.now, 3), v] for t, v in points]}
                 )
         for node, series in sorted(by_node.items()):
             out = io.StringIO()
@@ -337,6 +390,22 @@ class Collector:
             self.manifest.skipped.append(
                 {"what": "DCGM series", "why": f"no series for the scope in {self.telemetry.source}"}
             )
+
+    def _series(
+        self, metric: str, sel: Sequence[Selector]
+    ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+        """A metric's series as the replayed walk must read them: 24 h and the hour before at the
+        bundle's step (a last-Xid gauge is news only when it changed in 24 h or began in them, which
+        `changed` tells by that hour), and the last minutes at a scrape's step (`rate(…[5m])` of vLLM's
+        preemptions needs more than one point in five minutes), merged per series."""
+        merged: dict[tuple[tuple[str, str], ...], dict[float, float]] = {}
+        for window, step in (
+            (rm.SERIES_WINDOW_S + CHANGED_LOOKBACK_S, self.archive.caps.series_step_s),
+            (RECENT_WINDOW_S, RECENT_STEP_S),
+        ):
+            for rs in self.telemetry.range(metric, window, step, sel):
+                merged.setdefault(tuple(sorted(rs.labels.items())), {}).update(rs.points)
+        return [(dict(key), sorted(points.items())) for key, points in merged.items()]
 
     def bug_reports(self, operands: list[K8sObject], exec_fn: ExecFn | None) -> list[str]:
         notes: list[str] = []

@@ -232,6 +232,12 @@ APP_SEES_NO_GPU = Signature(
         r"nvidia-smi:\s+(?:command\s+)?not\s+found",  # the toolkit did not inject its utilities
         # PyTorch's lazy init when the driver answers badly (k8s-device-plugin issue 319, GKE's issue 248).
         r"CUDA\s+unknown\s+error\s+-\s+this\s+may\s+be\s+due\s+to\s+an\s+incorrectly\s+set\s+up\s+environment",
+        # cuInit failing under llama.cpp/ggml (llama.cpp issue 7218: nvidia_uvm not loaded), Ollama's
+        # driver probe (`…init failure: 999`) and TensorRT's builder (35: driver too old, 46: busy): CUDA
+        # itself could not start. Error 2 is out of memory, which is layer 4's, not this.
+        r"failed\s+to\s+initiali[sz]e\s+CUDA\b",
+        r"cuda\s+driver\s+library\s+init\s+failure:\s*(?!2\b)\d+",
+        r"CUDA\s+initiali[sz]ation\s+failure\s+with\s+error:\s*(?!2\b)\d+",
         # The NGC images' entrypoint banner: the container started without the NVIDIA runtime or devices.
         r"The\s+NVIDIA\s+Driver\s+was\s+not\s+detected",
         r"No\s+supported\s+GPU\(s\)\s+detected",
