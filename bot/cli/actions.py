@@ -57,8 +57,9 @@ def cmd_must_gather(args: argparse.Namespace) -> int:
     from bot.actions.bundle_writer import collect_bundle
     from layers.facts.target import check_object_name, parse_pod_ref
 
-    node = check_object_name(args.node, "node") if args.node else None
-    target = parse_pod_ref(args.pod) if args.pod else None
+    # `is not None`: an empty --node '' (an unset shell variable) is a bad name, not "every node".
+    node = check_object_name(args.node, "node") if args.node is not None else None
+    target = parse_pod_ref(args.pod) if args.pod is not None else None
     out = args.out or (
         f"gpubot-must-gather_{name_part(node) if node else 'cluster'}_{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.tar.gz"
     )

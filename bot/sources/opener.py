@@ -58,7 +58,7 @@ def open_sources(
     if scenario and bundle:
         raise SourceError("bad_input", "give --scenario or --bundle, not both: each is a whole cluster")
     scenario = scenario or (cfg.scenario if not bundle else None)
-    if prometheus_url:
+    if prometheus_url is not None:  # an empty --prometheus-url '' is a mistake, not "no metrics"
         check_url("--prometheus-url", prometheus_url, ("http", "https"))
     prometheus_url = prometheus_url or cfg.prometheus_url
     series_telemetry: Telemetry | None = None
