@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -39,6 +40,8 @@ from layers.sources import K8sObject, SourceError
 
 PAGE_SIZE = 500
 USER_AGENT = "gpubot"
+# After a read timed out, the same kind of read fails at once for this many timeouts.
+STALL_MEMORY_TIMEOUTS = 3
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 # The NVIDIADriver CRD has only ever shipped as v1alpha1.
 _FALLBACK_VERSIONS = {"nvidiadrivers": "v1alpha1"}
@@ -115,6 +118,8 @@ class KubeCluster(ListReads):
         self.server = str(configuration.host)
         self.calls = 0  # HTTP requests made, for benchmarks
         self._calls_lock = threading.Lock()
+        # (verb, resource) -> until when a read of it is not sent again: the API stalled on it.
+        self._stalled: dict[tuple[str, str], float] = {}
 
     @property
     def api_client(self) -> Any:
@@ -174,7 +179,18 @@ class KubeCluster(ListReads):
         content_type: str | None = None,
     ) -> bytes:
         """One HTTP request through the client's auth, TLS and retries; the raw body or a SourceError."""
+        key = (verb, resource)
         with self._calls_lock:
+            # A read that just timed out is not sent again for a while: a walk reads the logs
+            # of four pods, and a stalled pods/log would otherwise cost four timeouts, not one.
+            if method == "GET" and self._stalled.get(key, 0.0) > time.monotonic():
+                raise counted(
+                    SourceError(
+                        "unavailable",
+                        f"Kubernetes API at {self.server} unreachable (no answer within "
+                        f"{self.timeout_s:g}s to an earlier {verb} {resource}) while trying to {verb} {resource}",
+                    )
+                )
             self.calls += 1
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if content_type:
@@ -199,16 +215,23 @@ class KubeCluster(ListReads):
                 api_error(self.server, exc.status, exc.reason, exc.body, verb, resource, namespace)
             ) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise counted(unreachable(self.server, self.timeout_s, exc, verb, resource)) from None
+            raise self._unreachable(exc, key) from None
         try:
             data = bytes(resp.read())
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise counted(unreachable(self.server, self.timeout_s, exc, verb, resource)) from None
+            raise self._unreachable(exc, key) from None
         finally:
             resp.response.release_conn()
         if not 200 <= resp.status <= 299:
             raise counted(api_error(self.server, resp.status, resp.reason, data, verb, resource, namespace))
         return data
+
+    def _unreachable(self, exc: Exception, key: tuple[str, str]) -> SourceError:
+        err = unreachable(self.server, self.timeout_s, exc, *key)
+        if "no answer within" in err.message:
+            with self._calls_lock:
+                self._stalled[key] = time.monotonic() + STALL_MEMORY_TIMEOUTS * self.timeout_s
+        return counted(err)
 
     def _get(self, res: Resource, name: str, namespace: str | None = None) -> K8sObject:
         path = res.path(namespace, name)
