@@ -1,6 +1,6 @@
 """Probe 8: a backend that accepts and never answers costs a walk one timeout, not one per read.
 
-Before: a stalled pods/log made `gpubot why --all` wait 4 x 10 s (one timeout per pod log), a
+Before: a stalled pods/log (a node's kubelet gone) made `gpubot why --all` wait 4 x 10 s (one timeout per pod log), a
 stalled events list 2 x 10 s, and a stalled Prometheus 2 x 10 s (the layer 4 and layer 5
 batches). The walk still ends in `unknown`, saying which read timed out.
 """
@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.sources.kube import STALL_MEMORY_TIMEOUTS, KubeCluster
+from bot.sources.kube import KubeCluster
 from bot.sources.prom import PrometheusTelemetry
 from bot.sources.scenario import build_sources, load_scenario
 from bot.sources.snapshot import SnapshotCluster
+from bot.sources.stalls import STALL_MEMORY_TIMEOUTS
 from layers.findings import Severity
 from layers.sources import NoTelemetry, SourceError, TelemetryError
 from layers.walk import walk
@@ -39,27 +40,46 @@ def api(snapshot: SnapshotCluster) -> Iterator[FakeKubeAPI]:
         yield fake
 
 
-@pytest.mark.parametrize("path", [r"/log$", r"/events$"])
+NODE1_LOGS = r"/namespaces/gpu-operator/pods/nvidia-[^/]+/log$"  # the operands on gpu-node-1
+
+
+@pytest.mark.parametrize("path", [NODE1_LOGS, r"/events$"])
 def test_a_stalled_kind_of_read_is_asked_once_per_walk(path: str, api: FakeKubeAPI) -> None:
     api.fail(path, delay=5 * TIMEOUT_S)
     cluster = KubeCluster.from_config(api.kubeconfig, timeout_s=TIMEOUT_S)
     start = time.monotonic()
     result = walk(cluster, NoTelemetry(now=time.time), "ml", "trainer-0", all_layers=True)
     elapsed = time.monotonic() - start
-    assert api.count(path) == 1  # the walk reads it for several pods; only the first went out
+    assert api.count(path) == 1  # the walk reads several; only the first went out
     assert elapsed < 3 * TIMEOUT_S, elapsed
     said = [e for r in result.layers for f in r.findings for e in (f.summary, *f.evidence)]
     assert any(f"no answer within {TIMEOUT_S:g}s" in s for s in said), said
     assert result.layers[0].findings  # the reads that answered still decide layer 1
 
 
+def test_a_stalled_kubelet_holds_back_its_own_node_s_logs_only(api: FakeKubeAPI) -> None:
+    api.fail(NODE1_LOGS, delay=5 * TIMEOUT_S)
+    cluster = KubeCluster.from_config(api.kubeconfig, timeout_s=TIMEOUT_S)
+    with pytest.raises(SourceError, match="no answer within"):
+        cluster.pod_log(*PLUGIN)
+    with pytest.raises(SourceError, match="an earlier log read of a pod on gpu-node-1"):
+        cluster.pod_log("gpu-operator", "nvidia-driver-daemonset-nt5c9", "nvidia-driver-ctr")
+    assert api.count(NODE1_LOGS) == 1
+    # A pod on gpu-node-2 is asked as usual, and the API's own answer comes back at once.
+    start = time.monotonic()
+    with pytest.raises(SourceError, match="is waiting to start: ContainerCreating"):
+        cluster.pod_log("ml", "pretrain-llama-0", "trainer")
+    assert time.monotonic() - start < TIMEOUT_S
+    assert api.count(r"/pods/pretrain-llama-0/log$") == 1
+
+
 def test_a_stalled_read_is_asked_again_once_its_memory_lapses(api: FakeKubeAPI) -> None:
-    api.fail(r"/log$", delay=5 * TIMEOUT_S)
+    api.fail(NODE1_LOGS, delay=5 * TIMEOUT_S)
     cluster = KubeCluster.from_config(api.kubeconfig, timeout_s=TIMEOUT_S)
     for _ in range(2):
         with pytest.raises(SourceError, match="no answer within"):
             cluster.pod_log(*PLUGIN)
-    assert api.count(r"/log$") == 1
+    assert api.count(NODE1_LOGS) == 1
     api.clear_faults()
     deadline = time.monotonic() + STALL_MEMORY_TIMEOUTS * TIMEOUT_S + 2.0
     while True:  # the memory lapses: the next read goes out and is answered
@@ -70,7 +90,7 @@ def test_a_stalled_read_is_asked_again_once_its_memory_lapses(api: FakeKubeAPI) 
             assert "no answer within" in err.message
             assert time.monotonic() < deadline
             time.sleep(0.05)
-    assert log.strip() and api.count(r"/log$") == 2
+    assert log.strip() and api.count(NODE1_LOGS) == 2
 
 
 def test_a_stalled_prometheus_costs_a_walk_one_timeout(stalled_url: str, snapshot: SnapshotCluster) -> None:

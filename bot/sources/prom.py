@@ -30,14 +30,13 @@ from urllib3.util.retry import Retry
 
 from bot.ops.secrets import mask_text
 from bot.sources.promql import build_changed_query, build_query, matches, plan
+from bot.sources.stalls import StallMemory
 from layers.sources import RangeSeries, Read, Sample, Selector, TelemetryError, read_one
 
 __all__ = ["PrometheusTelemetry", "build_changed_query", "build_query", "matches"]
 
 # At most this many queries of one batch in flight (a walk hands over ten, the digest five).
 MAX_IN_FLIGHT = 8
-# After a timeout, queries fail at once for this many timeouts (then Prometheus is asked again).
-STALL_MEMORY_TIMEOUTS = 3
 
 
 class PrometheusTelemetry:
@@ -82,7 +81,7 @@ class PrometheusTelemetry:
         self._lock = threading.Lock()
         # Until when no query is sent: Prometheus just let one time out. A walk reads in two
         # batches (layers 4 and 5); a stalled Prometheus costs it one timeout, not two.
-        self._stalled_until = 0.0
+        self._stall = StallMemory(timeout_s)
         # One batch's deadline: every query's own timeout, its retries and their backoff.
         self._deadline_s = timeout_s * (retries + 1) + 0.2 * retries + 1.0
 
@@ -211,7 +210,7 @@ class PrometheusTelemetry:
                 query = plan(None if r.func == "instant" else r.func, r.metric, r.window_s or None, r.match)[
                     0
                 ]
-                self._stalled()
+                self._stall.remember(self.url)
                 raise TelemetryError(self._timeout_error(f"Prometheus at {self.shown_url}", str(query)))
             out.append(future.result())  # a read's own failure is raised here, in order
         return out
@@ -260,7 +259,7 @@ class PrometheusTelemetry:
 
     def _call(self, query: str, do: Callable[[PrometheusConnect], Any]) -> Any:
         where = f"Prometheus at {self.shown_url}"
-        if time.monotonic() < self._stalled_until:
+        if self._stall.stalled(self.url):
             raise TelemetryError(
                 self._timeout_error(where, query) + " (an earlier query timed out; not retried yet)"
             )
@@ -277,11 +276,11 @@ class PrometheusTelemetry:
                 f"{where}: TLS verification failed ({_short(e)}); set PROMETHEUS_CA_BUNDLE to the CA that signed it"
             ) from None
         except requests.exceptions.Timeout:
-            self._stalled()
+            self._stall.remember(self.url)
             raise TelemetryError(self._timeout_error(where, query)) from None
         except requests.exceptions.ConnectionError as e:
             if "timed out" in str(e):  # a timeout that came wrapped in retry errors
-                self._stalled()
+                self._stall.remember(self.url)
                 raise TelemetryError(self._timeout_error(where, query)) from None
             raise TelemetryError(
                 f"{where}: cannot connect ({_short(e)}); check PROMETHEUS_URL and that Prometheus "
@@ -296,11 +295,6 @@ class PrometheusTelemetry:
             raise TelemetryError(f"{where}: request failed ({_short(e)})") from None
         except OSError as e:  # e.g. the CA bundle file vanished: requests raises it bare
             raise TelemetryError(f"{where}: {e} (check PROMETHEUS_CA_BUNDLE)") from None
-
-    def _stalled(self) -> None:
-        """Remember the timeout: queries for the next few timeouts fail at once."""
-        with self._lock:
-            self._stalled_until = time.monotonic() + STALL_MEMORY_TIMEOUTS * self._timeout_s
 
     def _timeout_error(self, where: str, query: str) -> str:
         return (
