@@ -424,3 +424,26 @@ def test_a_unix_socket_redis_url_is_accepted() -> None:
     assert (
         load_config({"REDIS_URL": "unix:///run/redis/redis.sock"}).redis_url == "unix:///run/redis/redis.sock"
     )
+
+
+def test_must_gather_into_an_unwritable_folder_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    # /proc refuses new files even to root: was an internal error (FileNotFoundError), exit 1.
+    code, out, err = _run(capsys, "must-gather", "--scenario", SCENARIO, "--out", "/proc/probe8.tar.gz")
+    assert code == 2 and not out
+    assert "cannot write the bundle /proc/probe8.tar.gz" in _one_line(err)
+    assert not any(p.name.startswith(".probe8") for p in Path("/proc").iterdir())
+
+
+@pytest.mark.parametrize("url", ["garbage", "http://redis:6379", "redis://[::1", ""])
+def test_a_bad_redis_url_flag_is_bad_input_on_every_command(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was ignored where the command did not need it (a scenario's cordon ran, exit 0).
+    for argv in (
+        ("cordon", "gpu-node-1", "--reason", "x", "--dry-run"),
+        ("why", "ml/trainer-0"),
+        ("digest",),
+    ):
+        code, out, err = _run(capsys, *argv, "--scenario", SCENARIO, "--redis-url", url)
+        assert code == 2 and not out, (argv, err)
+        assert "--redis-url" in _one_line(err)

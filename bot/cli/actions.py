@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from bot.cli.args import UsageError
@@ -67,16 +68,22 @@ def cmd_must_gather(args: argparse.Namespace) -> int:
         raise UsageError(f"--out must name a .tar.gz file, got {out!r}")
     cfg, src = _sources(args)
     progress = _stderr_progress()
-    report = collect_bundle(
-        src.cluster,
-        src.telemetry,
-        out,
-        node=node,
-        target=target,
-        with_bug_report=args.with_bug_report,
-        progress=progress,
-        operator_namespace=cfg.operator_namespace,
-    )
+    try:
+        report = collect_bundle(
+            src.cluster,
+            src.telemetry,
+            out,
+            node=node,
+            target=target,
+            with_bug_report=args.with_bug_report,
+            progress=progress,
+            operator_namespace=cfg.operator_namespace,
+        )
+    except OSError as err:
+        # Writing the bundle failed (a read-only or special folder, no space): the user's --out, not a bug.
+        if err.filename is None or Path(str(err.filename)).parent != Path(out).parent:
+            raise
+        raise UsageError(f"cannot write the bundle {out}: {err.strerror or err}") from None
     if progress is not None:
         print(file=sys.stderr)
     print(

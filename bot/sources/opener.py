@@ -106,6 +106,11 @@ def open_sources(
 
 def sources_from_args(cfg: Config, args: Any) -> Sources:
     """The sources named by a command's standard flags (see bot/cli/args.py `add_sources`)."""
+    from bot.ops.config import check_url
+
+    if getattr(args, "redis_url", None) is not None:
+        # Checked even where this command would not use it (a scenario's cordon): a bad flag is bad input.
+        check_url("--redis-url", args.redis_url, ("redis", "rediss", "unix"))
     return open_sources(
         cfg,
         scenario=args.scenario,
