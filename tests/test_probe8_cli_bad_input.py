@@ -447,3 +447,34 @@ def test_a_bad_redis_url_flag_is_bad_input_on_every_command(
         code, out, err = _run(capsys, *argv, "--scenario", SCENARIO, "--redis-url", url)
         assert code == 2 and not out, (argv, err)
         assert "--redis-url" in _one_line(err)
+
+
+DRA_SCENARIO_FILE = SCENARIO_FILE.with_name("dra-deviceclass-missing.yaml")
+
+
+@pytest.mark.parametrize("plural", ["resourceclaims", "deviceclasses", "resourceslices", "devicetaintrules"])
+def test_rbac_403_on_each_dra_kind_names_the_permission(
+    plural: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster, _ = build_sources(load_scenario(DRA_SCENARIO_FILE))
+    with serve(cluster) as dra_api:
+        dra_api.fail(plural, status=403)
+        code, out, err = _run(
+            capsys, "why", "vision/sam2-finetune-0", "--all", "--kubeconfig", dra_api.kubeconfig
+        )
+    assert code == 0 and not err, err
+    assert f"grant the bot's ServiceAccount 'list' on '{plural}.resource.k8s.io'" in out
+
+
+def test_a_scenario_with_a_kubeconfig_flag_is_refused_and_the_flag_beats_the_variable(
+    api: FakeKubeAPI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: the --kubeconfig or --context silently ignored, the scenario walked instead.
+    for flags in (("--kubeconfig", api.kubeconfig), ("--context", "prod")):
+        code, out, err = _run(capsys, "why", "ml/trainer-0", "--scenario", SCENARIO, *flags)
+        assert code == 2 and not out
+        assert "not both" in _one_line(err)
+    monkeypatch.setenv("GPUBOT_SCENARIO", "gpu-operator-not-installed")
+    code, out, err = _run(capsys, "why", "ml/trainer-0", "--format", "json", "--kubeconfig", api.kubeconfig)
+    assert code == 0, err
+    assert api.count(r"/namespaces/ml/pods/trainer-0$") == 1  # the cluster the flag named was read

@@ -57,7 +57,14 @@ def open_sources(
 
     if scenario and bundle:
         raise SourceError("bad_input", "give --scenario or --bundle, not both: each is a whole cluster")
-    scenario = scenario or (cfg.scenario if not bundle else None)
+    if (scenario or bundle) and (kubeconfig or context):
+        # Either would be silently ignored: the scenario or bundle is the whole cluster.
+        raise SourceError(
+            "bad_input",
+            f"give --{'scenario' if scenario else 'bundle'} or --kubeconfig/--context, not both: each is a whole cluster",
+        )
+    # An explicit --kubeconfig/--context wins over GPUBOT_SCENARIO from the environment.
+    scenario = scenario or (cfg.scenario if not (bundle or kubeconfig or context) else None)
     if prometheus_url is not None:  # an empty --prometheus-url '' is a mistake, not "no metrics"
         check_url("--prometheus-url", prometheus_url, ("http", "https"))
     prometheus_url = prometheus_url or cfg.prometheus_url
