@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from bot.cli.args import UsageError
@@ -57,8 +58,9 @@ def cmd_must_gather(args: argparse.Namespace) -> int:
     from bot.actions.bundle_writer import collect_bundle
     from layers.facts.target import check_object_name, parse_pod_ref
 
-    node = check_object_name(args.node, "node") if args.node else None
-    target = parse_pod_ref(args.pod) if args.pod else None
+    # `is not None`: an empty --node '' (an unset shell variable) is a bad name, not "every node".
+    node = check_object_name(args.node, "node") if args.node is not None else None
+    target = parse_pod_ref(args.pod) if args.pod is not None else None
     out = args.out or (
         f"gpubot-must-gather_{name_part(node) if node else 'cluster'}_{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.tar.gz"
     )
@@ -66,16 +68,22 @@ def cmd_must_gather(args: argparse.Namespace) -> int:
         raise UsageError(f"--out must name a .tar.gz file, got {out!r}")
     cfg, src = _sources(args)
     progress = _stderr_progress()
-    report = collect_bundle(
-        src.cluster,
-        src.telemetry,
-        out,
-        node=node,
-        target=target,
-        with_bug_report=args.with_bug_report,
-        progress=progress,
-        operator_namespace=cfg.operator_namespace,
-    )
+    try:
+        report = collect_bundle(
+            src.cluster,
+            src.telemetry,
+            out,
+            node=node,
+            target=target,
+            with_bug_report=args.with_bug_report,
+            progress=progress,
+            operator_namespace=cfg.operator_namespace,
+        )
+    except OSError as err:
+        # Writing the bundle failed (a read-only or special folder, no space): the user's --out, not a bug.
+        if err.filename is None or Path(str(err.filename)).parent != Path(out).parent:
+            raise
+        raise UsageError(f"cannot write the bundle {out}: {err.strerror or err}") from None
     if progress is not None:
         print(file=sys.stderr)
     print(

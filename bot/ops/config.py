@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from handlers.commands import CLUSTER_NAME
@@ -74,9 +74,29 @@ class Config:
 
 
 def check_url(name: str, value: str, schemes: tuple[str, ...]) -> str:
-    parsed = urlparse(value)
-    if parsed.scheme not in schemes or not parsed.netloc:
-        raise ConfigError(f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}")
+    """`value` as a URL of one of `schemes`, or a ConfigError naming `name`. The value itself is
+    never echoed: a URL may carry a password (redis://:pw@host, https://user:pw@host)."""
+    shape = f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}"
+    try:
+        parsed = urlsplit(value)
+        port = parsed.port  # urllib raises here on a port that is not a number or above 65535
+    except ValueError:
+        raise ConfigError(
+            f"{name} has a malformed host or port (an IPv6 host goes in [...], a port is 1-65535)"
+        ) from None
+    if parsed.scheme not in schemes:
+        raise ConfigError(shape)
+    if parsed.scheme == "unix":
+        # redis-py's unix socket form, unix:///path/to/redis.sock: a path, no host.
+        if not parsed.path.startswith("/"):
+            raise ConfigError(
+                f"{name}: a unix:// URL names the socket's absolute path, e.g. unix:///run/redis.sock"
+            )
+        return value
+    if not parsed.hostname:
+        raise ConfigError(f"{name} names no host (expected scheme://host[:port])")
+    if port == 0:
+        raise ConfigError(f"{name}: port 0 is not a port to connect to (1-65535)")
     return value
 
 

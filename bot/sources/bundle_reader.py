@@ -42,4 +42,6 @@ def read_bundle(path: str | Path) -> Scenario:
     except FileNotFoundError:
         raise ScenarioError(source, "", "no such file") from None
     except (tarfile.TarError, OSError, EOFError) as err:
-        raise ScenarioError(source, "", f"not a must-gather bundle (a .tar.gz): {err}") from None
+        # An OSError's own text repeats the path the message already starts with.
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise ScenarioError(source, "", f"not a must-gather bundle (a .tar.gz): {reason}") from None

@@ -35,6 +35,7 @@ from bot.sources.kubeclient import (
 )
 from bot.sources.kubeconfig import load_kubeconfig
 from bot.sources.listing import DRA_GROUP, EVERYTHING, ListReads, Selection
+from bot.sources.stalls import StallMemory
 from layers.sources import K8sObject, SourceError
 
 PAGE_SIZE = 500
@@ -115,6 +116,8 @@ class KubeCluster(ListReads):
         self.server = str(configuration.host)
         self.calls = 0  # HTTP requests made, for benchmarks
         self._calls_lock = threading.Lock()
+        self._stalled = StallMemory(timeout_s)  # (verb, resource) of reads that just timed out
+        self._log_stalls = StallMemory(timeout_s)  # nodes whose pods' logs just timed out
 
     @property
     def api_client(self) -> Any:
@@ -172,9 +175,21 @@ class KubeCluster(ListReads):
         namespace: str | None = None,
         body: Mapping[str, Any] | None = None,
         content_type: str | None = None,
+        remember_stall: bool = True,
     ) -> bytes:
         """One HTTP request through the client's auth, TLS and retries; the raw body or a SourceError."""
+        key = (verb, resource)
         with self._calls_lock:
+            # A read that just timed out is not sent again for a while: a walk lists events of
+            # two namespaces, and a stalled list would otherwise cost two timeouts, not one.
+            if remember_stall and method == "GET" and self._stalled.stalled(key):
+                raise counted(
+                    SourceError(
+                        "unavailable",
+                        f"Kubernetes API at {self.server} unreachable (no answer within "
+                        f"{self.timeout_s:g}s to an earlier {verb} {resource}) while trying to {verb} {resource}",
+                    )
+                )
             self.calls += 1
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if content_type:
@@ -199,16 +214,22 @@ class KubeCluster(ListReads):
                 api_error(self.server, exc.status, exc.reason, exc.body, verb, resource, namespace)
             ) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise counted(unreachable(self.server, self.timeout_s, exc, verb, resource)) from None
+            raise self._unreachable(exc, key, remember_stall) from None
         try:
             data = bytes(resp.read())
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise counted(unreachable(self.server, self.timeout_s, exc, verb, resource)) from None
+            raise self._unreachable(exc, key, remember_stall) from None
         finally:
             resp.response.release_conn()
         if not 200 <= resp.status <= 299:
             raise counted(api_error(self.server, resp.status, resp.reason, data, verb, resource, namespace))
         return data
+
+    def _unreachable(self, exc: Exception, key: tuple[str, str], remember: bool) -> SourceError:
+        err = unreachable(self.server, self.timeout_s, exc, *key)
+        if remember and "no answer within" in err.message:
+            self._stalled.remember(key)
+        return counted(err)
 
     def _get(self, res: Resource, name: str, namespace: str | None = None) -> K8sObject:
         path = res.path(namespace, name)
@@ -325,8 +346,45 @@ class KubeCluster(ListReads):
         if limit_bytes is not None:
             query.append(("limitBytes", limit_bytes))
         path = PODS.path(namespace, pod, "log")
-        body = self._send("GET", path, query, verb="get", resource="pods/log", namespace=namespace)
+        # A log comes from the pod's kubelet: one node's dead kubelet stalls the logs of its pods
+        # only, so a stalled log read is remembered per node, not for every pod's log.
+        node = self._log_stalled_node(namespace, pod)
+        if node is not None:
+            raise counted(
+                SourceError(
+                    "unavailable",
+                    f"Kubernetes API at {self.server} unreachable (no answer within {self.timeout_s:g}s to "
+                    f"an earlier log read of a pod on {node or 'no node'}) while trying to get pods/log",
+                )
+            )
+        try:
+            body = self._send(
+                "GET", path, query, verb="get", resource="pods/log", namespace=namespace, remember_stall=False
+            )
+        except SourceError as err:
+            if "no answer within" in err.message:
+                self._remember_log_stall(namespace, pod)
+            raise
         return body.decode("utf-8", "replace")
+
+    def _pod_node(self, namespace: str, pod: str) -> str | None:
+        """The pod's node ("" unscheduled), None when the pod cannot be read."""
+        try:
+            return str(self.get_pod(namespace, pod).get("spec", {}).get("nodeName") or "")
+        except SourceError:
+            return None
+
+    def _log_stalled_node(self, namespace: str, pod: str) -> str | None:
+        """The pod's node when its logs stalled a moment ago; None (no request made) when no node's did."""
+        if not self._log_stalls.any():
+            return None
+        node = self._pod_node(namespace, pod)
+        return node if node is not None and self._log_stalls.stalled(node) else None
+
+    def _remember_log_stall(self, namespace: str, pod: str) -> None:
+        node = self._pod_node(namespace, pod)
+        if node is not None:
+            self._log_stalls.remember(node)
 
     # --- ClusterWriter -----------------------------------------------------------------
 

@@ -28,7 +28,9 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
+from bot.ops.secrets import mask_text
 from bot.sources.promql import build_changed_query, build_query, matches, plan
+from bot.sources.stalls import StallMemory
 from layers.sources import RangeSeries, Read, Sample, Selector, TelemetryError, read_one
 
 __all__ = ["PrometheusTelemetry", "build_changed_query", "build_query", "matches"]
@@ -65,6 +67,7 @@ class PrometheusTelemetry:
         ).rstrip("/")
         self._token = token
         self._token_file = token_file
+        self._sent_token: str | None = token
         self._timeout_s = timeout_s
         self._at = at
         self._clock = clock
@@ -76,6 +79,9 @@ class PrometheusTelemetry:
         # threads, and there are never more than the queries once in flight.
         self._idle: list[PrometheusConnect] = []
         self._lock = threading.Lock()
+        # Until when no query is sent: Prometheus just let one time out. A walk reads in two
+        # batches (layers 4 and 5); a stalled Prometheus costs it one timeout, not two.
+        self._stall = StallMemory(timeout_s)
         # One batch's deadline: every query's own timeout, its retries and their backoff.
         self._deadline_s = timeout_s * (retries + 1) + 0.2 * retries + 1.0
 
@@ -204,6 +210,7 @@ class PrometheusTelemetry:
                 query = plan(None if r.func == "instant" else r.func, r.metric, r.window_s or None, r.match)[
                     0
                 ]
+                self._stall.remember(self.url)
                 raise TelemetryError(self._timeout_error(f"Prometheus at {self.shown_url}", str(query)))
             out.append(future.result())  # a read's own failure is raised here, in order
         return out
@@ -244,17 +251,22 @@ class PrometheusTelemetry:
                 raise TelemetryError(
                     f"cannot read the Prometheus token file {self._token_file}: {e.strerror}"
                 ) from None
+        self._sent_token = token or None  # masked out of any answer quoted in an error
         return {"Authorization": f"Bearer {token}"} if token else None
 
     def _remember(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
         self._last.response = response
 
     def _call(self, query: str, do: Callable[[PrometheusConnect], Any]) -> Any:
+        where = f"Prometheus at {self.shown_url}"
+        if self._stall.stalled(self.url):
+            raise TelemetryError(
+                self._timeout_error(where, query) + " (an earlier query timed out; not retried yet)"
+            )
         headers = self._headers()
         self._last.response = None
         with self._lock:
             self.queries += 1
-        where = f"Prometheus at {self.shown_url}"
         try:
             with self._borrowed() as client:
                 client.headers = headers
@@ -264,9 +276,11 @@ class PrometheusTelemetry:
                 f"{where}: TLS verification failed ({_short(e)}); set PROMETHEUS_CA_BUNDLE to the CA that signed it"
             ) from None
         except requests.exceptions.Timeout:
+            self._stall.remember(self.url)
             raise TelemetryError(self._timeout_error(where, query)) from None
         except requests.exceptions.ConnectionError as e:
             if "timed out" in str(e):  # a timeout that came wrapped in retry errors
+                self._stall.remember(self.url)
                 raise TelemetryError(self._timeout_error(where, query)) from None
             raise TelemetryError(
                 f"{where}: cannot connect ({_short(e)}); check PROMETHEUS_URL and that Prometheus "
@@ -293,7 +307,7 @@ class PrometheusTelemetry:
         if resp is None:
             return f"{where}: request failed for {query!r}"
         code = resp.status_code
-        detail = _error_detail(resp)
+        detail = _error_detail(resp, self._sent_token)
         if code in (401, 403):
             return (
                 f"{where}: HTTP {code} ({detail}); check the bearer token (PROMETHEUS_TOKEN) "
@@ -314,11 +328,13 @@ class PrometheusTelemetry:
         except ValueError:
             return (
                 f"{where}: answered HTTP {resp.status_code} with a body that is not JSON "
-                f"({resp.text[:120]!r}); check PROMETHEUS_URL points at the Prometheus API, not a UI or proxy page"
+                f"({_answer_text(resp, self._sent_token)[:120]!r}); check PROMETHEUS_URL points at the Prometheus API, not a UI or proxy page"
             )
         if isinstance(body, dict) and body.get("status") == "error":
-            return f"{where}: query failed ({_error_detail(resp)}): {query!r}"
-        return f"{where}: unexpected answer to {query!r}: {json.dumps(body)[:160]}"
+            return f"{where}: query failed ({_error_detail(resp, self._sent_token)}): {query!r}"
+        answer = mask_text(json.dumps(body))
+        answer = answer.replace(self._sent_token, "<masked>") if self._sent_token else answer
+        return f"{where}: unexpected answer to {query!r}: {answer[:160]}"
 
     def _items(self, raw: Any, query: str, key: str) -> list[dict[str, Any]]:
         """The result items, checked for the shape this read expects."""
@@ -332,17 +348,27 @@ class PrometheusTelemetry:
         return raw
 
 
-def _error_detail(resp: requests.Response) -> str:
+def _answer_text(resp: requests.Response, token: str | None) -> str:
+    """The body of an answer, masked before it is cut: a proxy's error page may echo the request's
+    `Authorization: Bearer …` header, and a cut token would no longer look like one."""
+    text = mask_text(resp.text)
+    return text.replace(token, "<masked>") if token else text
+
+
+def _error_detail(resp: requests.Response, token: str | None) -> str:
     """Prometheus' own `errorType: error` when the body has one, else the start of the body."""
     try:
         body = resp.json()
     except ValueError:
-        text = resp.text.strip().replace("\n", " ")
+        text = _answer_text(resp, token).strip().replace("\n", " ")
         return text[:160] or resp.reason or "empty body"
     if isinstance(body, dict) and body.get("error"):
         kind = body.get("errorType")
-        return f"{kind}: {body['error']}" if kind else str(body["error"])
-    return json.dumps(body)[:160]
+        detail = f"{kind}: {body['error']}" if kind else str(body["error"])
+    else:
+        detail = json.dumps(body)
+    detail = mask_text(detail)
+    return (detail.replace(token, "<masked>") if token else detail)[:160]
 
 
 _REASONS = (
