@@ -19,8 +19,8 @@ from tests.incidents.scenario_checks import Incidents
 PROBE6 = Incidents("probe6")
 
 
-def test_seven_incidents() -> None:
-    assert len(PROBE6.files) >= 7, PROBE6.ids
+def test_eight_incidents() -> None:
+    assert len(PROBE6.files) >= 8, PROBE6.ids
 
 
 @pytest.mark.parametrize("path", PROBE6.files, ids=PROBE6.ids)
@@ -66,6 +66,13 @@ def test_xid31_burst_is_a_warning_pointing_at_the_workload() -> None:
     [f] = PROBE6.findings("probe6-dcgm-4-xid31-burst-count-skipped-by-plugin-h100-bound-23-nodes", "L5_XID")
     assert f.severity == Severity.WARN and f.node == "h100-infer-02"
     assert "Xid 31" in f.summary, f.summary
+
+
+def test_exporter_totals_count_only_what_rose_today() -> None:
+    found = PROBE6.findings(
+        "probe6-dcgm-4-8-xid-and-clock-totals-since-exporter-start-a100-bound-22-nodes", "L5_XID"
+    )
+    assert [f.summary.split(" on ")[0] for f in found] == ["Xid 31"], [f.summary for f in found]
 
 
 # --- the daily digest (spec/interfaces.md `digest --format json`) -----------------------------

@@ -245,6 +245,43 @@ def remap_pending_uncorrectable() -> tuple[Fleet, dict[str, Any]]:
     }
 
 
+def exporter_totals_since_start() -> tuple[Fleet, dict[str, Any]]:
+    f = mixed_pools(
+        "probe6-dcgm-4-8-xid-and-clock-totals-since-exporter-start-a100-bound-22-nodes",
+        "Built on sample 29 and dcgm-exporter 4.8's opt-in DCGM_EXP_XID_ERRORS_TOTAL and DCGM_EXP_CLOCK_EVENTS_TOTAL "
+        "(`counter, Total XID errors observed since exporter start`, `… clock events observed since exporter start "
+        "(edge-counted)`, the collectors CSV): the exporter started five days ago. GPU 3 counted 3 Xid 13 and GPU 0 "
+        "12 hw_slowdown events four days ago, unchanged since; GPU 5 counted Xid 31 from 1 to 4 in the last two "
+        "hours. Only the Xid 31 is of the last 24 h.",
+        a100=7, h100=7, l40s=5, cpu=2,
+    )  # fmt: skip
+    f.sick_lost_gpu("h100-infer-05", xid=79, gpu=3)
+    f.sick_rows_rising("l40s-viz-02", "l40s")
+    f.sick_not_advertising("h100-infer-07")
+    node = "a100-train-03"
+    f.running_pod("nemo-sft-0", "research", node, 8)
+    f.gpu_series(node, "a100", 8, fb_used=52000.0)
+    start = -5 * 86400
+    f.series("DCGM_EXP_XID_ERRORS_TOTAL", {**gpu_labels(node, "a100", 3), "xid": "13"},
+             [[start + 3600, 0], [-4 * 86400, 3], [-86400 - 600, 3], [EDGE, 3], [-3600, 3], [0, 3]])  # fmt: skip
+    f.series("DCGM_EXP_CLOCK_EVENTS_TOTAL", {**gpu_labels(node, "a100", 0), "clock_event": "hw_slowdown"},
+             [[start + 3600, 0], [-4 * 86400, 12], [-86400 - 600, 12], [EDGE, 12], [-3600, 12], [0, 12]])  # fmt: skip
+    f.series("DCGM_EXP_XID_ERRORS_TOTAL", {**gpu_labels(node, "a100", 5), "xid": "31"},
+             [[-4 * 86400, 1], [-86400 - 600, 1], [EDGE, 1], [-7200, 1], [-6900, 2], [-3000, 4], [0, 4]])  # fmt: skip
+    return f, {
+        "target": "research/nemo-sft-0",
+        "walk": [1, 2, 3, 4, 5],
+        "verdict": "L5_XID",
+        "codes": ["L1_POD_SCHEDULED", "L5_XID"],
+        "absent": [
+            "L5_CLOCK_EVENTS",
+            "L5_DEVICE_UNHEALTHY",
+            "L1_ALLOCATABLE_BELOW_CAPACITY",
+            "L4_NO_TELEMETRY",
+        ],
+    }
+
+
 # --- the digest --------------------------------------------------------------------------------
 
 
@@ -320,6 +357,7 @@ RECIPES: list[Recipe] = [
     xid31_burst_dcgm4,
     rows_read_zero_during_reset,
     remap_pending_uncorrectable,
+    exporter_totals_since_start,
     digest_time_sliced_mig_single_resets,
 ]
 
