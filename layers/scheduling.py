@@ -19,6 +19,7 @@ from layers.facts import drareads
 from layers.facts import objects as o
 from layers.facts.candidates import Candidates, not_for_pods
 from layers.facts.context import WalkContext
+from layers.facts.dra import EXTENDED_PREFIX, extended_dra_requests
 from layers.facts.fold import MAX_LISTED, fold, listed, shown
 from layers.facts.logsigs import event_line, event_message, event_time
 from layers.facts.placement import node_conditions, scheduler_reasons, selector_misses
@@ -220,7 +221,10 @@ def pending_pod(ctx: WalkContext, pod: K8sObject) -> tuple[list[SchedulingFailur
     claims = [
         str(c.get("name")) for c in (pod.get("spec") or {}).get("resourceClaims") or [] if isinstance(c, dict)
     ]
-    evidence += [f"requests {r}={q}" for r, q in sorted(requests.items())] or (
+    evidence += [f"requests {r}={q}" for r, q in sorted(requests.items())] + [
+        f"requests {EXTENDED_PREFIX}{cls}={q} (a DRA extended resource, served through DeviceClass {cls})"
+        for cls, q in sorted(extended_dra_requests(pod).items())
+    ] or (
         [f"requests devices through ResourceClaims: {', '.join(claims)}"]
         if claims
         else ["requests no GPU resource"]

@@ -1,0 +1,35 @@
+"""L1_POD_PENDING names what the pod asks for, including a DRA extended resource
+(`deviceclass.resource.kubernetes.io/<class>`, Kubernetes 1.34+), which is no GPU resource of the
+extended-resource table but is a GPU request all the same (found by probe7)."""
+
+from __future__ import annotations
+
+from layers import scheduling
+from layers.findings import Finding
+from tests.layers.builders import ctx, gpu_node, pod
+
+DRA_GPU = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
+
+
+def _pending(requests: dict[str, int]) -> Finding:
+    objects = [gpu_node("gpu-1", 8), pod("ml", "trainer-0", requests=requests)]
+    [f] = [
+        f
+        for f in scheduling.check(ctx(objects, pod=("ml", "trainer-0"))).findings
+        if f.code == "L1_POD_PENDING"
+    ]
+    return f
+
+
+def test_dra_extended_resource_is_named() -> None:
+    f = _pending({DRA_GPU: 2})
+    assert (
+        f"requests {DRA_GPU}=2 (a DRA extended resource, served through DeviceClass gpu.nvidia.com)"
+        in f.evidence
+    )
+    assert "requests no GPU resource" not in f.evidence
+
+
+def test_gpu_and_no_gpu_requests() -> None:
+    assert "requests nvidia.com/gpu=1" in _pending({"nvidia.com/gpu": 1}).evidence
+    assert "requests no GPU resource" in _pending({"cpu": 2}).evidence
