@@ -422,20 +422,43 @@ def elsewhere_in_fleet(
     ]
 
 
+DEPLOY_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+
+
 def node_not_advertising(node: K8sObject) -> Finding:
     name, lab = o.name(node), o.labels(node)
-    keys = ("nvidia.com/gpu.present", "nvidia.com/gpu.count", "nvidia.com/gpu.product", *o.NFD_NVIDIA_LABELS)
+    keys = (
+        "nvidia.com/gpu.present",
+        "nvidia.com/gpu.count",
+        "nvidia.com/gpu.product",
+        *o.NFD_NVIDIA_LABELS,
+        DEPLOY_PLUGIN_LABEL,
+        "nvidia.com/mig.config",
+        "nvidia.com/mig.config.state",
+    )
     # A resource present at 0 is not "never registered": the kubelet knew the plugin and now counts
     # no device (k8s-device-plugin issues 1228, 1698: the plugin pod still Running).
     zero = sorted(o.gpu_resources(node, "capacity"))
     alloc = o.gpu_resources(node, "allocatable")
-    why = (
-        f"status.capacity holds {', '.join(f'{r}=0' for r in zero)}: the device plugin registered once and "
-        "now reports no healthy device, or the kubelet lost its connection to it (restart the device-plugin "
-        "pod, then the kubelet if it stays 0)"
-        if zero
-        else "its device plugin never registered (often the driver failed on a new node)"
-    )
+    deploy = str(lab.get(DEPLOY_PLUGIN_LABEL) or "")
+    if deploy.startswith("paused-for-"):
+        # The MIG manager (paused-for-mig-change) and the driver manager (paused-for-driver-upgrade)
+        # take the plugin away while they work and put it back after: restarting it would fight them.
+        why = (
+            f"{DEPLOY_PLUGIN_LABEL}={deploy}: the GPU Operator removed its device plugin while it "
+            f"{'applies a MIG layout' if 'mig' in deploy else 'upgrades the driver'}; the GPUs come back when that "
+            "finishes (if it does not, that change is the problem to look at, not the plugin)"
+        )
+    elif deploy == "false":
+        why = f"{DEPLOY_PLUGIN_LABEL}=false: the device plugin is turned off on this node (set it to true to offer its GPUs)"
+    elif zero:
+        why = (
+            f"status.capacity holds {', '.join(f'{r}=0' for r in zero)}: the device plugin registered once and "
+            "now reports no healthy device, or the kubelet lost its connection to it (restart the device-plugin "
+            "pod, then the kubelet if it stays 0)"
+        )
+    else:
+        why = "its device plugin never registered (often the driver failed on a new node)"
     return finding(
         "L1_GPU_NODE_NOT_ADVERTISING",
         f"{name} is labelled as a GPU node but advertises no GPU resource: {why}",

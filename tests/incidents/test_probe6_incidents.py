@@ -19,8 +19,8 @@ from tests.incidents.scenario_checks import Incidents
 PROBE6 = Incidents("probe6")
 
 
-def test_eight_incidents() -> None:
-    assert len(PROBE6.files) >= 8, PROBE6.ids
+def test_nine_incidents() -> None:
+    assert len(PROBE6.files) >= 9, PROBE6.ids
 
 
 @pytest.mark.parametrize("path", PROBE6.files, ids=PROBE6.ids)
@@ -52,6 +52,16 @@ def test_zero_quantity_is_not_advertising() -> None:
     assert f.node == "a100-train-04"
     assert "never registered" not in f.summary and "nvidia.com/gpu=0" in f.summary, f.summary
     assert "status.capacity[nvidia.com/gpu]=0, status.allocatable[nvidia.com/gpu]=0" in f.evidence, f.evidence
+
+
+def test_paused_plugin_is_not_a_plugin_to_restart() -> None:
+    [f] = PROBE6.findings(
+        "probe6-plugin-paused-for-mig-change-all-disabled-a100-candidate-20-nodes",
+        "L1_GPU_NODE_NOT_ADVERTISING",
+    )
+    assert f.node == "a100-train-05"
+    assert "paused-for-mig-change" in f.summary and "restart" not in f.summary, f.summary
+    assert "nvidia.com/mig.config.state=pending" in f.evidence, f.evidence
 
 
 def test_affinity_candidate_is_the_h100_with_the_gap() -> None:

@@ -1,12 +1,13 @@
 """L1_POD_PENDING names what the pod asks for, including a DRA extended resource
 (`deviceclass.resource.kubernetes.io/<class>`, Kubernetes 1.34+), which is no GPU resource of the
-extended-resource table but is a GPU request all the same (found by probe7)."""
+extended-resource table but is a GPU request all the same (found by probe7); L1_GPU_NODE_NOT_ADVERTISING
+says why by the node's own labels and capacity."""
 
 from __future__ import annotations
 
 from layers import scheduling
 from layers.findings import Finding
-from tests.layers.builders import ctx, gpu_node, pod
+from tests.layers.builders import ctx, gpu_node, node, pod
 
 DRA_GPU = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
 
@@ -33,3 +34,16 @@ def test_dra_extended_resource_is_named() -> None:
 def test_gpu_and_no_gpu_requests() -> None:
     assert "requests nvidia.com/gpu=1" in _pending({"nvidia.com/gpu": 1}).evidence
     assert "requests no GPU resource" in _pending({"cpu": 2}).evidence
+
+
+def test_not_advertising_says_why_by_the_deploy_label_and_capacity() -> None:
+    def summary(labels: dict[str, str], capacity: dict[str, str]) -> str:
+        n = node("gpu-1", labels={"nvidia.com/gpu.present": "true", **labels}, capacity=capacity)
+        return scheduling.node_not_advertising(n).summary
+
+    assert "turned off on this node" in summary({"nvidia.com/gpu.deploy.device-plugin": "false"}, {})
+    assert "upgrades the driver" in summary(
+        {"nvidia.com/gpu.deploy.device-plugin": "paused-for-driver-upgrade"}, {}
+    )
+    assert "registered once" in summary({}, {"nvidia.com/gpu": "0"})
+    assert "never registered" in summary({}, {})

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.incidents.fleets import MODELS, Fleet, Recipe, mixed_pools, uuid_of, write_recipes
+from tests.incidents.fleets import MODELS, NS, Fleet, Recipe, mixed_pools, uuid_of, write_recipes
 from tests.incidents.probe3.parts import CP_TAINT, EDGE, fill, gpu_labels, lose_gpu_with_log, mixed_mig
 
 HERE = Path(__file__).resolve().parent
@@ -138,6 +138,64 @@ def affinity_notin_gt_preferred_elsewhere() -> tuple[Fleet, dict[str, Any]]:
                   "L5_DEVICE_UNHEALTHY"],
         "absent": ["L1_SELECTOR_MISMATCH", "L1_GPU_NODE_NOT_ADVERTISING"],
     }  # fmt: skip
+
+
+MIG_CHANGE_LOG = """\
+time="2026-11-29T10:08:02Z" level=info msg="Waiting for change to 'nvidia.com/mig.config' label"
+time="2026-11-29T10:08:02Z" level=info msg="Updating to MIG config: all-disabled"
+time="2026-11-29T10:08:03Z" level=info msg="Asserting that the requested configuration is present in the configuration file"
+time="2026-11-29T10:08:03Z" level=info msg="Selected MIG configuration is valid"
+time="2026-11-29T10:08:03Z" level=info msg="Getting current value of the 'nvidia.com/gpu.deploy.device-plugin' node label"
+time="2026-11-29T10:08:03Z" level=info msg="Current value of 'nvidia.com/gpu.deploy.device-plugin=true'"
+time="2026-11-29T10:08:04Z" level=info msg="Changing the 'nvidia.com/mig.config.state' node label to 'pending'"
+time="2026-11-29T10:08:04Z" level=info msg="Shutting down all GPU clients in Kubernetes by disabling their component-specific nodeSelector labels"
+time="2026-11-29T10:08:05Z" level=info msg="Waiting for the device-plugin to shutdown"
+"""
+
+
+def plugin_paused_for_mig_change() -> tuple[Fleet, dict[str, Any]]:
+    f = mixed_pools(
+        "probe6-plugin-paused-for-mig-change-all-disabled-a100-candidate-20-nodes",
+        "Built on sample 33 (MIG labels) and NVIDIA/mig-parted's reconfigure (maybeSetPaused: the GPU clients' "
+        "nvidia.com/gpu.deploy.* labels set to paused-for-mig-change while a layout is applied, then back to "
+        "true): four minutes ago an operator asked a100-train-05 for all-disabled; the MIG manager set "
+        "mig.config.state=pending and paused the device plugin, whose pod is gone, so nvidia.com/gpu reads 0. "
+        "The other train nodes are full. Not failed, not stuck past 15 minutes: the node will advertise again "
+        "when the MIG manager finishes; restarting the plugin would fight it.",
+        a100=6, h100=6, l40s=5, cpu=2,
+    )  # fmt: skip
+    f.sick_lost_gpu("h100-infer-02", xid=79, gpu=4)
+    f.sick_rows_rising("l40s-viz-03", "l40s")
+    node = "a100-train-05"
+    n = f.node(node)
+    n["metadata"]["labels"].update({
+        "nvidia.com/mig.capable": "true", "nvidia.com/mig.config": "all-disabled",
+        "nvidia.com/mig.config.state": "pending", "nvidia.com/gpu.deploy.mig-manager": "true",
+        **{f"nvidia.com/gpu.deploy.{c}": "paused-for-mig-change"
+           for c in ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm")},
+    })  # fmt: skip
+    n["status"]["capacity"]["nvidia.com/gpu"] = "0"
+    n["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    plugin = f._plugins.pop(node)
+    f.objects = [o for o in f.objects if o["metadata"]["name"] != plugin]
+    del f.logs[f"{NS}/{plugin}/nvidia-device-plugin"]
+    f.mig_manager(node, MIG_CHANGE_LOG)
+    for i in (1, 2, 3, 4, 6):
+        fill(f, f"a100-train-{i:02d}", f"pretrain-{i}", "research")
+    msg = (
+        f"0/20 nodes are available: {CP_TAINT}, 6 Insufficient nvidia.com/gpu, 13 node(s) didn't match Pod's node "
+        "affinity/selector. preemption: 0/20 nodes are available: 6 No preemption victims found for incoming pod, "
+        "14 Preemption is not helpful for scheduling."
+    )
+    f.pending_pod("eval-llama-2g-0", "research", msg, gpus=2, selector={"pool": "train"})
+    f.decides = node
+    return f, {
+        "target": "research/eval-llama-2g-0",
+        "walk": [1, 2, 3, 4, 5],
+        "verdict": "L1_GPU_NODE_NOT_ADVERTISING",
+        "codes": ["L1_POD_PENDING", "L1_GPU_NODE_NOT_ADVERTISING", "L1_GPU_EXHAUSTED"],
+        "absent": ["L1_MIG_CONFIG_FAILED", "L1_RESOURCE_MISMATCH", "L1_ALLOCATABLE_BELOW_CAPACITY"],
+    }
 
 
 # --- layer 5 -----------------------------------------------------------------------------------
@@ -354,6 +412,7 @@ RECIPES: list[Recipe] = [
     sidecar_gpu_on_top_of_main,
     capacity_zero_after_driver_loss,
     affinity_notin_gt_preferred_elsewhere,
+    plugin_paused_for_mig_change,
     xid31_burst_dcgm4,
     rows_read_zero_during_reset,
     remap_pending_uncorrectable,
