@@ -351,7 +351,8 @@ def digest_time_sliced_mig_single_resets() -> tuple[Fleet, dict[str, Any]]:
         "and 29, k8s-device-plugin issue 1228: the digest must list a time-sliced L40S that lost one GPU "
         "(16 → 12 replicas: 4 GPUs, 3 left), a MIG single-strategy A100 that lost one instance (28 → 27), and "
         "uncorrectable rows that rose; it must leave out rows that read 0 during a reset, rows that dropped, an "
-        "Xid 31 burst alone, and a node whose nvidia.com/gpu reads 0 of 0.",
+        "Xid 31 burst alone, and a node whose nvidia.com/gpu reads 0 of 0; a since-start Xid counter days old "
+        "is no Xid of the day, one that first appeared today is.",
         a100=9, h100=9, l40s=6, cpu=2,
     )  # fmt: skip
     target = "h100-infer-01"
@@ -376,6 +377,12 @@ def digest_time_sliced_mig_single_resets() -> tuple[Fleet, dict[str, Any]]:
                                     "nvidia.com/gpu.count": "56"})  # fmt: skip
     n["status"]["capacity"]["nvidia.com/gpu"] = "56"
     n["status"]["allocatable"]["nvidia.com/gpu"] = "55"
+    # dcgm-exporter 4.8's since-start Xid counter: l40s-viz-03's Xid 13 is days old (flat, scraped all
+    # along), a100-train-04's Xid 31 first appeared two hours ago.
+    f.series("DCGM_EXP_XID_ERRORS_TOTAL", {**gpu_labels("l40s-viz-03", "l40s", 0), "xid": "13"},
+             [[-3 * 86400, 2], [-86400 - 600, 2], [EDGE, 2], [0, 2]])  # fmt: skip
+    f.series("DCGM_EXP_XID_ERRORS_TOTAL", {**gpu_labels("a100-train-04", "a100", 2), "xid": "31"},
+             [[-7200, 1], [-3600, 1], [0, 1]])  # fmt: skip
     # a100-train-07: uncorrectable rows rose 1 -> 3 today.
     b = gpu_labels("a100-train-07", "a100", 3)
     f.series("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", b, [[EDGE, 1], [-30000, 2], [0, 3]])
