@@ -247,6 +247,10 @@ def pending_pod(ctx: WalkContext, pod: K8sObject) -> tuple[list[SchedulingFailur
 
 GIST_CHARS = 200
 _PREEMPTION = re.compile(r"(?:\.|(?<![\s.]))\s+preemption:", re.IGNORECASE)
+_CONTROL_PLANE = re.compile(
+    r"(?:,\s*|(?<=: ))\d+ node\(s\) had (?:untolerated )?taint \{node-role\.kubernetes\.io/(?:control-plane|master): ?\}"
+    r"(?:, that the pod didn't tolerate)?(?=,|$)"
+)
 
 
 def scheduler_gist(message: str) -> str:
@@ -254,6 +258,10 @@ def scheduler_gist(message: str) -> str:
     the evidence), cut at a word with an ellipsis rather than mid-word."""
     text = " ".join(message.split())
     text = _PREEMPTION.split(text, maxsplit=1)[0].rstrip(". ")
+    if len(text) > GIST_CHARS:
+        # The control-plane taint is in every message and never a GPU reason: make room for the rest
+        # (a topology-spread or port reason last in the list would be cut off). The evidence keeps it.
+        text = _CONTROL_PLANE.sub("", text).replace(": , ", ": ")
     if len(text) <= GIST_CHARS:
         return text
     cut = text[:GIST_CHARS].rsplit(" ", 1)[0].rstrip(",;:")

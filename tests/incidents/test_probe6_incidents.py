@@ -19,8 +19,8 @@ from tests.incidents.scenario_checks import Incidents
 PROBE6 = Incidents("probe6")
 
 
-def test_nine_incidents() -> None:
-    assert len(PROBE6.files) >= 9, PROBE6.ids
+def test_ten_incidents() -> None:
+    assert len(PROBE6.files) >= 10, PROBE6.ids
 
 
 @pytest.mark.parametrize("path", PROBE6.files, ids=PROBE6.ids)
@@ -62,6 +62,11 @@ def test_paused_plugin_is_not_a_plugin_to_restart() -> None:
     assert f.node == "a100-train-05"
     assert "paused-for-mig-change" in f.summary and "restart" not in f.summary, f.summary
     assert "nvidia.com/mig.config.state=pending" in f.evidence, f.evidence
+
+
+def test_topology_spread_is_in_the_pending_summary() -> None:
+    [f] = PROBE6.findings("probe6-sched-1-31-topology-spread-zone-skew-free-h100-22-nodes", "L1_POD_PENDING")
+    assert "didn't match pod topology spread constraints" in f.summary, f.summary
 
 
 def test_affinity_candidate_is_the_h100_with_the_gap() -> None:

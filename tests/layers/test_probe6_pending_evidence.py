@@ -47,3 +47,24 @@ def test_not_advertising_says_why_by_the_deploy_label_and_capacity() -> None:
     )
     assert "registered once" in summary({}, {"nvidia.com/gpu": "0"})
     assert "never registered" in summary({}, {})
+
+
+def test_long_pending_gist_leaves_out_the_control_plane_taint_first() -> None:
+    message = (
+        "0/22 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
+        "3 Insufficient nvidia.com/gpu, 15 node(s) didn't match Pod's node affinity/selector, 3 node(s) didn't "
+        "match pod topology spread constraints. preemption: 0/22 nodes are available: 3 No preemption victims "
+        "found for incoming pod, 19 Preemption is not helpful for scheduling."
+    )
+    gist = scheduling.scheduler_gist(message)
+    assert gist == (
+        "0/22 nodes are available: 3 Insufficient nvidia.com/gpu, 15 node(s) didn't match Pod's node "
+        "affinity/selector, 3 node(s) didn't match pod topology spread constraints"
+    )
+    short = (
+        "0/2 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }"
+    )
+    assert (
+        scheduling.scheduler_gist(short + ", 1 Insufficient nvidia.com/gpu.")
+        == short + ", 1 Insufficient nvidia.com/gpu"
+    )

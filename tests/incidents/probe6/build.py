@@ -198,6 +198,49 @@ def plugin_paused_for_mig_change() -> tuple[Fleet, dict[str, Any]]:
     }
 
 
+def topology_spread_with_free_gpus() -> tuple[Fleet, dict[str, Any]]:
+    f = mixed_pools(
+        "probe6-sched-1-31-topology-spread-zone-skew-free-h100-22-nodes",
+        "Built on sample 01 (scheduler text) and kube-scheduler's PodTopologySpread reason `node(s) didn't match "
+        "pod topology spread constraints` (ErrReasonConstraintsNotMatch): the serving replica must spread over two "
+        "zones with maxSkew 1 and whenUnsatisfiable DoNotSchedule; zone a already holds one more replica, so the "
+        "three zone-a H100 nodes are filtered out although they have free GPUs, and the three zone-b nodes are full. "
+        "Not a GPU fault: layer 1 reports the pending pod (its message names the spread) and the walk goes on over "
+        "the healthy candidates. Elsewhere an A100 lost a GPU and an L40S's rows rise.",
+        a100=6, h100=6, l40s=7, cpu=2,
+    )  # fmt: skip
+    f.sick_lost_gpu("a100-train-03", xid=48, gpu=2)
+    f.sick_rows_rising("l40s-viz-05", "l40s")
+    for i in range(1, 7):
+        node = f"h100-infer-{i:02d}"
+        zone = "us-east-1a" if i <= 3 else "us-east-1b"
+        f.node(node)["metadata"]["labels"]["topology.kubernetes.io/zone"] = zone
+        f.gpu_series(node, "h100", 8)
+        if i <= 3:
+            f.running_pod(f"vllm-qwen-{i}", "serving", node, 4)
+        else:
+            fill(f, node, f"batch-{i}", "serving")
+    msg = (
+        f"0/22 nodes are available: {CP_TAINT}, 3 Insufficient nvidia.com/gpu, 15 node(s) didn't match Pod's node "
+        "affinity/selector, 3 node(s) didn't match pod topology spread constraints. preemption: 0/22 nodes are "
+        "available: 3 No preemption victims found for incoming pod, 19 Preemption is not helpful for scheduling."
+    )
+    pod = f.pending_pod("vllm-qwen-7", "serving", msg, gpus=4, selector={"pool": "infer"})
+    pod["metadata"]["labels"]["app"] = "vllm-qwen"
+    pod["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "vllm-qwen"}}},
+    ]  # fmt: skip
+    return f, {
+        "target": "serving/vllm-qwen-7",
+        "walk": [1, 2, 3, 4, 5],
+        "verdict": "L1_POD_PENDING",
+        "codes": ["L1_POD_PENDING", "L5_OK"],
+        "absent": ["L1_GPU_EXHAUSTED", "L1_SELECTOR_MISMATCH", "L1_ALLOCATABLE_BELOW_CAPACITY", "L1_UNTOLERATED_TAINT",
+                   "L5_DEVICE_UNHEALTHY", "L5_REMAPPED_ROWS_RISING"],
+    }  # fmt: skip
+
+
 # --- layer 5 -----------------------------------------------------------------------------------
 
 
@@ -420,6 +463,7 @@ RECIPES: list[Recipe] = [
     capacity_zero_after_driver_loss,
     affinity_notin_gt_preferred_elsewhere,
     plugin_paused_for_mig_change,
+    topology_spread_with_free_gpus,
     xid31_burst_dcgm4,
     rows_read_zero_during_reset,
     remap_pending_uncorrectable,
