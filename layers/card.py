@@ -80,7 +80,8 @@ def _nodes_to_read(ctx: WalkContext, nodes: list[str], facts: wf.WalkFacts) -> s
             obj = None
         gpus = facts.on(node)
         signal = any(
-            g.last_xid_recent or g.xid_counts_24h or g.rows_rising or g.row_remap_failure for g in gpus
+            g.last_xid_recent or g.xid_counts_24h or g.xid_totals_24h or g.rows_rising or g.row_remap_failure
+            for g in gpus
         )
         (suspects if signal or (obj is not None and o.allocatable_gaps(obj)) else quiet).append(node)
     return set(suspects) | set(quiet[: max(0, LOG_NODE_LIMIT - len(suspects))])
@@ -241,7 +242,7 @@ def xid_findings(
         texts.setdefault(number, []).extend(lines)
     quiet -= set(log.xids if log else ())
     for g in gpus:
-        quiet -= {g.last_xid if g.last_xid_recent else 0, *g.xid_counts_24h}
+        quiet -= {g.last_xid if g.last_xid_recent else 0, *g.xid_counts_24h, *g.xid_totals_24h}
         if g.last_xid > 0 and g.last_xid_recent:
             devices.setdefault(g.last_xid, set()).add(g.uuid or g.label)
             msg = f" ({g.last_xid_message})" if g.last_xid_message else ""
@@ -255,6 +256,12 @@ def xid_findings(
             devices.setdefault(number, set()).add(g.uuid or g.label)
             seen.setdefault(number, []).append(
                 f'DCGM_EXP_XID_ERRORS_COUNT{g.matcher()[:-1]},xid="{number}"}} peaked at {peak:g} in 24 h on {g.label}'
+            )
+        for number in g.xid_totals_24h:
+            devices.setdefault(number, set()).add(g.uuid or g.label)
+            seen.setdefault(number, []).append(
+                f'DCGM_EXP_XID_ERRORS_TOTAL{g.matcher()[:-1]},xid="{number}"}} changed or first appeared in the '
+                f"last 24 h on {g.label} (a counter since the exporter started: its value alone may be days old)"
             )
     out = []
     for number in sorted(seen):
@@ -374,10 +381,17 @@ def clock_events(node: str, gpus: list[gf.GpuFacts]) -> list[Finding]:
         for g in gpus
         for name, peak in g.clock_events_24h.items()
         if name in SLOWDOWN_EVENTS
+    ] + [
+        f"{g.label}: {name} counted in the last 24 h (DCGM_EXP_CLOCK_EVENTS_TOTAL changed or first appeared)"
+        for g in gpus
+        for name in g.clock_totals_24h
+        if name in SLOWDOWN_EVENTS
     ]
     if not evidence:
         return []
-    names = sorted({n for g in gpus for n in g.clock_events_24h if n in SLOWDOWN_EVENTS})
+    names = sorted(
+        {n for g in gpus for n in (*g.clock_events_24h, *g.clock_totals_24h) if n in SLOWDOWN_EVENTS}
+    )
     m = gpus[0].matcher(with_gpu=False)[:-1]
     sep = "," if len(m) > 1 else ""
     return [

@@ -19,6 +19,7 @@ from layers.facts import drareads
 from layers.facts import objects as o
 from layers.facts.candidates import Candidates, not_for_pods
 from layers.facts.context import WalkContext
+from layers.facts.dra import EXTENDED_PREFIX, extended_dra_requests
 from layers.facts.fold import MAX_LISTED, fold, listed, shown
 from layers.facts.logsigs import event_line, event_message, event_time
 from layers.facts.placement import node_conditions, scheduler_reasons, selector_misses
@@ -220,7 +221,10 @@ def pending_pod(ctx: WalkContext, pod: K8sObject) -> tuple[list[SchedulingFailur
     claims = [
         str(c.get("name")) for c in (pod.get("spec") or {}).get("resourceClaims") or [] if isinstance(c, dict)
     ]
-    evidence += [f"requests {r}={q}" for r, q in sorted(requests.items())] or (
+    evidence += [f"requests {r}={q}" for r, q in sorted(requests.items())] + [
+        f"requests {EXTENDED_PREFIX}{cls}={q} (a DRA extended resource, served through DeviceClass {cls})"
+        for cls, q in sorted(extended_dra_requests(pod).items())
+    ] or (
         [f"requests devices through ResourceClaims: {', '.join(claims)}"]
         if claims
         else ["requests no GPU resource"]
@@ -243,6 +247,10 @@ def pending_pod(ctx: WalkContext, pod: K8sObject) -> tuple[list[SchedulingFailur
 
 GIST_CHARS = 200
 _PREEMPTION = re.compile(r"(?:\.|(?<![\s.]))\s+preemption:", re.IGNORECASE)
+_CONTROL_PLANE = re.compile(
+    r"(?:,\s*|(?<=: ))\d+ node\(s\) had (?:untolerated )?taint \{node-role\.kubernetes\.io/(?:control-plane|master): ?\}"
+    r"(?:, that the pod didn't tolerate)?(?=,|$)"
+)
 
 
 def scheduler_gist(message: str) -> str:
@@ -250,6 +258,10 @@ def scheduler_gist(message: str) -> str:
     the evidence), cut at a word with an ellipsis rather than mid-word."""
     text = " ".join(message.split())
     text = _PREEMPTION.split(text, maxsplit=1)[0].rstrip(". ")
+    if len(text) > GIST_CHARS:
+        # The control-plane taint is in every message and never a GPU reason: make room for the rest
+        # (a topology-spread or port reason last in the list would be cut off). The evidence keeps it.
+        text = _CONTROL_PLANE.sub("", text).replace(": , ", ": ")
     if len(text) <= GIST_CHARS:
         return text
     cut = text[:GIST_CHARS].rsplit(" ", 1)[0].rstrip(",;:")
@@ -418,20 +430,43 @@ def elsewhere_in_fleet(
     ]
 
 
+DEPLOY_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+
+
 def node_not_advertising(node: K8sObject) -> Finding:
     name, lab = o.name(node), o.labels(node)
-    keys = ("nvidia.com/gpu.present", "nvidia.com/gpu.count", "nvidia.com/gpu.product", *o.NFD_NVIDIA_LABELS)
+    keys = (
+        "nvidia.com/gpu.present",
+        "nvidia.com/gpu.count",
+        "nvidia.com/gpu.product",
+        *o.NFD_NVIDIA_LABELS,
+        DEPLOY_PLUGIN_LABEL,
+        "nvidia.com/mig.config",
+        "nvidia.com/mig.config.state",
+    )
     # A resource present at 0 is not "never registered": the kubelet knew the plugin and now counts
     # no device (k8s-device-plugin issues 1228, 1698: the plugin pod still Running).
     zero = sorted(o.gpu_resources(node, "capacity"))
     alloc = o.gpu_resources(node, "allocatable")
-    why = (
-        f"status.capacity holds {', '.join(f'{r}=0' for r in zero)}: the device plugin registered once and "
-        "now reports no healthy device, or the kubelet lost its connection to it (restart the device-plugin "
-        "pod, then the kubelet if it stays 0)"
-        if zero
-        else "its device plugin never registered (often the driver failed on a new node)"
-    )
+    deploy = str(lab.get(DEPLOY_PLUGIN_LABEL) or "")
+    if deploy.startswith("paused-for-"):
+        # The MIG manager (paused-for-mig-change) and the driver manager (paused-for-driver-upgrade)
+        # take the plugin away while they work and put it back after: restarting it would fight them.
+        why = (
+            f"{DEPLOY_PLUGIN_LABEL}={deploy}: the GPU Operator removed its device plugin while it "
+            f"{'applies a MIG layout' if 'mig' in deploy else 'upgrades the driver'}; the GPUs come back when that "
+            "finishes (if it does not, that change is the problem to look at, not the plugin)"
+        )
+    elif deploy == "false":
+        why = f"{DEPLOY_PLUGIN_LABEL}=false: the device plugin is turned off on this node (set it to true to offer its GPUs)"
+    elif zero:
+        why = (
+            f"status.capacity holds {', '.join(f'{r}=0' for r in zero)}: the device plugin registered once and "
+            "now reports no healthy device, or the kubelet lost its connection to it (restart the device-plugin "
+            "pod, then the kubelet if it stays 0)"
+        )
+    else:
+        why = "its device plugin never registered (often the driver failed on a new node)"
     return finding(
         "L1_GPU_NODE_NOT_ADVERTISING",
         f"{name} is labelled as a GPU node but advertises no GPU resource: {why}",

@@ -2,7 +2,7 @@
 
 Reads are one Telemetry call per signal for every requested node at once, never
 per node or per GPU: the walk asks about one or a few nodes, the daily digest
-about the whole fleet (80,000 GPUs) in at most seven calls.
+about the whole fleet (80,000 GPUs) in at most nine calls.
 
 Which series belong to which node and workload: layers/facts/hosts.py.
 
@@ -40,14 +40,17 @@ PREEMPTION_WINDOW_S = 300
 FB_USED = "DCGM_FI_DEV_FB_USED"
 FB_FREE = "DCGM_FI_DEV_FB_FREE"
 LAST_XID = "DCGM_FI_DEV_XID_ERRORS"
-XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT|DCGM_EXP_XID_ERRORS_TOTAL"
+XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"  # a gauge: Xids within the exporter's window
+# Counters since the exporter started (dcgm-exporter 4.x, opt-in), a series appearing only once its Xid
+# or event occurs: news of the last 24 h when it changed or first appeared then (`changed`), never by
+# its value, which may be days old.
+XID_TOTAL = "DCGM_EXP_XID_ERRORS_TOTAL"
 CORRECTABLE_ROWS = "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"
 UNCORRECTABLE_ROWS = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
 ROW_REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
 # DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT (label throttle_reason) is the name before dcgm-exporter PR #261.
-CLOCK_EVENTS = (
-    "DCGM_EXP_CLOCK_EVENTS_COUNT|DCGM_EXP_CLOCK_EVENTS_TOTAL|DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT"
-)
+CLOCK_EVENTS = "DCGM_EXP_CLOCK_EVENTS_COUNT|DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT"
+CLOCK_TOTAL = "DCGM_EXP_CLOCK_EVENTS_TOTAL"
 CLOCK_EVENT_LABELS = ("clock_event", "throttle_reason")
 # MIG instance labels; DCGM repeats a GPU's device fields on each of its instances' series (sample 30).
 MIG_LABELS = ("GPU_I_PROFILE", "GPU_I_ID")
@@ -103,12 +106,14 @@ class GpuFacts:
     # The gauge changed in the last 24 h or its series began then: only then is last_xid news.
     last_xid_recent: bool = False
     xid_counts_24h: Mapping[int, float] = field(default_factory=dict)  # peak windowed count per Xid
+    xid_totals_24h: Mapping[int, float] = field(default_factory=dict)  # since-start counter: changes in 24 h
     correctable_rows: float | None = None
     uncorrectable_rows: float | None = None
     correctable_rows_24h: float | None = None  # increase over 24 h
     uncorrectable_rows_24h: float | None = None
     row_remap_failure: float | None = None  # max over 24 h
     clock_events_24h: Mapping[str, float] = field(default_factory=dict)  # canonical name -> peak count
+    clock_totals_24h: Mapping[str, float] = field(default_factory=dict)  # canonical name -> changes in 24 h
     pods: tuple[PodRef, ...] = ()
 
     @property
@@ -153,7 +158,9 @@ class _Gpu:
         self.last_xid_message: str | None = None
         self.last_xid_recent = False
         self.xids: dict[int, float] = {}
+        self.xid_totals: dict[int, float] = {}
         self.clocks: dict[str, float] = {}
+        self.clock_totals: dict[str, float] = {}
         self.pods: set[PodRef] = set()
 
     def freeze(self) -> GpuFacts:
@@ -172,12 +179,14 @@ class _Gpu:
             last_xid_message=self.last_xid_message,
             last_xid_recent=self.last_xid_recent,
             xid_counts_24h=dict(sorted(self.xids.items())),
+            xid_totals_24h=dict(sorted(self.xid_totals.items())),
             correctable_rows=n("correctable_rows"),
             uncorrectable_rows=n("uncorrectable_rows"),
             correctable_rows_24h=n("correctable_rows_24h"),
             uncorrectable_rows_24h=n("uncorrectable_rows_24h"),
             row_remap_failure=n("row_remap_failure"),
             clock_events_24h=dict(sorted(self.clocks.items())),
+            clock_totals_24h=dict(sorted(self.clock_totals.items())),
             pods=tuple(sorted(self.pods)),
         )
 
@@ -307,21 +316,25 @@ class _Assembly:
             if not gpu.last_xid_recent and (key, gpu.last_xid) not in held:
                 gpu.last_xid_recent = True  # a new GPU, or a new value under new labels
 
-    def put_xid_counts(self, samples: Iterable[Sample]) -> None:
+    def put_xid_counts(self, samples: Iterable[Sample], *, totals: bool = False) -> None:
+        """Xids by `xid` label: the windowed gauge's peak, or (`totals`) the since-start counters
+        that changed or first appeared in the window (valued by their changes, 0 for a new series)."""
         for s in samples:
             number = _xid_number(s.labels.get("xid"))
             gpu = self._gpu(s.labels)
+            into = gpu.xid_totals if totals else gpu.xids
             # GPUs with no Xid emit a 0 series without an xid label: nothing to count.
-            if number and s.value > 0:
-                gpu.xids[number] = max(gpu.xids.get(number, 0.0), s.value)
+            if number and (totals or s.value > 0):
+                into[number] = max(into.get(number, 0.0), s.value)
 
-    def put_clock_events(self, samples: Iterable[Sample]) -> None:
+    def put_clock_events(self, samples: Iterable[Sample], *, totals: bool = False) -> None:
         for s in samples:
             raw = next((s.labels[k] for k in CLOCK_EVENT_LABELS if s.labels.get(k)), None)
             gpu = self._gpu(s.labels)
-            if raw and s.value > 0:
+            into = gpu.clock_totals if totals else gpu.clocks
+            if raw and (totals or s.value > 0):
                 name = clock_event_name(raw)
-                gpu.clocks[name] = max(gpu.clocks.get(name, 0.0), s.value)
+                into[name] = max(into.get(name, 0.0), s.value)
 
     def facts(self) -> list[GpuFacts]:
         return [g.freeze() for _, g in sorted(self.gpus.items())]
@@ -338,8 +351,9 @@ def read_gpu_facts(
     pods: Mapping[PodRef, str | None] | None = None,
     claims: Mapping[ClaimRef, PodRef] | None = None,
 ) -> list[GpuFacts]:
-    """Every signal the layers need, for these nodes (and these pods' series): ten calls,
-    eleven when some GPU holds a last Xid, twelve when such a GPU's series began in the last 24 h.
+    """Every signal the layers need, for these nodes (and these pods' series): twelve calls,
+    thirteen when some GPU holds a last Xid, fourteen when such a GPU's series began in the last 24 h,
+    one more when remapped rows rose (rowgrowth.py).
 
     `pods` maps (namespace, pod) → its node, so series that carry pod labels but
     no host label are found and placed; `claims` maps a pod's DRA ResourceClaims to it, for
@@ -360,25 +374,30 @@ def read_gpu_facts(
     # digest. Framebuffer stays whole: it also tells which nodes have DCGM series at all.
     nz = 0.0 if len(nodes) > SPARSE_READ_NODES else None
     # Independent reads, handed over together (a Prometheus sends them at once).
-    fb_used, fb_free, last, xids, rows, urows, rows24, urows24, remap, clocks = read_all(
-        telemetry,
-        [
-            Read("instant", FB_USED, match=match),
-            Read("instant", FB_FREE, match=match),
-            Read("instant", LAST_XID, match=match, above=nz),
-            Read("max_over_time", XID_COUNT, DAY_S, match, nz),
-            Read("instant", CORRECTABLE_ROWS, match=match, above=nz),
-            Read("instant", UNCORRECTABLE_ROWS, match=match, above=nz),
-            Read("increase", CORRECTABLE_ROWS, DAY_S, match, nz),
-            Read("increase", UNCORRECTABLE_ROWS, DAY_S, match, nz),
-            Read("max_over_time", ROW_REMAP_FAILURE, DAY_S, match, nz),
-            Read("max_over_time", CLOCK_EVENTS, DAY_S, match, nz),
-        ],
+    fb_used, fb_free, last, xids, xid_totals, rows, urows, rows24, urows24, remap, clocks, clock_totals = (
+        read_all(
+            telemetry,
+            [
+                Read("instant", FB_USED, match=match),
+                Read("instant", FB_FREE, match=match),
+                Read("instant", LAST_XID, match=match, above=nz),
+                Read("max_over_time", XID_COUNT, DAY_S, match, nz),
+                Read("changed", XID_TOTAL, DAY_S, match),
+                Read("instant", CORRECTABLE_ROWS, match=match, above=nz),
+                Read("instant", UNCORRECTABLE_ROWS, match=match, above=nz),
+                Read("increase", CORRECTABLE_ROWS, DAY_S, match, nz),
+                Read("increase", UNCORRECTABLE_ROWS, DAY_S, match, nz),
+                Read("max_over_time", ROW_REMAP_FAILURE, DAY_S, match, nz),
+                Read("max_over_time", CLOCK_EVENTS, DAY_S, match, nz),
+                Read("changed", CLOCK_TOTAL, DAY_S, match),
+            ],
+        )
     )
     asm.put("fb_used_mib", fb_used)
     asm.put("fb_free_mib", fb_free)
     asm.read_last_xid(telemetry, match, last)
     asm.put_xid_counts(xids)
+    asm.put_xid_counts(xid_totals, totals=True)
     asm.put("correctable_rows", rows)
     asm.put("uncorrectable_rows", urows)
     grown = verified_growth(telemetry, DAY_S, {CORRECTABLE_ROWS: rows24, UNCORRECTABLE_ROWS: urows24})
@@ -386,6 +405,7 @@ def read_gpu_facts(
     asm.put("uncorrectable_rows_24h", grown[UNCORRECTABLE_ROWS])
     asm.put("row_remap_failure", remap)
     asm.put_clock_events(clocks)
+    asm.put_clock_events(clock_totals, totals=True)
     wanted = set(nodes) | {n for n in pods.values() if n}
     return [f for f in asm.facts() if f.node in wanted]
 
@@ -428,7 +448,7 @@ class NodeHealth:
     def xids_24h(self) -> list[int]:
         """Xids from the exporter's counts and the last-Xid gauge where it changed in the 24 h
         (it never resets: an unchanged value is an old Xid)."""
-        seen = {x for g in self.gpus for x in g.xid_counts_24h}
+        seen = {x for g in self.gpus for x in (*g.xid_counts_24h, *g.xid_totals_24h)}
         seen.update(g.last_xid for g in self.gpus if g.last_xid > 0 and g.last_xid_recent)
         return sorted(seen)
 
@@ -436,8 +456,8 @@ class NodeHealth:
 def read_fleet_health(
     telemetry: Telemetry, hostmap: HostMap, nodes: Sequence[str] | None = None
 ) -> dict[str, NodeHealth]:
-    """Remapped-row growth, row-remap failures and Xids for the whole fleet in five calls
-    (six when some GPU holds a last Xid, seven when such a GPU's series began in the last 24 h;
+    """Remapped-row growth, row-remap failures and Xids for the whole fleet in six calls
+    (seven when some GPU holds a last Xid, eight when such a GPU's series began in the last 24 h;
     one more when rows rose somewhere, to tell growth from a reset's dip: rowgrowth.py).
 
     With `nodes` None no selector is sent (every series); otherwise only those nodes'.
@@ -447,7 +467,7 @@ def read_fleet_health(
     asm = _Assembly(hostmap, {})
     # Only non-zero series: across a fleet these signals are zero almost
     # everywhere, and moving 80,000 zeros costs most of the digest's time.
-    rows24, urows24, remap, last, xids = read_all(
+    rows24, urows24, remap, last, xids, xid_totals = read_all(
         telemetry,
         [
             Read("increase", CORRECTABLE_ROWS, DAY_S, match, 0),
@@ -455,6 +475,7 @@ def read_fleet_health(
             Read("max_over_time", ROW_REMAP_FAILURE, DAY_S, match, 0),
             Read("instant", LAST_XID, match=match, above=0),
             Read("max_over_time", XID_COUNT, DAY_S, match, 0),
+            Read("changed", XID_TOTAL, DAY_S, match),
         ],
     )
     grown = verified_growth(telemetry, DAY_S, {CORRECTABLE_ROWS: rows24, UNCORRECTABLE_ROWS: urows24})
@@ -463,5 +484,6 @@ def read_fleet_health(
     asm.put("row_remap_failure", remap)
     asm.read_last_xid(telemetry, match, last)
     asm.put_xid_counts(xids)
+    asm.put_xid_counts(xid_totals, totals=True)
     grouped = by_node(asm.facts())
     return {node: NodeHealth(node, tuple(gpus)) for node, gpus in sorted(grouped.items())}

@@ -19,8 +19,8 @@ from tests.incidents.scenario_checks import Incidents
 PROBE6 = Incidents("probe6")
 
 
-def test_seven_incidents() -> None:
-    assert len(PROBE6.files) >= 7, PROBE6.ids
+def test_ten_incidents() -> None:
+    assert len(PROBE6.files) >= 10, PROBE6.ids
 
 
 @pytest.mark.parametrize("path", PROBE6.files, ids=PROBE6.ids)
@@ -54,6 +54,21 @@ def test_zero_quantity_is_not_advertising() -> None:
     assert "status.capacity[nvidia.com/gpu]=0, status.allocatable[nvidia.com/gpu]=0" in f.evidence, f.evidence
 
 
+def test_paused_plugin_is_not_a_plugin_to_restart() -> None:
+    [f] = PROBE6.findings(
+        "probe6-plugin-paused-for-mig-change-all-disabled-a100-candidate-20-nodes",
+        "L1_GPU_NODE_NOT_ADVERTISING",
+    )
+    assert f.node == "a100-train-05"
+    assert "paused-for-mig-change" in f.summary and "restart" not in f.summary, f.summary
+    assert "nvidia.com/mig.config.state=pending" in f.evidence, f.evidence
+
+
+def test_topology_spread_is_in_the_pending_summary() -> None:
+    [f] = PROBE6.findings("probe6-sched-1-31-topology-spread-zone-skew-free-h100-22-nodes", "L1_POD_PENDING")
+    assert "didn't match pod topology spread constraints" in f.summary, f.summary
+
+
 def test_affinity_candidate_is_the_h100_with_the_gap() -> None:
     stem = "probe6-affinity-notin-a100-gt-memory-preferred-a100-h100-gap-24-nodes"
     [f] = PROBE6.findings(stem, "L1_ALLOCATABLE_BELOW_CAPACITY")
@@ -68,12 +83,19 @@ def test_xid31_burst_is_a_warning_pointing_at_the_workload() -> None:
     assert "Xid 31" in f.summary, f.summary
 
 
+def test_exporter_totals_count_only_what_rose_today() -> None:
+    found = PROBE6.findings(
+        "probe6-dcgm-4-8-xid-and-clock-totals-since-exporter-start-a100-bound-22-nodes", "L5_XID"
+    )
+    assert [f.summary.split(" on ")[0] for f in found] == ["Xid 31"], [f.summary for f in found]
+
+
 # --- the daily digest (spec/interfaces.md `digest --format json`) -----------------------------
 
 # node -> (reasons, capacity, allocatable, (correctable, uncorrectable) rows in 24 h, xids_24h, cordoned)
 DIGEST = {
     "l40s-viz-03": (["ALLOCATABLE_BELOW_CAPACITY"], 4, 3, (0, 0), [79], False),
-    "a100-train-04": (["ALLOCATABLE_BELOW_CAPACITY"], 56, 55, (0, 0), [], False),
+    "a100-train-04": (["ALLOCATABLE_BELOW_CAPACITY"], 56, 55, (0, 0), [31], False),
     "a100-train-07": (["REMAPPED_ROWS_RISING"], 8, 8, (0, 2), [], False),
 }
 

@@ -201,8 +201,14 @@ def test_row_remap_failure_and_rising_rows() -> None:
 )
 def test_only_slowdown_clock_events_count(event: str, flagged: bool) -> None:
     now = ts("2026-11-29T12:00:00")
-    data = [series("DCGM_EXP_CLOCK_EVENTS_TOTAL", {**GPU, "clock_event": event}, [(-3600, 3), (0, 0)], now)]
+    data = [series("DCGM_EXP_CLOCK_EVENTS_COUNT", {**GPU, "clock_event": event}, [(-3600, 3), (0, 0)], now)]
     assert bool(by_code(run([b.gpu_node(NODE)], "", now, data), "L5_CLOCK_EVENTS")) is flagged
+    # The since-start counter is news only when it changed in 24 h: 12 events days ago are none.
+    total = "DCGM_EXP_CLOCK_EVENTS_TOTAL"
+    old = [series(total, {**GPU, "clock_event": event}, [(-87000, 12), (-80000, 12), (0, 12)], now)]
+    assert not by_code(run([b.gpu_node(NODE)], "", now, old), "L5_CLOCK_EVENTS")
+    new = [series(total, {**GPU, "clock_event": event}, [(-87000, 12), (-3600, 12), (0, 15)], now)]
+    assert bool(by_code(run([b.gpu_node(NODE)], "", now, new), "L5_CLOCK_EVENTS")) is flagged
 
 
 def test_healthy_node_is_ok() -> None:

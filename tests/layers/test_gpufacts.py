@@ -70,20 +70,31 @@ def test_a100_with_mig_instance_sample_30() -> None:
     assert {g.mig_instance for g in gpus} == {None, "1g.5gb/13"}
 
 
-@pytest.mark.parametrize("suffix", ["COUNT", "TOTAL"])
-def test_exp_xid_and_clock_event_counts_by_label_sample_29(suffix: str) -> None:
+def test_exp_xid_and_clock_event_counts_by_label_sample_29() -> None:
     # 29(a)'s line carries the pre-rename name; the exporter now emits DCGM_EXP_XID_ERRORS_COUNT.
     data = exposition(
-        sample_text("29_"),
-        NOW,
-        rename={
-            "DCGM_FI_DEV_XID_ERRORS_ACTIVE": f"DCGM_EXP_XID_ERRORS_{suffix}",
-            "DCGM_EXP_CLOCK_EVENTS_COUNT": f"DCGM_EXP_CLOCK_EVENTS_{suffix}",
-        },
+        sample_text("29_"), NOW, rename={"DCGM_FI_DEV_XID_ERRORS_ACTIVE": "DCGM_EXP_XID_ERRORS_COUNT"}
     )
     facts = node_facts(telemetry(data, NOW), hosts.host_map([], []), ["workstation", "home"])
     assert facts["workstation"][0].xid_counts_24h == {42: 1}
     assert facts["home"][0].clock_events_24h == {"gpu_idle": 2, "hw_thermal": 1, "sw_thermal": 1}
+
+
+def test_since_start_totals_are_news_only_when_they_changed_or_appeared_in_24_h() -> None:
+    labels = {"Hostname": "gpu-7", "gpu": "3", "UUID": "GPU-0f3c"}
+    xid, clock = "DCGM_EXP_XID_ERRORS_TOTAL", "DCGM_EXP_CLOCK_EVENTS_TOTAL"
+    data = [
+        # scraped all along and flat for days: no Xid 48 and no slowdown today
+        series(xid, {**labels, "xid": "48"}, [(-4 * DAY, 1), (-DAY - 600, 1), (-80000, 1), (0, 1)], NOW),
+        series(clock, {**labels, "clock_event": "hw_slowdown"}, [(-DAY - 600, 9), (0, 9)], NOW),
+        series(xid, {**labels, "xid": "31"}, [(-DAY - 600, 1), (-3600, 1), (0, 4)], NOW),  # rose today
+        series(xid, {**labels, "xid": "13"}, [(-600, 2), (0, 2)], NOW),  # first appeared today
+    ]
+    [gpu] = node_facts(telemetry(data, NOW), hosts.host_map(["gpu-7"], []), ["gpu-7"])["gpu-7"]
+    assert gpu.xid_counts_24h == {} and gpu.clock_events_24h == {} and gpu.clock_totals_24h == {}
+    assert set(gpu.xid_totals_24h) == {13, 31}
+    health = gf.read_fleet_health(telemetry(data, NOW), hosts.host_map(["gpu-7"], []))
+    assert health["gpu-7"].xids_24h == [13, 31]
 
 
 def test_counts_peak_over_the_day_and_zero_series_without_xid_are_ignored() -> None:
@@ -183,9 +194,10 @@ def _fleet(nodes: int) -> list:
 def test_fleet_health_costs_at_most_six_calls_whatever_the_fleet_size(nodes: int) -> None:
     tel = CountingTelemetry(telemetry(_fleet(nodes), NOW))
     health = gf.read_fleet_health(tel, hosts.host_map([f"node-{n}" for n in range(nodes)], []))
-    # Five, a sixth for the last Xid node-6 holds, a seventh because that series began in the window,
-    # an eighth because node-3's rows rose (one range read of that GPU: growth, not a reset's dip).
-    assert tel.total <= 8
+    # Six (the since-start Xid counter read by its rise), a seventh for the last Xid node-6 holds, an
+    # eighth because that series began in the window, a ninth because node-3's rows rose (one range
+    # read of that GPU: growth, not a reset's dip).
+    assert tel.total <= 9
     # Only nodes with a non-zero signal come back: the rest of the fleet is healthy by absence.
     assert set(health) == {"node-1", "node-3", "node-4", "node-6"} if nodes > 6 else set(health) <= {"node-1"}
     assert [n for n, h in health.items() if h.rows_rising] == ["node-3"]
@@ -200,10 +212,10 @@ def test_node_facts_cost_does_not_grow_with_the_nodes_asked() -> None:
     node_facts(one, hostmap, ["node-3"])
     facts = node_facts(many, hostmap, [f"node-{n}" for n in range(10)])
     # node-3's rows rose: one range read of that GPU tells growth from a reset's dip.
-    assert one.total == 11
+    assert one.total == 13  # twelve reads (two since-start counters by their rise) and the range read
     # node-6 holds a last Xid: one more call asks whether it changed in 24 h, and one more
     # whether another series of that GPU held it before its series began.
-    assert many.total == 13
+    assert many.total == 15
     assert sorted(facts) == [f"node-{n}" for n in range(10)]
 
 
@@ -253,8 +265,8 @@ def test_fleet_read_through_a_real_prometheus_matches_and_stays_within_six_queri
     prom = PrometheusTelemetry(server.url, at=NOW)
     hostmap = hosts.host_map([f"node-{n}" for n in range(8)], [])
     real = gf.read_fleet_health(prom, hostmap)
-    # node-6's last-Xid series began in the window: one more query; node-3's rows rose: one more.
-    assert prom.queries <= 8
+    # six; node-6's last-Xid series began in the window: one more query; node-3's rows rose: one more.
+    assert prom.queries <= 9
     memory = gf.read_fleet_health(telemetry(data, NOW), hostmap)
     summary = {n: (h.rows_rising, h.row_remap_failure, h.xids_24h) for n, h in real.items()}
     assert summary == {n: (h.rows_rising, h.row_remap_failure, h.xids_24h) for n, h in memory.items()}

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.incidents.fleets import MODELS, Fleet, Recipe, mixed_pools, uuid_of, write_recipes
+from tests.incidents.fleets import MODELS, NS, Fleet, Recipe, mixed_pools, uuid_of, write_recipes
 from tests.incidents.probe3.parts import CP_TAINT, EDGE, fill, gpu_labels, lose_gpu_with_log, mixed_mig
 
 HERE = Path(__file__).resolve().parent
@@ -140,6 +140,107 @@ def affinity_notin_gt_preferred_elsewhere() -> tuple[Fleet, dict[str, Any]]:
     }  # fmt: skip
 
 
+MIG_CHANGE_LOG = """\
+time="2026-11-29T10:08:02Z" level=info msg="Waiting for change to 'nvidia.com/mig.config' label"
+time="2026-11-29T10:08:02Z" level=info msg="Updating to MIG config: all-disabled"
+time="2026-11-29T10:08:03Z" level=info msg="Asserting that the requested configuration is present in the configuration file"
+time="2026-11-29T10:08:03Z" level=info msg="Selected MIG configuration is valid"
+time="2026-11-29T10:08:03Z" level=info msg="Getting current value of the 'nvidia.com/gpu.deploy.device-plugin' node label"
+time="2026-11-29T10:08:03Z" level=info msg="Current value of 'nvidia.com/gpu.deploy.device-plugin=true'"
+time="2026-11-29T10:08:04Z" level=info msg="Changing the 'nvidia.com/mig.config.state' node label to 'pending'"
+time="2026-11-29T10:08:04Z" level=info msg="Shutting down all GPU clients in Kubernetes by disabling their component-specific nodeSelector labels"
+time="2026-11-29T10:08:05Z" level=info msg="Waiting for the device-plugin to shutdown"
+"""
+
+
+def plugin_paused_for_mig_change() -> tuple[Fleet, dict[str, Any]]:
+    f = mixed_pools(
+        "probe6-plugin-paused-for-mig-change-all-disabled-a100-candidate-20-nodes",
+        "Built on sample 33 (MIG labels) and NVIDIA/mig-parted's reconfigure (maybeSetPaused: the GPU clients' "
+        "nvidia.com/gpu.deploy.* labels set to paused-for-mig-change while a layout is applied, then back to "
+        "true): four minutes ago an operator asked a100-train-05 for all-disabled; the MIG manager set "
+        "mig.config.state=pending and paused the device plugin, whose pod is gone, so nvidia.com/gpu reads 0. "
+        "The other train nodes are full. Not failed, not stuck past 15 minutes: the node will advertise again "
+        "when the MIG manager finishes; restarting the plugin would fight it.",
+        a100=6, h100=6, l40s=5, cpu=2,
+    )  # fmt: skip
+    f.sick_lost_gpu("h100-infer-02", xid=79, gpu=4)
+    f.sick_rows_rising("l40s-viz-03", "l40s")
+    node = "a100-train-05"
+    n = f.node(node)
+    n["metadata"]["labels"].update({
+        "nvidia.com/mig.capable": "true", "nvidia.com/mig.config": "all-disabled",
+        "nvidia.com/mig.config.state": "pending", "nvidia.com/gpu.deploy.mig-manager": "true",
+        **{f"nvidia.com/gpu.deploy.{c}": "paused-for-mig-change"
+           for c in ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm")},
+    })  # fmt: skip
+    n["status"]["capacity"]["nvidia.com/gpu"] = "0"
+    n["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    plugin = f._plugins.pop(node)
+    f.objects = [o for o in f.objects if o["metadata"]["name"] != plugin]
+    del f.logs[f"{NS}/{plugin}/nvidia-device-plugin"]
+    f.mig_manager(node, MIG_CHANGE_LOG)
+    for i in (1, 2, 3, 4, 6):
+        fill(f, f"a100-train-{i:02d}", f"pretrain-{i}", "research")
+    msg = (
+        f"0/20 nodes are available: {CP_TAINT}, 6 Insufficient nvidia.com/gpu, 13 node(s) didn't match Pod's node "
+        "affinity/selector. preemption: 0/20 nodes are available: 6 No preemption victims found for incoming pod, "
+        "14 Preemption is not helpful for scheduling."
+    )
+    f.pending_pod("eval-llama-2g-0", "research", msg, gpus=2, selector={"pool": "train"})
+    f.decides = node
+    return f, {
+        "target": "research/eval-llama-2g-0",
+        "walk": [1, 2, 3, 4, 5],
+        "verdict": "L1_GPU_NODE_NOT_ADVERTISING",
+        "codes": ["L1_POD_PENDING", "L1_GPU_NODE_NOT_ADVERTISING", "L1_GPU_EXHAUSTED"],
+        "absent": ["L1_MIG_CONFIG_FAILED", "L1_RESOURCE_MISMATCH", "L1_ALLOCATABLE_BELOW_CAPACITY"],
+    }
+
+
+def topology_spread_with_free_gpus() -> tuple[Fleet, dict[str, Any]]:
+    f = mixed_pools(
+        "probe6-sched-1-31-topology-spread-zone-skew-free-h100-22-nodes",
+        "Built on sample 01 (scheduler text) and kube-scheduler's PodTopologySpread reason `node(s) didn't match "
+        "pod topology spread constraints` (ErrReasonConstraintsNotMatch): the serving replica must spread over two "
+        "zones with maxSkew 1 and whenUnsatisfiable DoNotSchedule; zone a already holds one more replica, so the "
+        "three zone-a H100 nodes are filtered out although they have free GPUs, and the three zone-b nodes are full. "
+        "Not a GPU fault: layer 1 reports the pending pod (its message names the spread) and the walk goes on over "
+        "the healthy candidates. Elsewhere an A100 lost a GPU and an L40S's rows rise.",
+        a100=6, h100=6, l40s=7, cpu=2,
+    )  # fmt: skip
+    f.sick_lost_gpu("a100-train-03", xid=48, gpu=2)
+    f.sick_rows_rising("l40s-viz-05", "l40s")
+    for i in range(1, 7):
+        node = f"h100-infer-{i:02d}"
+        zone = "us-east-1a" if i <= 3 else "us-east-1b"
+        f.node(node)["metadata"]["labels"]["topology.kubernetes.io/zone"] = zone
+        f.gpu_series(node, "h100", 8)
+        if i <= 3:
+            f.running_pod(f"vllm-qwen-{i}", "serving", node, 4)
+        else:
+            fill(f, node, f"batch-{i}", "serving")
+    msg = (
+        f"0/22 nodes are available: {CP_TAINT}, 3 Insufficient nvidia.com/gpu, 15 node(s) didn't match Pod's node "
+        "affinity/selector, 3 node(s) didn't match pod topology spread constraints. preemption: 0/22 nodes are "
+        "available: 3 No preemption victims found for incoming pod, 19 Preemption is not helpful for scheduling."
+    )
+    pod = f.pending_pod("vllm-qwen-7", "serving", msg, gpus=4, selector={"pool": "infer"})
+    pod["metadata"]["labels"]["app"] = "vllm-qwen"
+    pod["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "vllm-qwen"}}},
+    ]  # fmt: skip
+    return f, {
+        "target": "serving/vllm-qwen-7",
+        "walk": [1, 2, 3, 4, 5],
+        "verdict": "L1_POD_PENDING",
+        "codes": ["L1_POD_PENDING", "L5_OK"],
+        "absent": ["L1_GPU_EXHAUSTED", "L1_SELECTOR_MISMATCH", "L1_ALLOCATABLE_BELOW_CAPACITY", "L1_UNTOLERATED_TAINT",
+                   "L5_DEVICE_UNHEALTHY", "L5_REMAPPED_ROWS_RISING"],
+    }  # fmt: skip
+
+
 # --- layer 5 -----------------------------------------------------------------------------------
 
 
@@ -245,6 +346,43 @@ def remap_pending_uncorrectable() -> tuple[Fleet, dict[str, Any]]:
     }
 
 
+def exporter_totals_since_start() -> tuple[Fleet, dict[str, Any]]:
+    f = mixed_pools(
+        "probe6-dcgm-4-8-xid-and-clock-totals-since-exporter-start-a100-bound-22-nodes",
+        "Built on sample 29 and dcgm-exporter 4.8's opt-in DCGM_EXP_XID_ERRORS_TOTAL and DCGM_EXP_CLOCK_EVENTS_TOTAL "
+        "(`counter, Total XID errors observed since exporter start`, `… clock events observed since exporter start "
+        "(edge-counted)`, the collectors CSV): the exporter started five days ago. GPU 3 counted 3 Xid 13 and GPU 0 "
+        "12 hw_slowdown events four days ago, unchanged since; GPU 5 counted Xid 31 from 1 to 4 in the last two "
+        "hours. Only the Xid 31 is of the last 24 h.",
+        a100=7, h100=7, l40s=5, cpu=2,
+    )  # fmt: skip
+    f.sick_lost_gpu("h100-infer-05", xid=79, gpu=3)
+    f.sick_rows_rising("l40s-viz-02", "l40s")
+    f.sick_not_advertising("h100-infer-07")
+    node = "a100-train-03"
+    f.running_pod("nemo-sft-0", "research", node, 8)
+    f.gpu_series(node, "a100", 8, fb_used=52000.0)
+    start = -5 * 86400
+    f.series("DCGM_EXP_XID_ERRORS_TOTAL", {**gpu_labels(node, "a100", 3), "xid": "13"},
+             [[start + 3600, 0], [-4 * 86400, 3], [-86400 - 600, 3], [EDGE, 3], [-3600, 3], [0, 3]])  # fmt: skip
+    f.series("DCGM_EXP_CLOCK_EVENTS_TOTAL", {**gpu_labels(node, "a100", 0), "clock_event": "hw_slowdown"},
+             [[start + 3600, 0], [-4 * 86400, 12], [-86400 - 600, 12], [EDGE, 12], [-3600, 12], [0, 12]])  # fmt: skip
+    f.series("DCGM_EXP_XID_ERRORS_TOTAL", {**gpu_labels(node, "a100", 5), "xid": "31"},
+             [[-4 * 86400, 1], [-86400 - 600, 1], [EDGE, 1], [-7200, 1], [-6900, 2], [-3000, 4], [0, 4]])  # fmt: skip
+    return f, {
+        "target": "research/nemo-sft-0",
+        "walk": [1, 2, 3, 4, 5],
+        "verdict": "L5_XID",
+        "codes": ["L1_POD_SCHEDULED", "L5_XID"],
+        "absent": [
+            "L5_CLOCK_EVENTS",
+            "L5_DEVICE_UNHEALTHY",
+            "L1_ALLOCATABLE_BELOW_CAPACITY",
+            "L4_NO_TELEMETRY",
+        ],
+    }
+
+
 # --- the digest --------------------------------------------------------------------------------
 
 
@@ -256,7 +394,8 @@ def digest_time_sliced_mig_single_resets() -> tuple[Fleet, dict[str, Any]]:
         "and 29, k8s-device-plugin issue 1228: the digest must list a time-sliced L40S that lost one GPU "
         "(16 → 12 replicas: 4 GPUs, 3 left), a MIG single-strategy A100 that lost one instance (28 → 27), and "
         "uncorrectable rows that rose; it must leave out rows that read 0 during a reset, rows that dropped, an "
-        "Xid 31 burst alone, and a node whose nvidia.com/gpu reads 0 of 0.",
+        "Xid 31 burst alone, and a node whose nvidia.com/gpu reads 0 of 0; a since-start Xid counter days old "
+        "is no Xid of the day, one that first appeared today is.",
         a100=9, h100=9, l40s=6, cpu=2,
     )  # fmt: skip
     target = "h100-infer-01"
@@ -281,6 +420,12 @@ def digest_time_sliced_mig_single_resets() -> tuple[Fleet, dict[str, Any]]:
                                     "nvidia.com/gpu.count": "56"})  # fmt: skip
     n["status"]["capacity"]["nvidia.com/gpu"] = "56"
     n["status"]["allocatable"]["nvidia.com/gpu"] = "55"
+    # dcgm-exporter 4.8's since-start Xid counter: l40s-viz-03's Xid 13 is days old (flat, scraped all
+    # along), a100-train-04's Xid 31 first appeared two hours ago.
+    f.series("DCGM_EXP_XID_ERRORS_TOTAL", {**gpu_labels("l40s-viz-03", "l40s", 0), "xid": "13"},
+             [[-3 * 86400, 2], [-86400 - 600, 2], [EDGE, 2], [0, 2]])  # fmt: skip
+    f.series("DCGM_EXP_XID_ERRORS_TOTAL", {**gpu_labels("a100-train-04", "a100", 2), "xid": "31"},
+             [[-7200, 1], [-3600, 1], [0, 1]])  # fmt: skip
     # a100-train-07: uncorrectable rows rose 1 -> 3 today.
     b = gpu_labels("a100-train-07", "a100", 3)
     f.series("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", b, [[EDGE, 1], [-30000, 2], [0, 3]])
@@ -317,9 +462,12 @@ RECIPES: list[Recipe] = [
     sidecar_gpu_on_top_of_main,
     capacity_zero_after_driver_loss,
     affinity_notin_gt_preferred_elsewhere,
+    plugin_paused_for_mig_change,
+    topology_spread_with_free_gpus,
     xid31_burst_dcgm4,
     rows_read_zero_during_reset,
     remap_pending_uncorrectable,
+    exporter_totals_since_start,
     digest_time_sliced_mig_single_resets,
 ]
 
