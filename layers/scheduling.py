@@ -421,11 +421,27 @@ def elsewhere_in_fleet(
 def node_not_advertising(node: K8sObject) -> Finding:
     name, lab = o.name(node), o.labels(node)
     keys = ("nvidia.com/gpu.present", "nvidia.com/gpu.count", "nvidia.com/gpu.product", *o.NFD_NVIDIA_LABELS)
+    # A resource present at 0 is not "never registered": the kubelet knew the plugin and now counts
+    # no device (k8s-device-plugin issues 1228, 1698: the plugin pod still Running).
+    zero = sorted(o.gpu_resources(node, "capacity"))
+    alloc = o.gpu_resources(node, "allocatable")
+    why = (
+        f"status.capacity holds {', '.join(f'{r}=0' for r in zero)}: the device plugin registered once and "
+        "now reports no healthy device, or the kubelet lost its connection to it (restart the device-plugin "
+        "pod, then the kubelet if it stays 0)"
+        if zero
+        else "its device plugin never registered (often the driver failed on a new node)"
+    )
     return finding(
         "L1_GPU_NODE_NOT_ADVERTISING",
-        f"{name} is labelled as a GPU node but advertises no GPU resource: "
-        "its device plugin never registered (often the driver failed on a new node)",
-        evidence=[*(f"{k}={lab[k]}" for k in keys if k in lab), "no GPU resource in status.capacity"],
+        f"{name} is labelled as a GPU node but advertises no GPU resource: {why}",
+        evidence=[
+            *(f"{k}={lab[k]}" for k in keys if k in lab),
+            *(
+                [f"status.capacity[{r}]=0, status.allocatable[{r}]={alloc.get(r, 0)}" for r in zero]
+                or ["no GPU resource in status.capacity"]
+            ),
+        ],
         commands=[
             f"kubectl describe node {name} | sed -n '/Capacity/,/Allocatable/p'",
             f"kubectl get pods -A -o wide --field-selector spec.nodeName={name} | grep -i nvidia",

@@ -31,6 +31,7 @@ from layers.facts.hosts import (
     promql_matcher,
     selector_for,
 )
+from layers.facts.rowgrowth import verified_growth
 from layers.sources import BEFORE_WINDOW_S, Read, Sample, Selector, Telemetry, read_all
 
 DAY_S = 24 * 3600
@@ -380,8 +381,9 @@ def read_gpu_facts(
     asm.put_xid_counts(xids)
     asm.put("correctable_rows", rows)
     asm.put("uncorrectable_rows", urows)
-    asm.put("correctable_rows_24h", rows24)
-    asm.put("uncorrectable_rows_24h", urows24)
+    grown = verified_growth(telemetry, DAY_S, {CORRECTABLE_ROWS: rows24, UNCORRECTABLE_ROWS: urows24})
+    asm.put("correctable_rows_24h", grown[CORRECTABLE_ROWS])
+    asm.put("uncorrectable_rows_24h", grown[UNCORRECTABLE_ROWS])
     asm.put("row_remap_failure", remap)
     asm.put_clock_events(clocks)
     wanted = set(nodes) | {n for n in pods.values() if n}
@@ -435,7 +437,8 @@ def read_fleet_health(
     telemetry: Telemetry, hostmap: HostMap, nodes: Sequence[str] | None = None
 ) -> dict[str, NodeHealth]:
     """Remapped-row growth, row-remap failures and Xids for the whole fleet in five calls
-    (six when some GPU holds a last Xid, seven when such a GPU's series began in the last 24 h).
+    (six when some GPU holds a last Xid, seven when such a GPU's series began in the last 24 h;
+    one more when rows rose somewhere, to tell growth from a reset's dip: rowgrowth.py).
 
     With `nodes` None no selector is sent (every series); otherwise only those nodes'.
     Raises TelemetryError when the source is down.
@@ -454,8 +457,9 @@ def read_fleet_health(
             Read("max_over_time", XID_COUNT, DAY_S, match, 0),
         ],
     )
-    asm.put("correctable_rows_24h", rows24)
-    asm.put("uncorrectable_rows_24h", urows24)
+    grown = verified_growth(telemetry, DAY_S, {CORRECTABLE_ROWS: rows24, UNCORRECTABLE_ROWS: urows24})
+    asm.put("correctable_rows_24h", grown[CORRECTABLE_ROWS])
+    asm.put("uncorrectable_rows_24h", grown[UNCORRECTABLE_ROWS])
     asm.put("row_remap_failure", remap)
     asm.read_last_xid(telemetry, match, last)
     asm.put_xid_counts(xids)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -264,22 +264,44 @@ def pod_ready(pod: K8sObject) -> bool:
 
 
 def pod_requests(pod: K8sObject) -> dict[str, int]:
-    """GPU resources a pod asks for (limits count where requests are absent, as for extended resources)."""
+    """GPU resources a pod asks for, as the scheduler counts them (KEP-753): the containers' sum plus
+    every sidecar (an init container with `restartPolicy: Always`, which keeps running), or the
+    largest init container with the sidecars started before it, whichever is more; plus
+    `spec.overhead`. Limits count where requests are absent, as for extended resources."""
+    total = _gpu_sum(containers(pod))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for c in containers(pod, init=True):
+        own = _gpu_sum([c])
+        if c.get("restartPolicy") == "Always":
+            sidecars = _add(sidecars, own)
+            running = sidecars
+        else:
+            running = _add(sidecars, own)
+        init_peak = _merge(init_peak, running, max)
+    need = _merge(_add(total, sidecars), init_peak, max)
+    overhead = {k: int(quantity(v)) for k, v in ((pod.get("spec") or {}).get("overhead") or {}).items()}
+    return _add(need, {k: v for k, v in overhead.items() if is_gpu_resource(k)})
+
+
+def _gpu_sum(items: list[dict[str, Any]]) -> dict[str, int]:
     total: dict[str, int] = {}
-    for c in containers(pod):
+    for c in items:
         res = c.get("resources") or {}
         merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
         for k, v in merged.items():
             if is_gpu_resource(k):
                 total[k] = total.get(k, 0) + int(quantity(v))
-    # Init containers run one at a time: the pod needs the largest of them.
-    for c in containers(pod, init=True):
-        res = c.get("resources") or {}
-        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        for k, v in merged.items():
-            if is_gpu_resource(k):
-                total[k] = max(total.get(k, 0), int(quantity(v)))
     return total
+
+
+def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    return _merge(a, b, lambda x, y: x + y)
+
+
+def _merge(a: dict[str, int], b: dict[str, int], how: Callable[[int, int], int]) -> dict[str, int]:
+    """Per resource, in the order the pod names them (evidence lines stay stable)."""
+    return {k: how(a.get(k, 0), b.get(k, 0)) for k in dict.fromkeys([*a, *b])}
 
 
 def waiting_reason(status: dict[str, Any]) -> str | None:

@@ -30,7 +30,7 @@ from tests.incidents.scenario_checks import (
 
 PROBE, PROBE2 = incident_files("probe"), incident_files("probe2")
 FILES = (
-    PROBE + PROBE2 + incident_files("probe3") + incident_files("probe4")
+    PROBE + PROBE2 + incident_files("probe3") + incident_files("probe4") + incident_files("probe6")
 )  # probe4: test_probe4_incidents.py
 IDS = [p.stem for p in FILES]
 
