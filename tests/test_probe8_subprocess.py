@@ -187,3 +187,20 @@ def test_serve_with_a_bad_setting_prints_no_token_as_a_subprocess(tmp_path: Path
     assert proc.returncode == 2
     assert "REDIS_URL" in _one_line(proc)
     assert not any(secret in proc.stderr + proc.stdout for secret in SECRETS)
+
+
+def test_a_scenario_from_a_pipe_works_and_an_endless_device_is_refused(tmp_path: Path) -> None:
+    scenario = Path(__file__).resolve().parents[1] / "bot" / "scenarios" / "xid79-fell-off-bus.yaml"
+    with scenario.open("rb") as stdin:
+        proc = subprocess.run(
+            [*_gpubot(), "why", "ml/trainer-0", "--scenario", "/dev/stdin", "--format", "json"],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 0 and '"verdict"' in proc.stdout, proc.stderr
+    # /dev/zero used to be read without end (memory filling, no answer); now one line at once.
+    proc = _sub("why", "ml/trainer-0", "--scenario", "/dev/zero", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "/dev/zero: cannot read the file: NUL bytes, not a text file" in _one_line(proc)

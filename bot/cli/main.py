@@ -100,9 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as err:
-        from bot.sources.scenario import ScenarioError  # not imported by commands that read no scenario
-
-        if isinstance(err, ScenarioError):
+        # Looked up, not imported: a command that read no scenario cannot have raised one, and an
+        # import in the error path that fails itself (a broken install) would end in a traceback.
+        model = sys.modules.get("bot.sources.scenario_model")
+        if model is not None and isinstance(err, model.ScenarioError):
             _error(str(err))
             return EXIT_INPUT
         if os.environ.get("GPUBOT_DEBUG"):

@@ -13,6 +13,7 @@ import mmap
 import os
 import pickle
 import re
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from bot.sources.scenario_model import Scenario, ScenarioError, parse_now, rfc33
 from bot.sources.scenario_series import add_exposition, read_metrics
 from bot.sources.series import SeriesData, SeriesTelemetry  # SeriesData is part of this API
 from bot.sources.snapshot import SnapshotCluster
+from bot.sources.streams import read_capped
 
 # Scenario, ScenarioError and rfc3339 live in bot/sources/scenario_model.py (writing shares them); re-exported.
 __all__ = [
@@ -175,14 +177,15 @@ class _Pages:
 
 def _read_buffer(path: str | Path) -> tuple[bytes | mmap.mmap, _Pages | None]:
     with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size >= MAP_BYTES:
+        st = os.fstat(f.fileno())
+        if st.st_size >= MAP_BYTES:
             try:
                 mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             except (OSError, ValueError):  # not mappable (a pipe, a special file): read it
                 pass
             else:
                 return mapped, _Pages(mapped)
-        return f.read(), None
+        return (f.read() if stat.S_ISREG(st.st_mode) else read_capped(f)), None
 
 
 def load_scenario(path: str | Path) -> Scenario:
