@@ -1,4 +1,5 @@
-"""What the alert channel is told besides incidents: here, that Alertmanager left alerts out.
+"""What the alert channel is told besides incidents, at most once an hour: here, that Alertmanager
+left alerts out (the gateway's notes on unrouted and queued alerts go through `say_hourly` too).
 
 Alertmanager cuts a notification to `max_alerts` alerts when the receiver sets
 it and says how many it left out (`truncatedAlerts`); those alerts name
@@ -14,13 +15,19 @@ from handlers.ports import SlackPoster, StateStore
 NOTE_EVERY_S = 3600
 
 
+def say_hourly(state: StateStore, poster: SlackPoster, channel: str, key: str, text: str) -> None:
+    """Post `text` in the alert channel unless `key` was said within the hour (the store decides, so
+    replicas and gateways say it once between them)."""
+    if not state.set_if_absent(key, 1, NOTE_EVERY_S):
+        return
+    poster.post(channel, text, [{"type": "section", "text": {"type": "mrkdwn", "text": text}}])
+
+
 def tell_left_out(state: StateStore, poster: SlackPoster, channel: str, count: int, prefix: str) -> None:
     """Say once an hour that Alertmanager left alerts out of its notifications: they open no thread."""
-    if not state.set_if_absent(f"{prefix}left-out-note", 1, NOTE_EVERY_S):
-        return
     text = (
         f":warning: Alertmanager left {count} alert(s) out of a notification to gpubot (`truncatedAlerts`: "
         "`max_alerts` is set on gpubot's receiver). Those alerts open no thread; remove `max_alerts` from "
         "the gpubot receiver's `webhook_configs`. Said at most once an hour."
     )
-    poster.post(channel, text, [{"type": "section", "text": {"type": "mrkdwn", "text": text}}])
+    say_hourly(state, poster, channel, f"{prefix}left-out-note", text)

@@ -35,7 +35,7 @@ from typing import Any
 from bot.cluster.kinds import ALERTS, alerts_request
 from bot.cluster.routing import ago
 from bot.cluster.streams import ClusterSeen, ClusterStreams, StreamsUnavailable
-from handlers.alert_notes import tell_left_out
+from handlers.alert_notes import say_hourly, tell_left_out
 from handlers.alert_payload import Alert, AlertBatch
 from handlers.alerts import AlertSettings
 from handlers.escape import escape
@@ -45,7 +45,6 @@ from handlers.ports import AlertObserver, SlackPoster, StateStore, StateUnavaila
 log = logging.getLogger("gpubot.gateway")
 
 CLUSTER_LABEL = "cluster"
-NOTE_EVERY_S = 3600
 NO_LABEL = ""  # the unrouted group of alerts without a cluster label
 
 
@@ -179,8 +178,6 @@ class AlertForwarder:
 
     def _note(self, named: str, alerts: list[Alert], why: str, registered: bool) -> None:
         """Said in the alert channel once an hour per cluster name: nobody reads gateway logs daily."""
-        if not self.state.set_if_absent(f"alert:unrouted-note:{named[:63]}", 1, NOTE_EVERY_S):
-            return
         fix = (
             ""
             if registered  # its agents are too old: `why` says to upgrade them
@@ -190,22 +187,16 @@ class AlertForwarder:
             f":warning: {len(alerts)} alert(s) ({_names(alerts)}) went to no cluster: {why}. They are kept "
             f"in `gpubot:alerts:unrouted`{fix}. Said at most once an hour per cluster name."
         )
-        self.poster.post(
-            self.settings.channel, text, [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
-        )
+        say_hourly(self.state, self.poster, self.settings.channel, f"alert:unrouted-note:{named[:63]}", text)
 
     def _silent(self, cluster: str, alerts: list[Alert], silent_s: float) -> None:
         """Said in the alert channel once an hour per cluster, as a command for it is answered at once."""
-        if not self.state.set_if_absent(f"alert:silent-note:{cluster[:63]}", 1, NOTE_EVERY_S):
-            return
         text = (
             f":warning: cluster `{escape(cluster)}`'s agent was last seen {ago(silent_s)} ago: "
             f"{len(alerts)} alert(s) ({_names(alerts)}) are queued and open their threads as soon as an "
             "agent of that cluster is back. Said at most once an hour per cluster."
         )
-        self.poster.post(
-            self.settings.channel, text, [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
-        )
+        say_hourly(self.state, self.poster, self.settings.channel, f"alert:silent-note:{cluster[:63]}", text)
 
 
 def takes_alerts(seen: ClusterSeen) -> bool:
