@@ -96,11 +96,12 @@ def _numbers(f: FlaggedNode) -> str:
     return gaps or "-"
 
 
-def digest_table(digest: Digest) -> str:
-    """A plain-text table of every flagged node, for terminals and the attached file."""
+def digest_table(digest: Digest, sources: str | None = None) -> str:
+    """A plain-text table of every flagged node, for terminals and the attached file. `sources`
+    (the CLI's description of every source) stands in place of the metrics line: said once."""
     lines = [
         f"GPU digest {digest.generated_iso}: {len(digest.flagged)} of {digest.gpu_nodes} GPU node(s) flagged",
-        f"metrics: {digest.metrics_source or 'none'}",
+        f"sources: {sources}" if sources else f"metrics: {digest.metrics_source or 'none'}",
     ]
     if digest.metrics_error:
         lines.append(f"UNKNOWN: {digest.metrics_error}")

@@ -387,6 +387,8 @@ def test_cli_text_and_json(
     assert run_cli(tmp_path, monkeypatch) == 0
     text = capsys.readouterr().out
     assert "3 of 12 GPU node(s) flagged" in text and "gpu-00006" in text and "gpu-00002" not in text
+    # The sources are said once, and the metrics source only inside that line.
+    assert text.count("sources:") == 1 and text.count("metrics:") == 1, text
     assert run_cli(tmp_path, monkeypatch, "--format", "json") == 0
     data = json.loads(capsys.readouterr().out)
     assert [f["node"] for f in data["flagged"]] == ["gpu-00001", "gpu-00006", "gpu-00011"]

@@ -48,8 +48,7 @@ def cmd_digest(args: argparse.Namespace) -> int:
     elif args.format == "blocks":
         print(json.dumps(digest_message(digest, did).to_dict(), indent=2, ensure_ascii=False))
     else:
-        print(digest_table(digest), end="")
-        print(f"sources: {src.description}")
+        print(digest_table(digest, sources=src.description), end="")
     if args.post:
         _post(args, cfg, digest, src.telemetry, did)
     return 0
