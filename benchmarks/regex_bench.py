@@ -78,7 +78,10 @@ def _re2_against_re() -> None:
 
     from layers.facts import logsigs
 
-    lines = Path("/work/shared/samples/06_node_7_of_8_gpus_device_plugin_xid79.txt")
+    lines = (
+        Path(__file__).resolve().parent.parent
+        / "tests/fixtures/samples/06_node_7_of_8_gpus_device_plugin_xid79.txt"
+    )
     text = (
         lines.read_text() if lines.exists() else "I0624 22:58:05.486697 1 health.go:185] XidCriticalError\n"
     )

@@ -27,9 +27,10 @@ from urllib.parse import urlencode
 
 import yaml
 
+from tests import fixtures
 from tests.services import free_port
 
-SAMPLES = Path("/work/shared/samples")
+SAMPLES = fixtures.SAMPLES
 if not SAMPLES.exists():  # the repository's own copy when the shared folder is not mounted
     SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"

@@ -1,6 +1,6 @@
 """The bundled incident scenarios (bot/scenarios/*.yaml).
 
-Each file is a realistic incident built from shared/samples with its expected
+Each file is a realistic incident built from tests/fixtures/samples with its expected
 diagnosis under `x-expect`. Two kinds of tests:
 
 - structure: the file follows spec/scenario.md and is self-consistent (events

@@ -24,12 +24,13 @@ from handlers.digest import (
 )
 from layers import digest as dg
 from layers.sources import K8sObject, NoTelemetry
+from tests import fixtures
 from tests.layers import builders as b
 from tests.layers.fake_telemetry import CountingTelemetry, series, telemetry
 
 NOW = 1_795_953_600.0  # 2026-11-29T12:00:00Z
 SPEC = Path("/work/shared/spec/interfaces.md")
-SAMPLES = Path("/work/shared/samples")
+SAMPLES = fixtures.SAMPLES
 CORR, UNCORR = "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
 FAIL, XID = "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_XID_ERRORS"
 RISING = [(-86000, 0), (-3600, 12), (0, 14)]

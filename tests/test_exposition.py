@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from bot.sources.exposition import ExpositionError, parse_exposition
+from tests import fixtures
 
-SAMPLES = Path("/work/shared/samples")
+SAMPLES = fixtures.SAMPLES
 PROM_FILES = sorted(SAMPLES.glob("*.prom"))
 # A sample line in the files: optional indentation, a metric name, then `{` or a space.
 METRIC_LINE = re.compile(r"^\s*[a-zA-Z_:][a-zA-Z0-9_:]*[{ ]")

@@ -16,11 +16,12 @@ import pytest
 from bot.sources.kube import STRATEGIC_MERGE, KubeCluster
 from bot.sources.snapshot import SnapshotCluster, log_key
 from layers.sources import K8sObject, SourceError
+from tests import fixtures
 from tests.fakes.kube_api import TOKEN, FakeKubeAPI, fake_kube, serve, write_kubeconfig
 
 __all__ = ["fake_kube"]  # the fixture, used by name
 
-SAMPLES = Path("/work/shared/samples")
+SAMPLES = fixtures.SAMPLES
 GPU_NODE = "gpu-node-1"
 OPERATOR_NS = "gpu-operator"
 PLUGIN_POD = "nvidia-device-plugin-daemonset-w72xb"  # sample 10

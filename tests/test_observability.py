@@ -21,10 +21,9 @@ from bot.ops.secrets import mask_text as mask_secrets
 from bot.sources.scenario import build_sources, parse_scenario
 from layers.findings import LayerResult, WalkResult
 from layers.walk import open_pod, run_layer
+from tests import fixtures
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
-if not SAMPLES.is_dir():
-    SAMPLES = Path("/work/shared/samples")
+SAMPLES = fixtures.SAMPLES
 
 # Shaped like real ones, but not real: the token patterns must catch these.
 BOT_TOKEN = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"

@@ -13,9 +13,10 @@ import pytest
 import yaml
 
 from bot.sources.scenario import ScenarioError, build_sources, load_scenario, parse_scenario
+from tests import fixtures
 from tests.scenario_write import dump_scenario, scenario_to_dict
 
-SAMPLES = Path("/work/shared/samples")
+SAMPLES = fixtures.SAMPLES
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC).timestamp()
 PLUGIN = "gpu-operator/nvidia-device-plugin-daemonset-x7k2p/nvidia-device-plugin"
 

@@ -17,10 +17,11 @@ import pytest
 from bot.sources.exposition import parse_exposition
 from bot.sources.openmetrics import write_openmetrics
 from bot.sources.series import SeriesData, SeriesTelemetry
+from tests import fixtures
 
 NOW = 1_795_000_000.0  # 2026-11-18T08:26:40Z
 XID = "DCGM_FI_DEV_XID_ERRORS"
-SAMPLES = Path("/work/shared/samples")
+SAMPLES = fixtures.SAMPLES
 
 
 def series(name: str, points: list[tuple[float, float]], **labels: str) -> SeriesData:

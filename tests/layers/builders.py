@@ -2,7 +2,7 @@
 
 Focused layer tests build a handful of Nodes, Pods and Events here, then a
 WalkContext over a real SnapshotCluster. Real log and message text comes from
-/work/shared/samples and is pasted into the tests that use it.
+tests/fixtures/samples and is pasted into the tests that use it.
 """
 
 from __future__ import annotations

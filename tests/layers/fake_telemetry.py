@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 
 from bot.sources.exposition import parse_exposition
 from bot.sources.series import SeriesData, SeriesTelemetry
 from layers.sources import RangeSeries, Sample, Selector, Telemetry
+from tests import fixtures
 
-SAMPLES = Path("/work/shared/samples")
+SAMPLES = fixtures.SAMPLES
 
 
 def sample_text(name: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,9 +15,10 @@ from layers.facts.context import PER_NODE_READS
 from layers.facts.schedmsg import SchedulerReason, parse_failed_scheduling
 from layers.findings import STOP, LayerResult, Severity
 from layers.sources import K8sObject
+from tests import fixtures
 from tests.layers.builders import codes, ctx, event, forbidden, gpu_node, node, one, pod
 
-SAMPLES = Path("/work/shared/samples")
+SAMPLES = fixtures.SAMPLES
 
 # Verbatim kube-scheduler messages, samples 01–04.
 MSG_SELECTOR_INSUFFICIENT = (

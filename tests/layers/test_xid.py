@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import pytest
 
 from layers.findings import Severity
 from layers.xid import XidAction, action_for, catalog, lookup, parse_recovery_action
+from tests import fixtures
 
 # spec/findings.md L5_XID: immediate action RESTART_APP or IGNORE → warn.
 WARN_XIDS = [13, 31, 43, 63, 68, 69, 92, 94]
@@ -30,7 +30,7 @@ GPU_STACK_NAMES = {
     149: "NVLINK_NETIR_ERROR",
 }
 
-REFERENCE_CSV = Path("/work/shared/reference/xid-catalog.csv")
+REFERENCE_CSV = fixtures.REFERENCE / "xid-catalog.csv"
 
 
 @pytest.mark.parametrize("xid", WARN_XIDS)
