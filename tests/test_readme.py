@@ -46,3 +46,15 @@ def test_readme_links_resolve() -> None:
         if target.startswith("http"):
             continue
         assert (ROOT / target).exists(), f"README links to a missing file: {target}"
+
+
+def test_tests_and_benchmarks_read_nothing_outside_the_repository() -> None:
+    """A contributor's clone has no /work/shared: fixtures live in tests/fixtures/."""
+    needle = "/work/" + "shared"
+    outside = [
+        str(path.relative_to(ROOT))
+        for folder in ("tests", "benchmarks", "bot", "layers", "handlers")
+        for path in (ROOT / folder).rglob("*.py")
+        if needle in path.read_text(encoding="utf-8")
+    ]
+    assert not outside, f"files that read outside the repository: {outside}"
