@@ -49,7 +49,7 @@ def test_readme_links_resolve() -> None:
 
 
 def test_tests_and_benchmarks_read_nothing_outside_the_repository() -> None:
-    """A contributor's clone has no /work/shared: fixtures live in tests/fixtures/."""
+    """A contributor's clone has only the repository: fixtures live in tests/fixtures/."""
     needle = "/work/" + "shared"
     outside = [
         str(path.relative_to(ROOT))
