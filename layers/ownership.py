@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 from layers import xid
+from layers.facts import cordons
 from layers.facts import healthagents as ha
 from layers.facts import objects as o
 from layers.facts import owners as ow
@@ -67,18 +68,37 @@ def _maintenance(f: Finding, held: ow.Held) -> Finding:
     )
 
 
+def after_cordon(ctx: WalkContext, name: str) -> list[str]:
+    """What the platform does after a cordon of this node, as evidence lines the cordon button's
+    confirmation repeats (handlers/blocks.py)."""
+
+    def read() -> list[str]:
+        node = _node(ctx, name)
+        if node is None:
+            return []
+        try:
+            drivers = ctx.operator_pods_on(name, "driver")
+        except SourceError:
+            drivers = []
+        return [cordons.AFTER_CORDON + n for n in cordons.cordon_notes(node, drivers)]
+
+    return ctx.cached(("after_cordon", name), read)
+
+
 def name_owners(ctx: WalkContext, findings: list[Finding]) -> list[Finding]:
     out: list[Finding] = []
     for f in findings:
         node = _node(ctx, f.node)
-        held = ow.owner_of(node)
-        maint = ow.in_maintenance(node)
-        if maint is not None and f.code in MAINTENANCE and f.severity > Severity.INFO:
-            out.append(_maintenance(f, maint))
-        elif held is not None and not any(e.startswith(OWNER_LINE) for e in f.evidence):
-            out.append(dataclasses.replace(f, evidence=(*f.evidence, owner_line(held))))
-        else:
+        if node is None or f.node is None or f.severity == Severity.OK:
             out.append(f)
+            continue
+        name, held, maint = f.node, ow.owner_of(node), ow.in_maintenance(node)
+        if maint is not None and f.code in MAINTENANCE and f.severity > Severity.INFO:
+            f = _maintenance(f, maint)
+        elif held is not None and not any(e.startswith(OWNER_LINE) for e in f.evidence):
+            f = dataclasses.replace(f, evidence=(*f.evidence, owner_line(held)))
+        notes = [n for n in after_cordon(ctx, name) if n not in f.evidence]
+        out.append(dataclasses.replace(f, evidence=(*f.evidence, *notes)) if notes else f)
     return out
 
 
@@ -95,8 +115,11 @@ def _layer1(ctx: WalkContext) -> list[Finding]:
             lines += c.evidence()
         if not lines:
             return []
+        lines += after_cordon(ctx, bound)
         agents = sorted({c.agent for c in ha.agent_conditions(node)})
-        said = f"health agent(s) {', '.join(agents)} report a GPU fault there (layer 5 has it)" if agents else ""
+        said = (
+            f"health agent(s) {', '.join(agents)} report a GPU fault there (layer 5 has it)" if agents else ""
+        )
         held = ow.owner_of(node)
         who = f"{held.owner} holds it ({held.state})" if held else ""
         return [
@@ -112,12 +135,12 @@ def _layer1(ctx: WalkContext) -> list[Finding]:
         candidates = ctx.candidates().nodes
     except SourceError:
         return []
-    held = [(n, h) for n in candidates for h in ow.owners_of(n)[:1]]
-    if not held:
+    pairs = [(n, h) for n in candidates for h in ow.owners_of(n)[:1]]
+    if not pairs:
         return []
-    names = [o.name(n) for n, _ in held]
-    lines = [f"{o.name(n)}: {owner_line(h)[len(OWNER_LINE) :]}" for n, h in held]
-    removing = [o.name(n) for n, h in held if h.kind in ("removal", "repair")]
+    names = [o.name(n) for n, _ in pairs]
+    lines = [f"{o.name(n)}: {owner_line(h)[len(OWNER_LINE) :]}" for n, h in pairs]
+    removing = [o.name(n) for n, h in pairs if h.kind in ("removal", "repair")]
     tail = (
         f"; {len(removing)} of them are being removed or repaired by their owner: not a toleration to add"
         if removing
@@ -126,7 +149,7 @@ def _layer1(ctx: WalkContext) -> list[Finding]:
     return [
         finding(
             "L1_NODE_OWNER",
-            f"{len(held)} candidate GPU node(s) are in an owner's flow ({', '.join(names[:3])}"
+            f"{len(pairs)} candidate GPU node(s) are in an owner's flow ({', '.join(names[:3])}"
             + (" …" if len(names) > 3 else "")
             + f"){tail}",
             evidence=listed(lines, MAX_LISTED),
@@ -178,7 +201,11 @@ def _layer5(ctx: WalkContext, findings: list[Finding]) -> list[Finding]:
                         "L5_XID",
                         f"Xid {number} on {name}, {entry.name}: {entry.meaning} — {entry.advice}",
                         severity=entry.severity,
-                        evidence=[source, *c.evidence()[:2], f"catalog action: {entry.immediate_action or 'none'}"],
+                        evidence=[
+                            source,
+                            *c.evidence()[:2],
+                            f"catalog action: {entry.immediate_action or 'none'}",
+                        ],
                         node=name,
                     )
                 )

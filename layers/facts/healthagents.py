@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from layers.facts import objects as o
 from layers.sources import K8sObject
 
 

@@ -11,8 +11,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from layers.facts import cordons, owners
 from layers.facts import objects as o
-from layers.facts import owners
 from layers.facts.fold import listed, shown
 from layers.facts.schedmsg import SchedulingFailure
 from layers.findings import Finding, finding
@@ -303,7 +303,7 @@ def scheduler_reasons(
 
     if any(f.unschedulable for f in failures):
         cordoned = [o.name(n) for n in candidates if o.is_unschedulable(n)]
-        by = {o.name(n): owners.cordoned_by(n) or "" for n in candidates if o.is_unschedulable(n)}
+        by = {o.name(n): cordons.cordoned_by(n) or "" for n in candidates if o.is_unschedulable(n)}
         held = [n for n in candidates if o.is_unschedulable(n) and owners.owner_of(n)]
         if cordoned:
             out.append(
@@ -311,7 +311,7 @@ def scheduler_reasons(
                     "L1_NODES_UNSCHEDULABLE",
                     f"{len(cordoned)} GPU node(s) that advertise the requested resource are cordoned "
                     f"({shown(cordoned, limit=3)}, {by[cordoned[0]]}): "
-                    + owners.cordon_advice(held, len(cordoned)),
+                    + cordons.cordon_advice(held, len(cordoned)),
                     evidence=[
                         f"scheduler: {said('unschedulable')}",
                         *listed([f"{n}: spec.unschedulable=true" for n in cordoned]),
