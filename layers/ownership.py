@@ -24,6 +24,7 @@ from layers.facts import objects as o
 from layers.facts import owners as ow
 from layers.facts.context import WalkContext
 from layers.facts.fold import MAX_LISTED, listed
+from layers.facts.placement import selector_misses
 from layers.findings import Finding, LayerResult, Severity, finding
 from layers.sources import K8sObject, SourceError
 
@@ -132,14 +133,25 @@ def _layer1(ctx: WalkContext) -> list[Finding]:
             )
         ]
     try:
-        candidates = ctx.candidates().nodes
+        candidates = list(ctx.candidates().nodes)
+        # A node an owner tainted (removing or repairing it) is no candidate, yet it is why the
+        # scheduler said "untolerated taint": name it when the pod's selector would take it.
+        seen = {o.name(n) for n in candidates}
+        candidates += [
+            n
+            for n in ctx.gpu_nodes()
+            if o.name(n) not in seen
+            and any(ow.owner_taint(t) for t in (n.get("spec") or {}).get("taints") or [])
+            and not selector_misses(ctx.pod, n)
+        ]
     except SourceError:
         return []
     pairs = [(n, h) for n in candidates for h in ow.owners_of(n)[:1]]
     if not pairs:
         return []
-    names = [o.name(n) for n, _ in pairs]
+    names = [f"{o.name(n)}: {h.text}" for n, h in pairs]
     lines = [f"{o.name(n)}: {owner_line(h)[len(OWNER_LINE) :]}" for n, h in pairs]
+    lines += [f"{o.name(n)}: {c.text}" for n, _ in pairs for c in ha.agent_conditions(n)]
     removing = [o.name(n) for n, h in pairs if h.kind in ("removal", "repair")]
     tail = (
         f"; {len(removing)} of them are being removed or repaired by their owner: not a toleration to add"
@@ -154,7 +166,7 @@ def _layer1(ctx: WalkContext) -> list[Finding]:
             + f"){tail}",
             evidence=listed(lines, MAX_LISTED),
             commands=["kubectl get nodes -L " + ow.NVSENTINEL_STATE + "," + ow.UPGRADE_STATE],
-            node=names[0] if len(names) == 1 else None,
+            node=o.name(pairs[0][0]) if len(pairs) == 1 else None,
         )
     ]
 
