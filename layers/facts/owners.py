@@ -46,6 +46,9 @@ class OwnerSpec:
     marks: tuple[Mark, ...]
     gave_up: tuple[str, ...] = ()  # states in which the owner stopped and a person must act
     release: str = ""  # what uncordoning the node would do to the owner's flow
+    # States in which the owner has not begun its work on the node: it holds it, but what is wrong
+    # there is not its doing (a new node's driver still compiling is labelled upgrade-required).
+    not_begun: tuple[str, ...] = ()
 
 
 # The owners' current code decides the exact keys (sources in docs/owners.md).
@@ -75,6 +78,7 @@ OWNERS: tuple[OwnerSpec, ...] = (
         "maintenance",
         (Mark("label", UPGRADE_STATE, not_values=("", "upgrade-done")),),
         gave_up=("upgrade-failed",),
+        not_begun=("upgrade-required",),
         release="the upgrade controller cordoned it to replace the driver; uncordoning lets pods land on "
         "a node whose driver is being swapped",
     ),
@@ -150,6 +154,7 @@ class Held:
     reason: str | None = None  # the owner's own words (cordon-reason, a condition's message)
     gave_up: bool = False
     release: str = ""
+    begun: bool = True  # the owner's own work is under way on the node (its maintenance explains symptoms)
 
     @property
     def text(self) -> str:
@@ -256,6 +261,7 @@ def owners_of(node: K8sObject) -> list[Held]:
                     reason=reason,
                     gave_up=state in spec.gave_up,
                     release=spec.release,
+                    begun=state not in spec.not_begun,
                 )
             )
             break
@@ -274,7 +280,7 @@ def in_maintenance(node: K8sObject | None) -> Held | None:
     """An owner whose own work explains missing GPUs, Init operators and a driver pod not Ready:
     the driver upgrade (not once it failed), the driver manager or the MIG manager."""
     for h in owners_of(node) if node is not None else []:
-        if h.kind == "maintenance" and not h.gave_up:
+        if h.kind == "maintenance" and not h.gave_up and h.begun:
             return h
     return None
 

@@ -271,6 +271,7 @@ def main() -> None:
         ],
         HERE,
     )
+    write_recipes([platforms.bundled_eks_health_agent], HERE.parents[2] / "bot" / "scenarios")
 
 
 if __name__ == "__main__":

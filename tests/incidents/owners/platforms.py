@@ -3,7 +3,7 @@ recipes for build.py, on the same fleets."""
 
 from __future__ import annotations
 
-from tests.incidents.fleets import Fleet
+from tests.incidents.fleets import Fleet, mixed_pools
 from tests.incidents.owners.build import (
     BOUND,
     NO_FAULTS_FROM_OWNERS,
@@ -165,4 +165,30 @@ def person_kubectl_cordon() -> tuple[Fleet, Expect]:
         "verdict": "L1_NODES_UNSCHEDULABLE",
         "codes": ["L1_POD_PENDING", "L1_NODES_UNSCHEDULABLE"],
         "absent": ["L1_NODE_OWNER", "L1_UNTOLERATED_TAINT"],
+    }
+
+
+def bundled_eks_health_agent() -> tuple[Fleet, Expect]:
+    """The bundled scenario (bot/scenarios/): a small EKS fleet whose node monitoring agent saw Xid 79."""
+    f = mixed_pools(
+        "eks-accelerated-hardware-not-ready-xid79",
+        "Built on the EKS node monitoring agent's AcceleratedHardwareReady condition as the sample (EKS user "
+        "guide, node health): False with reason NvidiaXID79Error on an H100 node, which DCGM cannot report. The "
+        "training pod on it hangs; EKS node auto repair acts after 10 minutes. A small fleet: two H100s, an A100, "
+        "an L40S and a CPU node.",
+        a100=1,
+        h100=2,
+        l40s=1,
+        cpu=1,
+    )
+    _condition(f.node("h100-infer-02"), "AcceleratedHardwareReady", "False", "NvidiaXID79Error",
+               "NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+               "2026-11-29T10:01:12Z")  # fmt: skip
+    _running(f, "h100-infer-02")
+    return f, {
+        "target": "research/llama-70b-sft-0",
+        "walk": [1, 2, 3, 4, 5],
+        "verdict": "L5_XID",
+        "codes": ["L1_POD_SCHEDULED", "L1_NODE_OWNER", "L5_HEALTH_AGENT_CONDITION", "L5_XID"],
+        "absent": ["L5_DEVICE_UNHEALTHY"],
     }
