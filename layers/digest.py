@@ -96,7 +96,9 @@ class FlaggedNode:
     row_remap_failure: bool = False
     resources: tuple[ResourceCount, ...] = ()
     gpus: tuple[str, ...] = ()  # the GPUs whose rows rose or whose remap failed, as a person names them
-    owners: OwnerFacts = field(default_factory=OwnerFacts)  # the node's owner and state (layers/owner_digest.py)
+    owners: OwnerFacts = field(
+        default_factory=OwnerFacts
+    )  # the node's owner and state (layers/owner_digest.py)
 
     @property
     def gaps(self) -> tuple[ResourceCount, ...]:

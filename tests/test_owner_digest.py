@@ -49,7 +49,9 @@ def test_a_node_nvsentinel_gave_up_on_is_listed_apart_with_its_reason() -> None:
     blocks = json.dumps(message.blocks)
     assert ":sos: *An owner gave up on 1 node(s): a person must take them*" in blocks
     row_block = next(
-        b for b in message.blocks if b["type"] == "section" and "*h100-infer-03* · _cordoned_" in b["text"]["text"]
+        b
+        for b in message.blocks
+        if b["type"] == "section" and "*h100-infer-03* · _cordoned_" in b["text"]["text"]
     )
     assert "owner: *NVSentinel* (drain-failed)" in row_block["text"]["text"]
     buttons = next(b for b in message.blocks if b.get("block_id") == "digest_node_0")

@@ -23,7 +23,6 @@ GPUBOT_FIELD_MANAGER = "gpubot"
 @dataclass(frozen=True)
 class FieldOwner:
     manager: str
-    operation: str
     time: str | None
 
     @property
@@ -37,9 +36,7 @@ def unschedulable_manager(node: K8sObject) -> FieldOwner | None:
         fields = entry.get("fieldsV1") or {}
         spec = fields.get("f:spec") if isinstance(fields, dict) else None
         if isinstance(spec, dict) and "f:unschedulable" in spec:
-            return FieldOwner(
-                str(entry.get("manager") or "?"), str(entry.get("operation") or ""), entry.get("time")
-            )
+            return FieldOwner(str(entry.get("manager") or "?"), entry.get("time"))
     return None
 
 

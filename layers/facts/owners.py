@@ -54,13 +54,11 @@ class OwnerSpec:
 # The owners' current code decides the exact keys (sources in docs/owners.md).
 NVSENTINEL_STATE = "dgxc.nvidia.com/nvsentinel-state"
 UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
-UPGRADE_INITIAL_UNSCHEDULABLE = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
 PAUSED_FOR_UPGRADE = "paused-for-driver-upgrade"
 PAUSED_FOR_MIG = "paused-for-mig-change"
 CA_TO_BE_DELETED = "ToBeDeletedByClusterAutoscaler"
 CA_DELETION_CANDIDATE = "DeletionCandidateOfClusterAutoscaler"
 KARPENTER_DISRUPTED = "karpenter.sh/disrupted"
-KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 AKS_REMEDIATOR = "remediator.aks.microsoft.com/unschedulable"
 HYPERPOD_HEALTH = "sagemaker.amazonaws.com/node-health-status"
 
