@@ -103,6 +103,9 @@ def api() -> Iterator[FakeKubeAPI]:
         n = node(f"owned-{name}", 8, 8, unsched=True)
         mark(n)
         nodes.append(n)
+    autopilot = node("gk3-prod-eu-nap-h100-3b1f-x7kq", 8, 8)
+    autopilot["metadata"]["labels"]["cloud.google.com/gke-nodepool"] = "nap-h100"
+    nodes.append(autopilot)
     with serve(SnapshotCluster(nodes)) as fake:
         yield fake
 
@@ -219,3 +222,19 @@ def test_cordon_confirms_say_what_the_platform_does_next() -> None:
     text = cordon_confirm("gk3-" + "x" * 240, notes)["text"]["text"]
     assert text.startswith("GKE Autopilot re-creates") and len(text) <= CONFIRM_TEXT_MAX
     assert json.dumps(cordon_confirm("n", []))  # no notes: the plain dialog
+
+
+def test_cli_cordon_says_what_gke_autopilot_does_next(
+    api: FakeKubeAPI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot.cli import main
+
+    monkeypatch.delenv("GPUBOT_SCENARIO", raising=False)
+    monkeypatch.setenv("GPUBOT_CORDON_MAX_FRACTION", "1")
+    node_name = "gk3-prod-eu-nap-h100-3b1f-x7kq"
+    assert main(["cordon", node_name, "--reason", "Xid 48", "--dry-run", "--kubeconfig", api.kubeconfig]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"dry run: would cordon {node_name}") and "GKE Autopilot re-creates" in out, out
+    assert main(["cordon", node_name, "--reason", "Xid 48", "--kubeconfig", api.kubeconfig]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"cordoned {node_name}: Xid 48 · GKE Autopilot re-creates"), out
