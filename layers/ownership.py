@@ -23,7 +23,7 @@ from layers.facts import healthagents as ha
 from layers.facts import objects as o
 from layers.facts import owners as ow
 from layers.facts.context import WalkContext
-from layers.facts.fold import MAX_LISTED, listed
+from layers.facts.fold import MAX_LISTED, fold, listed
 from layers.facts.placement import selector_misses
 from layers.findings import Finding, LayerResult, Severity, finding
 from layers.sources import K8sObject, SourceError
@@ -230,7 +230,9 @@ def adjust(ctx: WalkContext, result: LayerResult) -> LayerResult:
     if result.layer == 1:
         findings += _layer1(ctx)
     elif result.layer == 5:
-        findings += _layer5(ctx, findings)
+        # Many examined nodes with an agent's condition (a pending pod's fleet): the first stay, one
+        # finding names the rest, as the layers fold other per-node findings.
+        findings += fold(_layer5(ctx, findings), codes=("L5_HEALTH_AGENT_CONDITION",))
     if list(findings) == list(result.findings):
         return result
     if any(f.severity > Severity.OK for f in findings[len(result.findings) :]):
