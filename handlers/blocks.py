@@ -8,10 +8,12 @@ message says so and the full text travels as an attachment the poster uploads.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from handlers.escape import escape, escape_code
+from layers.facts.cordons import AFTER_CORDON
 from layers.findings import Finding, LayerResult, Severity, Target, WalkResult
 
 # Action ids are public (spec/interfaces.md): never rename.
@@ -100,13 +102,23 @@ def _confirm(title: str, text: str, confirm: str, style: str) -> dict[str, Any]:
     }
 
 
-def cordon_confirm(node: str) -> dict[str, Any]:
-    return _confirm(
-        "Cordon this node?",
-        f"Cordon *{escape(shown_node(node))}*: no new pods will be scheduled there. Running pods stay.",
-        "Cordon",
-        "danger",
-    )
+def cordon_confirm(node: str, after: Sequence[str] = ()) -> dict[str, Any]:
+    """`after`: what the platform does next (layers/facts/cordons.py, cordon_notes), said first."""
+    what = f"Cordon *{escape(shown_node(node))}*: no new pods will be scheduled there. Running pods stay."
+    if after:
+        what = " ".join(escape(a) for a in after) + " " + what
+    return _confirm("Cordon this node?", what, "Cordon", "danger")
+
+
+def cordon_notes_of(result: LayerResult, node: str) -> list[str]:
+    """The `after a cordon:` lines layers/ownership.py put on the findings about the node."""
+    seen: dict[str, None] = {}
+    for f in result.findings:
+        if f.node == node:
+            for line in f.evidence:
+                if line.startswith(AFTER_CORDON):
+                    seen[line[len(AFTER_CORDON) :]] = None
+    return list(seen)
 
 
 def uncordon_confirm(node: str) -> dict[str, Any]:
@@ -149,7 +161,13 @@ def layer_buttons(
     if node:
         remedy.append(_button("Collect must-gather", MUST_GATHER, walk_id))
         remedy.append(
-            _button(f"Cordon {node}", CORDON, walk_id, style="danger", confirm=cordon_confirm(node))
+            _button(
+                f"Cordon {node}",
+                CORDON,
+                walk_id,
+                style="danger",
+                confirm=cordon_confirm(node, cordon_notes_of(result, node)),
+            )
         )
     elements = remedy + nav if result.layer == 5 and result.status == Severity.FAULT else nav + remedy
     if not elements:

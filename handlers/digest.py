@@ -28,6 +28,7 @@ from handlers.blocks import (
     cordon_confirm,
     uncordon_confirm,
 )
+from handlers.digest_owners import needs_person_blocks, needs_person_text, owner_lines
 from handlers.escape import escape
 from handlers.ports import Attachment, PostFailed, PostRef, SlackPoster, StateStore
 from layers.digest import (
@@ -38,6 +39,7 @@ from layers.digest import (
     FlaggedNode,
     ResourceCount,
 )
+from layers.owner_digest import HEALTH_AGENT_CONDITION, NODE_NOT_READY, OWNER_NEEDS_PERSON
 
 DIAGNOSE = "digest_diagnose"  # public action id (spec/interfaces.md lists the fixed ones)
 DIGEST_KEY = "digest:{}"
@@ -50,6 +52,9 @@ _EMOJI = {
     ROW_REMAP_FAILURE: ":red_circle:",
     ALLOCATABLE_BELOW_CAPACITY: ":red_circle:",
     REMAPPED_ROWS_RISING: ":warning:",
+    OWNER_NEEDS_PERSON: ":sos:",
+    HEALTH_AGENT_CONDITION: ":red_circle:",
+    NODE_NOT_READY: ":red_circle:",
 }
 
 
@@ -106,6 +111,7 @@ def digest_table(digest: Digest, sources: str | None = None) -> str:
     if digest.metrics_error:
         lines.append(f"UNKNOWN: {digest.metrics_error}")
     lines += [f"note: {n}" for n in digest.notes]
+    lines += needs_person_text(digest)
     if not digest.flagged:
         if digest.rows_read:
             lines.append(
@@ -139,9 +145,16 @@ def digest_table(digest: Digest, sources: str | None = None) -> str:
 
 
 def _node_text(f: FlaggedNode) -> str:
-    emoji = _EMOJI[max(f.reasons, key=lambda r: (r == ROW_REMAP_FAILURE, r == ALLOCATABLE_BELOW_CAPACITY))]
+    emoji = _EMOJI.get(
+        max(
+            f.reasons,
+            key=lambda r: (r == OWNER_NEEDS_PERSON, r == ROW_REMAP_FAILURE, r == ALLOCATABLE_BELOW_CAPACITY),
+        ),
+        ":warning:",
+    )
     state = " · _cordoned_" if f.cordoned else ""
     parts = [f"{emoji} *{escape(f.node)}*{state} · " + " · ".join(f"`{r}`" for r in f.reasons)]
+    parts += owner_lines(f)
     if f.gaps:
         gaps = ", ".join(
             f"{escape(r.resource)} {r.allocatable} of {r.capacity}{_replicas(r)}" for r in f.gaps
@@ -167,8 +180,12 @@ def node_buttons(f: FlaggedNode, did: str, index: int) -> dict[str, Any]:
         _button("Diagnose", DIAGNOSE, value, style="primary"),
         _button("Collect must-gather", MUST_GATHER, value),
     ]
+    held = f.owners.owner
     if not f.cordoned:
-        elements.append(_button("Cordon", CORDON, value, style="danger", confirm=cordon_confirm(f.node)))
+        confirm = cordon_confirm(f.node, f.owners.after_cordon)
+        elements.append(_button("Cordon", CORDON, value, style="danger", confirm=confirm))
+    elif held is not None:
+        pass  # never offer to release a node in an owner's flow (spec: not fighting)
     else:
         # Undoes only a cordon the bot made (the handler checks gpubot/cordoned-by).
         elements.append(_button("Uncordon", UNCORDON, value, confirm=uncordon_confirm(f.node)))
@@ -206,6 +223,7 @@ def digest_message(digest: Digest, did: str, day: str | None = None, cluster: st
             )
         )
         return Message(text=f"GPU digest {day}: all clear ({digest.gpu_nodes} GPU nodes)", blocks=blocks)
+    blocks += needs_person_blocks(digest)
     size = len(json.dumps(blocks))
     shown = 0
     for i, f in enumerate(digest.flagged):

@@ -35,6 +35,7 @@ from layers.facts.gpufacts import (
 from layers.facts.hosts import HostMap, host_map
 from layers.facts.pluginlog import read_plugin_log
 from layers.findings import Target
+from layers.owner_digest import OWNER_REASONS, OwnerFacts, owner_facts, vanished_cordons
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
 
 ALLOCATABLE_BELOW_CAPACITY = "ALLOCATABLE_BELOW_CAPACITY"
@@ -43,6 +44,8 @@ ROW_REMAP_FAILURE = "ROW_REMAP_FAILURE"
 REASONS = (ALLOCATABLE_BELOW_CAPACITY, REMAPPED_ROWS_RISING, ROW_REMAP_FAILURE)
 # Worst first when the list is long: a failed remap means RMA, a lost GPU costs capacity now.
 _WEIGHT = {ROW_REMAP_FAILURE: 4, ALLOCATABLE_BELOW_CAPACITY: 2, REMAPPED_ROWS_RISING: 1}
+# An owner gave up (a person must act) outranks all; agents' faults and NotReady are a lost node.
+_WEIGHT.update(dict(zip(OWNER_REASONS, (5, 3, 3), strict=True)))
 
 # Device plugin logs read per digest: only nodes with a capacity gap, whose lost GPUs the plugin's
 # Xid lines explain (DCGM cannot report 79, 119, 120); bounded so a bad day stays one quick read.
@@ -93,6 +96,9 @@ class FlaggedNode:
     row_remap_failure: bool = False
     resources: tuple[ResourceCount, ...] = ()
     gpus: tuple[str, ...] = ()  # the GPUs whose rows rose or whose remap failed, as a person names them
+    owners: OwnerFacts = field(
+        default_factory=OwnerFacts
+    )  # the node's owner and state (layers/owner_digest.py)
 
     @property
     def gaps(self) -> tuple[ResourceCount, ...]:
@@ -117,6 +123,9 @@ class FlaggedNode:
             "row_remap_failure": self.row_remap_failure,
             "resources": [r.to_dict() for r in self.resources],
             "gpus": list(self.gpus),
+            "owner": self.owners.owner.to_dict() if self.owners.owner else None,
+            "owner_reason": self.owners.needs_person,
+            "health_conditions": list(self.owners.conditions),
         }
 
 
@@ -184,6 +193,8 @@ def _flag(
         reasons.append(REMAPPED_ROWS_RISING)
     if health is not None and health.row_remap_failure:
         reasons.append(ROW_REMAP_FAILURE)
+    owners = owner_facts(node, node is not None and (o.is_gpu_node(node) or bool(published)))
+    reasons += owners.reasons
     if not reasons:
         return None
     gpus: tuple[str, ...] = ()
@@ -201,6 +212,7 @@ def _flag(
         row_remap_failure=health is not None and health.row_remap_failure,
         resources=resources,
         gpus=gpus,
+        owners=owners,
     )
 
 
@@ -225,7 +237,8 @@ def build_digest(
         f = _flag(node, name, health.get(name), inventory)
         if f is not None:
             flagged.append(f)
-    all_notes = list(notes)
+    # A gpubot cordon that vanished is news first: the node took pods again without anyone saying so.
+    all_notes = [*vanished_cordons(nodes), *notes]
     strays = sorted(h for h in health if h not in by_name)
     sick_strays = [h for h in strays if health[h].rows_rising or health[h].row_remap_failure]
     if sick_strays:

@@ -85,6 +85,9 @@ CODES: dict[str, CodeSpec] = {
         _spec("L1_GPU_EXHAUSTED", I, STOP, 2),
         # Noise on nodes the pod could not use: one line, never the verdict's equal (specificity 0).
         _spec("L1_ELSEWHERE_IN_FLEET", I, None, 0),
+        # The pod's node (or candidates) in another controller's flow, and health agents' verdicts
+        # there, said first (spec: "Who else acts on a node"); never a reason to stop or jump.
+        _spec("L1_NODE_OWNER", I, None, 0),
         # Layer 1 for pods that use DRA GPUs (spec: "Dynamic Resource Allocation (DRA)")
         _spec("L1_DRA_DEVICE_TAINTED", F, 5),
         _spec("L1_DRA_DEVICECLASS_MISSING", F, 2, 2),
@@ -130,6 +133,7 @@ CODES: dict[str, CodeSpec] = {
         _spec("L5_DEVICE_UNHEALTHY", F, None, 2),
         _spec("L5_XID", W, None, 3),  # severity set per Xid from the catalog
         _spec("L5_ROW_REMAP_FAILURE", F, None, 3),
+        _spec("L5_HEALTH_AGENT_CONDITION", F, None, 3),
         _spec("L5_REMAPPED_ROWS_RISING", W, None, 2),
         _spec("L5_CLOCK_EVENTS", W, None),
         _spec("L5_OK", O, None),

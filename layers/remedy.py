@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Literal
 
+from layers.facts import cordons, hosts, owners
 from layers.facts import gpufacts as gf
-from layers.facts import hosts
 from layers.facts import objects as o
 from layers.facts.context import OPERATOR_SELECTORS, component
 from layers.sources import K8sObject, Selector
@@ -123,9 +123,13 @@ def cordon_plan(
     node = next((n for n in nodes if o.name(n) == node_name), None)
     if node is None:
         return CordonDecision("not-found", node_name, f'node "{node_name}" not found')
+    held = owners.owner_of(node)
+    if held is not None:
+        # Not fighting the node's owner (spec/findings.md, "Who else acts on a node").
+        return CordonDecision("already-cordoned", node_name, cordons.held_message(node_name, held))
     if o.is_unschedulable(node):
         who = _annotations(node).get(CORDONED_BY)
-        by = f"by {who}" if who else "by someone else (not gpubot)"
+        by = f"by {who}" if who else f"by someone else (not gpubot): {cordons.cordoned_by(node)}"
         why = _annotations(node).get(CORDON_REASON)
         more = f": {why}" if who and why else ""
         return CordonDecision(
@@ -155,6 +159,10 @@ def uncordon_plan(node: K8sObject | None, node_name: str, *, force: bool = False
     """Undo a cordon the bot made; someone else's only with force."""
     if node is None:
         return UncordonDecision("not-found", node_name, f'node "{node_name}" not found')
+    held = owners.owner_of(node)
+    if held is not None and o.is_unschedulable(node):
+        # Never, not even with --force: releasing an owner's node breaks its flow.
+        return UncordonDecision("refused", node_name, cordons.uncordon_refusal(node_name, held))
     ours = cordoned_by_bot(node)
     # null removes the field and the annotations, as kubectl uncordon does for unschedulable.
     removal: dict[str, Any] = {"spec": {"unschedulable": None}}

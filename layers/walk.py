@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from layers import card, memory, runtime, scheduling, versions
+from layers import card, memory, ownership, runtime, scheduling, versions
 from layers.facts import objects as o
 from layers.facts.context import Settings, WalkContext
 from layers.facts.target import check_object_name
@@ -30,7 +30,8 @@ LAYERS: dict[int, LayerCheck] = {
 def run_layer(ctx: WalkContext, layer: int) -> LayerResult:
     """One layer. A source error a layer did not turn into a finding still becomes `unknown`."""
     try:
-        return LAYERS[layer](ctx)
+        # Every layer names the node's other owners; their maintenance is not a fault.
+        return ownership.adjust(ctx, LAYERS[layer](ctx))
     except (SourceError, TelemetryError) as err:
         return LayerResult.build(layer, [unknown(layer, f"layer {layer} could not read its sources: {err}")])
 

@@ -28,7 +28,7 @@ def test_promtool_check_rules() -> None:
         timeout=60,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 8 rules found" in out.stdout
+    assert "SUCCESS: 10 rules found" in out.stdout
 
 
 def test_promtool_unit_tests() -> None:
@@ -90,3 +90,22 @@ def test_gpu_rules_keep_the_labels_that_name_a_subject() -> None:
     for rule in groups["gpu-nodes"]:
         by = set(re.findall(r"by \(([^)]*)\)", rule["expr"])[0].replace(" ", "").split(","))
         assert by & set(NODE_LABELS) or {"namespace", "pod"} <= by, rule["alert"]
+
+
+def test_health_agent_rules_cover_every_agent_condition() -> None:
+    """The alert's condition regex and layers/facts/healthagents.py's table name the same conditions."""
+    from layers.facts.healthagents import AGENTS
+
+    rules = {
+        r["alert"]: r["expr"]
+        for g in yaml.safe_load((DEPLOY / "alerts.yaml").read_text())["groups"]
+        for r in g["rules"]
+    }
+    [regex] = re.findall(r'condition=~"([^"]+)"', rules["GPUHealthAgentCondition"])
+    for agent in AGENTS:
+        for ctype in agent.types:
+            if agent.fault_status == "True":
+                assert re.fullmatch(regex, ctype), (agent.name, ctype)
+            else:
+                assert ctype in rules["GPUAcceleratedHardwareNotReady"], (agent.name, ctype)
+    assert not re.fullmatch(regex, "Ready") and not re.fullmatch(regex, "MemoryPressure")

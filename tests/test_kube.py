@@ -548,4 +548,9 @@ def test_kubectl_sees_what_the_adapter_sees(
     patch = next(r for r in reversed(fake_kube.requests) if r.method == "PATCH")
     assert patch.content_type == STRATEGIC_MERGE
     assert kube.get_node("cpu-node-1")["spec"]["unschedulable"] is True
-    assert kube.get_node("cpu-node-1") == kubectl(fake_kube, tmp_path, "get", "node", "cpu-node-1")
+    # kubectl sends no fieldManager: the API server names the writer after its User-Agent.
+    cordoned = kube.get_node("cpu-node-1")
+    [entry] = cordoned["metadata"].pop("managedFields")
+    assert entry["manager"] == "kubectl" and entry["fieldsV1"] == {"f:spec": {"f:unschedulable": {}}}
+    # kubectl get hides managedFields unless --show-managed-fields.
+    assert cordoned == kubectl(fake_kube, tmp_path, "get", "node", "cpu-node-1")

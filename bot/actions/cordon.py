@@ -16,6 +16,7 @@ progress, try again".
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -26,6 +27,9 @@ from typing import Any
 
 from handlers.ports import LockNotAcquired, StateStore, StateUnavailable
 from layers import remedy as rm
+from layers.facts import cordons
+from layers.facts.context import component
+from layers.facts.objects import name as name_of
 from layers.facts.target import check_object_name
 from layers.sources import Cluster, ClusterWriter, K8sObject, SourceError
 
@@ -168,7 +172,25 @@ def _cordon(
     )
     if decision.action == "not-found":
         raise _not_found(node)
-    return _carry_out(writer, node, decision, "cordon", f"cordoned {node}: {reason.strip()}", dry_run)
+    notes = _after_cordon(cluster, nodes, node) if decision.action == "cordon" else []
+    done = f"cordoned {node}: {reason.strip()}" + "".join(f" · {n}" for n in notes)
+    outcome = _carry_out(writer, node, decision, "cordon", done, dry_run)
+    if dry_run and notes:
+        return dataclasses.replace(outcome, message=outcome.message + "".join(f" · {n}" for n in notes))
+    return outcome
+
+
+def _after_cordon(cluster: Cluster, nodes: list[K8sObject], node: str) -> list[str]:
+    """What the platform does next (GKE Autopilot re-creation, the driver manager's uncordon),
+    from the node and its driver pod's k8s-driver-manager settings; a failed read says nothing."""
+    obj = next((n for n in nodes if name_of(n) == node), None)
+    if obj is None:
+        return []
+    try:
+        pods = cluster.list_pods(field_selector=f"spec.nodeName={node}")
+    except SourceError:
+        pods = []
+    return cordons.cordon_notes(obj, [p for p in pods if component(p) == "driver"])
 
 
 def uncordon(

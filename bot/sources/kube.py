@@ -36,6 +36,7 @@ from bot.sources.kubeclient import (
 from bot.sources.kubeconfig import load_kubeconfig
 from bot.sources.listing import DRA_GROUP, EVERYTHING, ListReads, Selection
 from bot.sources.stalls import StallMemory
+from layers.facts.cordons import GPUBOT_FIELD_MANAGER as FIELD_MANAGER
 from layers.sources import K8sObject, SourceError
 
 PAGE_SIZE = 500
@@ -392,6 +393,8 @@ class KubeCluster(ListReads):
         body = self._send(
             "PATCH",
             NODES.path(None, name),
+            # managedFields then say gpubot set spec.unschedulable (spec/interfaces.md).
+            [("fieldManager", FIELD_MANAGER)],
             verb="patch",
             resource=NODES.rbac,
             body=patch,

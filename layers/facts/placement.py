@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from layers.facts import cordons, owners
 from layers.facts import objects as o
 from layers.facts.fold import listed, shown
 from layers.facts.schedmsg import SchedulingFailure
@@ -229,6 +230,8 @@ def scheduler_reasons(
             for taint in (node.get("spec") or {}).get("taints") or []:
                 if taint.get("effect") not in BLOCKING_EFFECTS or taint.get("key") == CORDON_TAINT:
                     continue
+                if owners.owner_taint(taint):
+                    continue  # the owner removing or repairing the node: layers/ownership.py says it
                 if not tolerates(tolerations, taint):
                     by_taint[taint_text(taint)].append(node)
                     near[taint_text(taint)] = near_miss(tolerations, taint)
@@ -300,15 +303,19 @@ def scheduler_reasons(
 
     if any(f.unschedulable for f in failures):
         cordoned = [o.name(n) for n in candidates if o.is_unschedulable(n)]
+        by = {o.name(n): cordons.cordoned_by(n) or "" for n in candidates if o.is_unschedulable(n)}
+        held = [n for n in candidates if o.is_unschedulable(n) and owners.owner_of(n)]
         if cordoned:
             out.append(
                 finding(
                     "L1_NODES_UNSCHEDULABLE",
                     f"{len(cordoned)} GPU node(s) that advertise the requested resource are cordoned "
-                    f"({shown(cordoned, limit=3)}): uncordon them once they are healthy",
+                    f"({shown(cordoned, limit=3)}, {by[cordoned[0]]}): "
+                    + cordons.cordon_advice(held, len(cordoned)),
                     evidence=[
                         f"scheduler: {said('unschedulable')}",
                         *listed([f"{n}: spec.unschedulable=true" for n in cordoned]),
+                        *listed([f"{n}: {by[n]}" for n in cordoned]),
                     ],
                     commands=[
                         "kubectl get nodes --field-selector spec.unschedulable=true",

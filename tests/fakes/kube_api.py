@@ -27,6 +27,7 @@ import pytest
 from bot.sources.selectors import node_named, parse_field_selector, parse_label_selector
 from bot.sources.snapshot import SnapshotCluster
 from layers.sources import K8sObject, SourceError
+from tests.fakes.managed_fields import manager_of, record_update
 
 TOKEN = "gpubot-test-token"
 
@@ -428,7 +429,21 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._status(400, "BadRequest", "error decoding patch: invalid JSON")
             return
-        node = self.api.snapshot.patch_node(name, patch)  # SourceError not_found → 404
+        # Who wrote which field, as the API server records it (tests/fakes/managed_fields.py),
+        # stored with the patch itself.
+        try:
+            before = self.api.snapshot.get_node(name)
+        except SourceError:
+            before = {}
+        record_update(before, patch, manager_of(req.query, self.headers.get("User-Agent")))
+        recorded = {
+            **patch,
+            "metadata": {
+                **(patch.get("metadata") or {}),
+                "managedFields": before["metadata"]["managedFields"],
+            },
+        }
+        node = self.api.snapshot.patch_node(name, recorded)  # SourceError not_found → 404
         node["metadata"]["resourceVersion"] = self.api.resource_version(bump=True)
         self._send(200, node)
 

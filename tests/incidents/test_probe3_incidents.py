@@ -166,6 +166,8 @@ DIGESTS: dict[str, dict[str, tuple[list[str], int, int, tuple[int, int], list[in
         "h100-infer-08": (["ROW_REMAP_FAILURE"], 8, 8, (0, 0), [], False),
         "l40s-viz-05": (["REMAPPED_ROWS_RISING"], 4, 4, (0, 2), [], False),
         "l40s-viz-02": (["ALLOCATABLE_BELOW_CAPACITY"], 4, 3, (0, 0), [79], False),
+        # A GPU node that is not Ready is flagged too (spec/interfaces.md, NODE_NOT_READY).
+        "h100-infer-12": (["NODE_NOT_READY"], 8, 8, (0, 0), [], False),
     },
     "probe3-digest-26-nodes-exporter-podname-shared-mig-rows-gated-target": {
         "h100-infer-03": (["REMAPPED_ROWS_RISING"], 8, 8, (3, 0), [], False),
@@ -201,7 +203,8 @@ def test_digest_notes_a_gpu_node_that_is_not_ready() -> None:
     stem = "probe3-digest-34-nodes-gaps-rows-remap-stale-xid-healthy-target"
     cluster, telemetry = build_sources(load_scenario(PROBE3.path(stem)))
     digest = collect_digest(cluster, telemetry)
-    assert "h100-infer-12" not in {f.node for f in digest.flagged}
+    [row] = [f for f in digest.flagged if f.node == "h100-infer-12"]
+    assert row.reasons == ("NODE_NOT_READY",)
     assert any(
         n.startswith("1 GPU node(s) not Ready") and n.endswith(": h100-infer-12") for n in digest.notes
     ), digest.notes

@@ -191,9 +191,11 @@ def plugin_paused_for_mig_change() -> tuple[Fleet, dict[str, Any]]:
     f.decides = node
     return f, {
         "target": "research/eval-llama-2g-0",
-        "walk": [1, 2, 3, 4, 5],
-        "verdict": "L1_GPU_NODE_NOT_ADVERTISING",
-        "codes": ["L1_POD_PENDING", "L1_GPU_NODE_NOT_ADVERTISING", "L1_GPU_EXHAUSTED"],
+        # The MIG manager's flow is its maintenance, not a fault (spec: "Who else acts on a node"): an info
+        # line naming it, no next; the full A100s stop the walk.
+        "walk": [1],
+        "verdict": "L1_POD_PENDING",
+        "codes": ["L1_POD_PENDING", "L1_GPU_NODE_NOT_ADVERTISING", "L1_GPU_EXHAUSTED", "L1_NODE_OWNER"],
         "absent": ["L1_MIG_CONFIG_FAILED", "L1_RESOURCE_MISMATCH", "L1_ALLOCATABLE_BELOW_CAPACITY"],
     }
 
