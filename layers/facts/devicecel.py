@@ -90,6 +90,9 @@ _RUNTIME_WORDS = (
 )
 
 
+_SUBSTRING_END = "<start> or <end> is greater than <string>.size()"
+
+
 def _runtime_text(raw: str) -> str:
     text = " ".join(raw.split())
     for pattern, words in _RUNTIME_WORDS:
@@ -188,7 +191,12 @@ class Selector:
             raise CelError(f"CEL runtime error: {_runtime_text(str(err))}") from None
         kind = result.type().name()
         if kind == "ERROR" or kind == "*error*":
-            raise CelError(f"CEL runtime error: {kubecel.last_error() or _runtime_text(str(result.value()))}")
+            text = kubecel.last_error() or _runtime_text(str(result.value()))
+            if _SUBSTRING_END in text:
+                # cel-cpp refuses substring(start, end) with end == size(), which cel-go (Kubernetes)
+                # accepts: gpubot cannot say what the scheduler gets.
+                raise CelError(f"CEL runtime error: {text} ({UNSUPPORTED_HERE})")
+            raise CelError(f"CEL runtime error: {text}")
         value = result.plain_value()
         if not isinstance(value, bool):
             raise CelError(f"must evaluate to bool, got {type_name(value)} {value!r}")

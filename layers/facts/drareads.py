@@ -87,6 +87,8 @@ class PodClaimState:
     claim: Claim | None
     requests: tuple[Request, ...]
     missing: str | None = None  # why there is no claim to read
+    # The pod names a ResourceClaimTemplate that does not exist: no claim can be created from it.
+    template_missing: bool = False
 
     @property
     def label(self) -> str:
@@ -124,7 +126,8 @@ def claims_of(ctx: WalkContext, pod: K8sObject) -> list[PodClaimState]:
                 why = f"ResourceClaimTemplate {ns}/{entry.template} does not exist"
             else:
                 why = f"the claim from template {entry.template} is not created yet"
-            out.append(PodClaimState(entry, None, requests, why))
+            gone = bool(entry.template) and template is None
+            out.append(PodClaimState(entry, None, requests, why, template_missing=gone))
         return out
 
     name = str((pod.get("metadata") or {}).get("name") or "")

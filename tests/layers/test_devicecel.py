@@ -108,7 +108,10 @@ def test_selector_evaluates_as_kubernetes_does(expression: str, expected: bool) 
         ("quantity('eighty') == quantity('1')", "quantities must match the regular expression"),
         ("semver('570.172.08') == semver('1.0.0')", "Patch number must not contain leading zeroes"),
         # Kubernetes 1.29+ has strings v2: `reverse` (v3) is rejected by the API server too.
-        ("device.attributes['gpu.nvidia.com'].productName.reverse() == 'x'", "undeclared reference to 'reverse'"),
+        (
+            "device.attributes['gpu.nvidia.com'].productName.reverse() == 'x'",
+            "undeclared reference to 'reverse'",
+        ),
         ("quantity('-3').sign() == -1", "undeclared reference to 'sign'"),
         ("semver('v1.0') == semver('1.0.0')", "No Major.Minor.Patch elements found"),
         ("device.attributes['gpu.nvidia.com'].productName.find('(') == ''", "error parsing regexp"),

@@ -73,7 +73,11 @@ QUANTITY = [
     ('quantity("50k").add(20).sub(quantity("100k")).asInteger()', -49980),
     ('quantity("50k").add(20).sub(quantity("100k")).sub(-50000).asInteger()', 20),
     ('quantity("50k").asInteger()', 50000),
-    ('quantity("9999999999999999999999999999999999999G").asInteger()', ERR, "cannot convert value to integer"),
+    (
+        'quantity("9999999999999999999999999999999999999G").asInteger()',
+        ERR,
+        "cannot convert value to integer",
+    ),
     ('quantity("9999999999999999999999999999999999999G").isInteger()', False),
     ('quantity("50").isInteger()', True),
     ('quantity("50.703k").asApproximateFloat()', 50703.0),
@@ -167,7 +171,9 @@ LISTS_REGEX_STRINGS = [
 ]
 
 
-@pytest.mark.parametrize("row", [r for t in (QUANTITY, SEMVER, LISTS_REGEX_STRINGS) for r in t], ids=lambda r: r[0])
+@pytest.mark.parametrize(
+    "row", [r for t in (QUANTITY, SEMVER, LISTS_REGEX_STRINGS) for r in t], ids=lambda r: r[0]
+)
 def test_upstream_tables(row: tuple[Any, ...]) -> None:
     expression, expected = row[0], row[1]
     if expected is ERR:
