@@ -234,7 +234,9 @@ def template_missing(ctx: WalkContext, states: Sequence[reads.PodClaimState]) ->
         for s in gone
     ]
     try:
-        events = [e for e in ctx.events("Pod", ns, name) if e.get("reason") == "FailedResourceClaimCreation"]
+        events = [
+            e for e in ctx.events("Pod", ns, name or "") if e.get("reason") == "FailedResourceClaimCreation"
+        ]
     except SourceError as err:
         events = []
         evidence.append(f"the pod's events could not be read: {err}")

@@ -28,4 +28,4 @@ def test_the_corpus_is_whole() -> None:
 
 def test_the_controls_act_on_much_of_the_corpus() -> None:
     acted = {m: sum(c(data(p)) is not None for p in CORPUS) for m, c in CONTROLS.items()}
-    assert acted["xid79_on_target_node"] >= 60 and acted["xid79_taint_on_target_dra_device"] >= 10, acted
+    assert acted["xid79_on_target_node"] >= 60 and acted["xid79_taint_on_target_dra_device"] >= 5, acted
