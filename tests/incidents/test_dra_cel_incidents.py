@@ -83,3 +83,28 @@ def test_a_substring_the_cpp_runtime_refuses_is_a_gap_not_the_users_error() -> N
             "device.attributes['gpu.nvidia.com'].productName.substring(7, 11) == 'L40S'"
         ).matches(d)
     assert UNSUPPORTED_HERE in str(caught.value)
+
+
+def test_the_committed_files_are_what_the_builder_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(build, "HERE", tmp_path)
+    build.main()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [p.name for p in FILES]
+    for p in FILES:
+        assert (tmp_path / p.name).read_text(encoding="utf-8") == p.read_text(encoding="utf-8"), p.stem
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_no_noise_node_is_a_fault_or_warning_of_the_walk(path: Path) -> None:
+    # The fleet's unrelated sickness (a lost GPU, an Xid 79 taint, a crash-looping plugin...) is on
+    # nodes the pod does not select: none of it may decide or even appear as a fault or warning.
+    result, _ = bundled.diagnose(path)
+    noise = set(load_scenario(path).extra["x-noise"])
+    loud = [
+        f"{f.code} on {f.node}"
+        for layer in result.layers
+        for f in layer.findings
+        if f.node in noise and f.severity.label in ("fault", "warn")
+    ]
+    assert not loud, loud
