@@ -210,7 +210,10 @@ def claim_pending(
     # A claim not created yet is pending whatever it requests (none, when its template is missing).
     pending = sorted({n.claim for n in needs} | {s.entry.name for s in states if s.claim is None})
     claims_cmd = f"kubectl get resourceclaims -n {ns} -o wide"
-    summary = f"{ns}/{name} waits for its DRA claim(s) {', '.join(pending)} to be allocated"
+    # A claim that does not exist yet waits to be created, not allocated.
+    uncreated = {s.entry.name for s in states if s.claim is None}
+    wait = "to be created" if pending and set(pending) <= uncreated else "to be allocated"
+    summary = f"{ns}/{name} waits for its DRA claim(s) {', '.join(pending)} {wait}"
     if not pending:
         summary, more = _allocated_elsewhere(ctx)
         evidence += more
