@@ -91,6 +91,7 @@ CODES: dict[str, CodeSpec] = {
         # Layer 1 for pods that use DRA GPUs (spec: "Dynamic Resource Allocation (DRA)")
         _spec("L1_DRA_DEVICE_TAINTED", F, 5),
         _spec("L1_DRA_DEVICECLASS_MISSING", F, 2, 2),
+        _spec("L1_DRA_CLAIM_TEMPLATE_MISSING", W, STOP, 3),
         _spec("L1_DRA_NO_DEVICES", F, 2),
         _spec("L1_DRA_CLAIM_PENDING", W, None, 2),
         _spec("L1_DRA_SELECTOR_UNSATISFIED", W, STOP, 3),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from layers.dra import DRIVER_PODS_CMD, SLICES_CMD, slice_cmd
 from layers.facts import dra, draslices
-from layers.facts.devicecel import compile_selector
+from layers.facts.devicecel import UNSUPPORTED_HERE, compile_selector
 from layers.facts.dra import Matcher, Request
 from layers.facts.draslices import Device, Inventory
 from layers.facts.fold import MAX_LISTED, listed, shown
@@ -124,11 +124,12 @@ def no_devices_on(node: str, empty_slice: bool = False, plugin: str = "") -> Fin
     )
 
 
-# The API server compiles and type-checks every selector before it stores a claim or class, with
-# Kubernetes' CEL libraries: an expression that does not compile here, or calls what this CEL lacks
-# (the strings and lists extensions), is one the scheduler can run. Other errors (no such key, no such
-# overload) happen on the scheduler's devices too.
-_NOT_HERE = ("compilation failed", "Undefined variable or function")
+# The API server compiles and type-checks every selector before it stores a claim or class, in the
+# environment layers/facts/kubecel.py rebuilds: an expression that does not compile there is one the
+# API server rejects too (the claim's error), unless it uses what Kubernetes has and gpubot's runtime
+# lacks (UNSUPPORTED_HERE: gpubot cannot say). Runtime errors (no such key, no such overload) happen
+# on the scheduler's devices too.
+_NOT_HERE = (UNSUPPORTED_HERE,)
 
 
 def selector_broken(expressions: Sequence[str], m: Matcher) -> list[Finding]:

@@ -28,6 +28,7 @@ from layers.facts.dra import Matcher, Request
 from layers.facts.draslices import Device
 from layers.facts.drastart import pod_state
 from layers.facts.fold import fold, shown
+from layers.facts.logsigs import event_line
 from layers.facts.placement import selector_misses
 from layers.facts.schedmsg import SchedulingFailure
 from layers.findings import Finding, finding
@@ -97,6 +98,8 @@ def unbound_pod(ctx: WalkContext, pod: K8sObject, failures: Sequence[SchedulingF
         )
     ]
     out.append(claim_pending(ctx, states, needs, failures))
+    if any(s.template_missing for s in states):
+        out.append(template_missing(ctx, states))
     if classes is not None:
         out += class_missing(needs, classes, failures)
     try:
@@ -204,9 +207,13 @@ def claim_pending(
         f"scheduler: {f.message}" for f in failures if any(p in f.message.lower() for p in SCHEDULER_PHRASES)
     ]
     evidence += said[-3:] or ["no FailedScheduling message names a claim (events expire)"]
-    pending = sorted({n.claim for n in needs})
+    # A claim not created yet is pending whatever it requests (none, when its template is missing).
+    pending = sorted({n.claim for n in needs} | {s.entry.name for s in states if s.claim is None})
     claims_cmd = f"kubectl get resourceclaims -n {ns} -o wide"
-    summary = f"{ns}/{name} waits for its DRA claim(s) {', '.join(pending)} to be allocated"
+    # A claim that does not exist yet waits to be created, not allocated.
+    uncreated = {s.entry.name for s in states if s.claim is None}
+    wait = "to be created" if pending and set(pending) <= uncreated else "to be allocated"
+    summary = f"{ns}/{name} waits for its DRA claim(s) {', '.join(pending)} {wait}"
     if not pending:
         summary, more = _allocated_elsewhere(ctx)
         evidence += more
@@ -215,6 +222,38 @@ def claim_pending(
         summary,
         evidence=evidence,
         commands=[claims_cmd, f"kubectl describe pod -n {ns} {name} | sed -n '/Events/,$p'", SLICES_CMD],
+    )
+
+
+def template_missing(ctx: WalkContext, states: Sequence[reads.PodClaimState]) -> Finding:
+    """spec/findings.md, L1_DRA_CLAIM_TEMPLATE_MISSING: the resource claim controller cannot create the
+    claim (pkg/controller/resourceclaim: event FailedResourceClaimCreation, `PodResourceClaim <name>:
+    resource claim template "<t>": resourceclaimtemplate.resource.k8s.io "<t>" not found`)."""
+    ns, name = ctx.target.namespace, ctx.target.pod
+    gone = [s for s in states if s.template_missing]
+    evidence = [
+        f"pod claim {s.entry.name}: ResourceClaimTemplate {ns}/{s.entry.template} does not exist, so no "
+        "ResourceClaim is created from it"
+        for s in gone
+    ]
+    try:
+        events = [
+            e for e in ctx.events("Pod", ns, name or "") if e.get("reason") == "FailedResourceClaimCreation"
+        ]
+    except SourceError as err:
+        events = []
+        evidence.append(f"the pod's events could not be read: {err}")
+    evidence += [event_line(e) for e in events[-3:]]
+    names = ", ".join(sorted({str(s.entry.template) for s in gone}))
+    return finding(
+        "L1_DRA_CLAIM_TEMPLATE_MISSING",
+        f"{ns}/{name} names ResourceClaimTemplate {names}, which does not exist in {ns}: no claim can be "
+        "created, so the pod is never scheduled — create the template (or fix the name in the pod spec)",
+        evidence=evidence,
+        commands=[
+            f"kubectl get resourceclaimtemplates -n {ns}",
+            f"kubectl get events -n {ns} --field-selector involvedObject.name={name},reason=FailedResourceClaimCreation",
+        ],
     )
 
 

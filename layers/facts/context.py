@@ -7,18 +7,15 @@ too: a 403 is reported by each layer that needed it, not retried by each.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
-
 from layers.facts import drareads, migstate
 from layers.facts import objects as o
 from layers.facts.candidates import Candidates, candidate_nodes, carries_requested, pointed_at
 from layers.facts.deployments import DRA_DRIVER_NAMES, EXTRA_SELECTORS, device_plugin_of, dra_role
+from layers.facts.readcache import ReadCache, Settings
 from layers.findings import Target
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry
 
-T = TypeVar("T")
+__all__ = ["OPERATOR_APPS", "PER_NODE_READS", "STANDALONE_NAMES", "Settings", "WalkContext", "component"]
 
 # `app` label values of the GPU Operator and its operands
 # (gpu-operator assets/*/0500_daemonset.yaml), plus the validator's workload pods.
@@ -93,22 +90,9 @@ def component(pod: K8sObject) -> str | None:
 PER_NODE_READS = 50
 
 
-@dataclass(frozen=True)
-class Settings:
-    operator_namespace: str | None = None
-    log_tail_lines: int = 500
-    # The byte cap of a log read by time (layers/facts/logs.py, window): ~5,000 lines of the
-    # device plugin's klog chatter, scanned in a few milliseconds.
-    log_window_bytes: int = 1 << 20
-
-
-class _Failed:
-    def __init__(self, error: SourceError) -> None:
-        self.error = error
-
-
-class WalkContext:
-    """The target and cached reads of one walk."""
+class WalkContext(ReadCache):
+    """The target and cached reads of one walk: the read cache (layers/facts/readcache.py) plus the
+    questions that need the DRA reads (candidates, examined nodes) and the operator's pods."""
 
     def __init__(
         self,
@@ -118,47 +102,8 @@ class WalkContext:
         pod: K8sObject | None,
         settings: Settings | None = None,
     ) -> None:
-        self.cluster = cluster
-        self.telemetry = telemetry
-        self.target = target
-        self.pod = pod  # None for a node-only walk (from the digest)
-        self.settings = settings or Settings()
-        self._cache: dict[object, object] = {}
+        super().__init__(cluster, telemetry, target, pod, settings)
         self._nodes_asked: set[str] = set()  # nodes whose operator pods were read one by one
-
-    def cached(self, key: object, read: Callable[[], T]) -> T:
-        """Run a read once per walk; a SourceError is cached and re-raised."""
-        if key in self._cache:
-            hit = self._cache[key]
-            if isinstance(hit, _Failed):
-                raise hit.error
-            return hit  # type: ignore[return-value]
-        try:
-            value = read()
-        except SourceError as err:
-            self._cache[key] = _Failed(err)
-            raise
-        self._cache[key] = value
-        return value
-
-    # --- nodes -------------------------------------------------------------------
-
-    def nodes(self) -> list[K8sObject]:
-        return self.cached("nodes", self.cluster.list_nodes)
-
-    def node(self, name: str) -> K8sObject | None:
-        by_name = self.cached("nodes_by_name", lambda: {o.name(n): n for n in self.nodes()})
-        return by_name.get(name)
-
-    def gpu_nodes(self) -> list[K8sObject]:
-        return self.cached("gpu_nodes", lambda: [n for n in self.nodes() if o.is_gpu_node(n)])
-
-    @property
-    def bound_node(self) -> str | None:
-        """The pod's node, or the node of a node walk."""
-        if self.pod is not None:
-            return o.pod_node(self.pod)
-        return self.target.node
 
     def candidates(self) -> Candidates:
         """The candidate nodes of the unbound target pod, once per walk (spec: Terms). Every layer

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from layers.facts import dra, draslices
 from layers.facts import objects as o
@@ -19,21 +19,19 @@ from layers.facts.candidates import untolerated_taints
 from layers.facts.dra import Claim, DeviceClass, Matcher, PodClaim, Request
 from layers.facts.draslices import Device, Inventory
 from layers.facts.placement import selector_misses
+from layers.facts.readcache import ReadCache
 from layers.sources import K8sObject, SourceError
 
-if TYPE_CHECKING:
-    from layers.facts.context import WalkContext
 
-
-def classes(ctx: WalkContext) -> dict[str, DeviceClass]:
+def classes(ctx: ReadCache) -> dict[str, DeviceClass]:
     return ctx.cached("dra_classes", lambda: dra.read_classes(ctx.cluster.list_dra("DeviceClass")))
 
 
-def taint_rules(ctx: WalkContext) -> list[K8sObject]:
+def taint_rules(ctx: ReadCache) -> list[K8sObject]:
     return ctx.cached("dra_taint_rules", lambda: ctx.cluster.list_dra("DeviceTaintRule"))
 
 
-def inventory(ctx: WalkContext) -> Inventory:
+def inventory(ctx: ReadCache) -> Inventory:
     """The GPU inventory; DeviceTaintRules a 403 hides are left out (the caller says so)."""
 
     def read() -> Inventory:
@@ -47,7 +45,7 @@ def inventory(ctx: WalkContext) -> Inventory:
     return ctx.cached("dra_inventory", read)
 
 
-def matcher(ctx: WalkContext) -> Matcher:
+def matcher(ctx: ReadCache) -> Matcher:
     """One selector evaluator per walk (its memo is the walk's); classes unreadable: none known."""
 
     def build() -> Matcher:
@@ -60,13 +58,13 @@ def matcher(ctx: WalkContext) -> Matcher:
     return ctx.cached("dra_matcher", build)
 
 
-def held_devices(ctx: WalkContext) -> dict[tuple[str, str, str], str]:
+def held_devices(ctx: ReadCache) -> dict[tuple[str, str, str], str]:
     """Device ref -> the claim holding it, from one list of every ResourceClaim (asked only when
     matching devices exist and the question is who holds them)."""
     return ctx.cached("dra_held", lambda: dra.claims_holding(ctx.cluster.list_dra("ResourceClaim")))
 
 
-def _named(ctx: WalkContext, kind: str, namespace: str, name: str) -> K8sObject | None:
+def _named(ctx: ReadCache, kind: str, namespace: str, name: str) -> K8sObject | None:
     def read() -> K8sObject | None:
         found = ctx.cluster.list_dra(
             "ResourceClaim" if kind == "ResourceClaim" else "ResourceClaimTemplate",
@@ -87,6 +85,8 @@ class PodClaimState:
     claim: Claim | None
     requests: tuple[Request, ...]
     missing: str | None = None  # why there is no claim to read
+    # The pod names a ResourceClaimTemplate that does not exist: no claim can be created from it.
+    template_missing: bool = False
 
     @property
     def label(self) -> str:
@@ -99,12 +99,12 @@ class PodClaimState:
         )
 
 
-def pod_claims(ctx: WalkContext) -> list[PodClaimState]:
+def pod_claims(ctx: ReadCache) -> list[PodClaimState]:
     """The target pod's claims, resolved; SourceError escapes (the caller reports it)."""
     return claims_of(ctx, ctx.pod) if ctx.pod is not None else []
 
 
-def claims_of(ctx: WalkContext, pod: K8sObject) -> list[PodClaimState]:
+def claims_of(ctx: ReadCache, pod: K8sObject) -> list[PodClaimState]:
     """One pod's claims, resolved (the target's, or a pod on a node walk's node); read once per walk."""
     ns = str((pod.get("metadata") or {}).get("namespace") or "default")
 
@@ -124,14 +124,15 @@ def claims_of(ctx: WalkContext, pod: K8sObject) -> list[PodClaimState]:
                 why = f"ResourceClaimTemplate {ns}/{entry.template} does not exist"
             else:
                 why = f"the claim from template {entry.template} is not created yet"
-            out.append(PodClaimState(entry, None, requests, why))
+            gone = bool(entry.template) and template is None
+            out.append(PodClaimState(entry, None, requests, why, template_missing=gone))
         return out
 
     name = str((pod.get("metadata") or {}).get("name") or "")
     return ctx.cached(("dra_pod_claims", ns, name), read)
 
 
-def slice_nodes(ctx: WalkContext) -> frozenset[str]:
+def slice_nodes(ctx: ReadCache) -> frozenset[str]:
     """Nodes that publish GPUs through DRA; none when the slices cannot be read (layer 1 says why)."""
     try:
         return inventory(ctx).nodes_with_slices
@@ -139,7 +140,7 @@ def slice_nodes(ctx: WalkContext) -> frozenset[str]:
         return frozenset()
 
 
-def extended_requests(ctx: WalkContext) -> dict[str, int]:
+def extended_requests(ctx: ReadCache) -> dict[str, int]:
     """DeviceClass -> count the pod asks for as extended resources DRA serves: the explicit
     `deviceclass.resource.kubernetes.io/<class>`, or a resource no node advertises that a GPU
     DeviceClass names in `spec.extendedResourceName` (the driver's chart maps nvidia.com/gpu)."""
@@ -167,7 +168,7 @@ def extended_requests(ctx: WalkContext) -> dict[str, int]:
     return out
 
 
-def uses_dra_gpus(ctx: WalkContext) -> bool:
+def uses_dra_gpus(ctx: ReadCache) -> bool:
     """spec/findings.md, DRA: the pod's claims request a GPU DeviceClass, or it requests the
     extended resource `deviceclass.resource.kubernetes.io/<GPU class>`. A pod with claims that
     cannot be read counts as one (its layer 1 says why)."""
@@ -201,7 +202,7 @@ def uses_dra_gpus(ctx: WalkContext) -> bool:
 # --- candidate nodes ------------------------------------------------------------------------------
 
 
-def requested_classes(ctx: WalkContext) -> set[str]:
+def requested_classes(ctx: ReadCache) -> set[str]:
     """The GPU DeviceClasses the pod's claims (and DRA extended resources) ask for."""
     pod = ctx.pod
     if pod is None:
@@ -212,7 +213,7 @@ def requested_classes(ctx: WalkContext) -> set[str]:
     return wanted
 
 
-def publishes_requested(ctx: WalkContext) -> Callable[[K8sObject], bool]:
+def publishes_requested(ctx: ReadCache) -> Callable[[K8sObject], bool]:
     """spec/findings.md, DRA: a candidate publishes devices of the requested class or, when it
     publishes none, is labelled a GPU node — one whose device plugin advertises GPUs belongs to the
     extended-resource pools of a mixed fleet, not to DRA. With the slices unreadable, labels decide.
@@ -244,7 +245,7 @@ def publishes_requested(ctx: WalkContext) -> Callable[[K8sObject], bool]:
     return carries
 
 
-def allocated_elsewhere(ctx: WalkContext) -> list[tuple[Claim, Mapping[str, Any]]]:
+def allocated_elsewhere(ctx: ReadCache) -> list[tuple[Claim, Mapping[str, Any]]]:
     """The pod's allocated claims and their allocation's node selector (a shared claim another pod's
     scheduling placed): the scheduler admits the pod only on a node that selector matches
     (`resourceclaim not available on the node` elsewhere)."""
@@ -270,7 +271,7 @@ def admits(node_selector: Mapping[str, Any], node: K8sObject) -> bool:
     return not selector_misses(as_affinity, node)
 
 
-def _pending_gpu_requests(ctx: WalkContext, m: Matcher) -> list[Request]:
+def _pending_gpu_requests(ctx: ReadCache, m: Matcher) -> list[Request]:
     """The GPU requests of the pod's claims that are not allocated yet; none when they cannot be read."""
     try:
         states = pod_claims(ctx)
@@ -297,7 +298,7 @@ def _could_serve(m: Matcher, request: Request, devices: Sequence[Device]) -> boo
     return False
 
 
-def is_dra_gpu_node(ctx: WalkContext) -> Callable[[K8sObject], bool]:
+def is_dra_gpu_node(ctx: ReadCache) -> Callable[[K8sObject], bool]:
     """A node with a ResourceSlice of driver gpu.nvidia.com, or GPU labels."""
     try:
         with_slices = inventory(ctx).nodes_with_slices
@@ -311,7 +312,7 @@ def _placeable(pod: K8sObject, node: K8sObject) -> bool:
     return not selector_misses(pod, node) and not untolerated_taints(pod, node)
 
 
-def placeable_with_slices(ctx: WalkContext) -> list[str]:
+def placeable_with_slices(ctx: ReadCache) -> list[str]:
     """Nodes that publish GPUs and admit the pod, whatever class their devices are: where a claim's
     class and selectors are judged when no node publishes the requested class."""
     pod = ctx.pod or {}
@@ -319,7 +320,7 @@ def placeable_with_slices(ctx: WalkContext) -> list[str]:
     return [o.name(n) for n in ctx.nodes() if o.name(n) in with_slices and _placeable(pod, n)]
 
 
-def pointed_at(ctx: WalkContext) -> Callable[[K8sObject], bool]:
+def pointed_at(ctx: ReadCache) -> Callable[[K8sObject], bool]:
     """The DRA candidates layer 1 points at: tainted GPUs, or none published (spec: DRA)."""
     try:
         inv: Inventory | None = inventory(ctx)
@@ -335,7 +336,7 @@ def pointed_at(ctx: WalkContext) -> Callable[[K8sObject], bool]:
     return pointed
 
 
-def not_via_dra(ctx: WalkContext, carries: Callable[[K8sObject], bool]) -> Callable[[K8sObject], bool]:
+def not_via_dra(ctx: ReadCache, carries: Callable[[K8sObject], bool]) -> Callable[[K8sObject], bool]:
     """For a pod that requests an extended resource: a node that advertises none but publishes its
     GPUs through DRA does not carry it (its device plugin is not meant to register). The slices are
     read only when some GPU node advertises nothing."""

@@ -192,10 +192,10 @@ def plugin_not_registered() -> None:
 
 def selector_beyond_gpubots_cel() -> None:
     f = DraFleet(
-        "dra-cel-strings-extension-not-evaluated-14-nodes",
+        "dra-cel-lowerascii-selector-cordoned-h100-14-nodes",
         "A training job selects H100s with Kubernetes' CEL strings extension (lowerAscii), which the API server "
-        "accepts and gpubot's CEL lacks; two H100 nodes serve a model on two GPUs each and the third, "
-        "free, is cordoned. The walk must say it cannot evaluate the selector, not that it is wrong, and quote the scheduler "
+        "accepts; two H100 nodes serve a model on two GPUs each and the third, free, is cordoned. The walk "
+        "evaluates the selector as Kubernetes does (issue 18: it used to say it could not) and quote the scheduler "
         "(samples: the scheduler's DynamicResources messages, the driver's deviceinfo.go attributes). The A100 and L40S "
         "pools carry the usual sickness.",
         now="2026-11-30T12:00:00Z",
@@ -213,8 +213,8 @@ def selector_beyond_gpubots_cel() -> None:
     f.write(HERE, {
         # h100-02, cordoned, has its eight GPUs free: uncordoning it is the answer.
         "target": "research/mamba-pretrain-0", "walk": [1], "verdict": "L1_NODES_UNSCHEDULABLE",
-        "codes": ["L1_POD_PENDING", "L1_NODES_UNSCHEDULABLE", "L1_DRA_CLAIM_PENDING", "L1_UNKNOWN"],
-        "absent": ["L1_DRA_SELECTOR_UNSATISFIED", "L1_DRA_DEVICE_TAINTED", "L1_DRA_NO_DEVICES", "L5_XID",
+        "codes": ["L1_POD_PENDING", "L1_NODES_UNSCHEDULABLE", "L1_DRA_CLAIM_PENDING"],
+        "absent": ["L1_UNKNOWN", "L1_DRA_SELECTOR_UNSATISFIED", "L1_DRA_DEVICE_TAINTED", "L1_DRA_NO_DEVICES", "L5_XID",
                    "L5_DEVICE_UNHEALTHY", "L2_OPERAND_FAILING"],
     })  # fmt: skip
 

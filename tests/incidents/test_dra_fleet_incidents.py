@@ -30,7 +30,7 @@ IDS = [p.stem for p in FILES]
 CDI = "dra-start-cdi-claim-spec-lost-after-reboot-13-nodes"
 MIG = "dra-start-mig-claim-prepare-failed-h200-12-nodes"
 PLUGIN = "dra-start-kubelet-plugin-not-registered-a100-12-nodes"
-CEL = "dra-cel-strings-extension-not-evaluated-14-nodes"
+CEL = "dra-cel-lowerascii-selector-cordoned-h100-14-nodes"
 
 
 @functools.cache
@@ -164,17 +164,12 @@ def test_a_plugin_that_is_not_registered_is_named_with_its_last_words() -> None:
     assert all("nightly-eval" not in e for e in f.evidence)
 
 
-def test_a_selector_gpubot_cannot_evaluate_is_unknown_not_wrong() -> None:
-    # The API server type-checks selectors with Kubernetes' CEL libraries: one gpubot's CEL cannot run is
-    # not the user's mistake, and no claim about matching devices is made.
+def test_a_strings_extension_selector_is_evaluated_as_kubernetes_does() -> None:
+    # The API server type-checks selectors with Kubernetes' CEL libraries (strings v2 among them): the
+    # walk evaluates `lowerAscii` too, so no "cannot evaluate" and no claim that no device matches.
     result, _ = diagnosed(CEL)
     layer1 = result.layers[0].findings
-    [said] = [f for f in layer1 if f.code == "L1_UNKNOWN"]
-    assert said.summary.startswith("gpubot cannot evaluate the claim's CEL selector here")
-    assert "Undefined variable or function: 'lowerAscii'" in said.summary
-    assert said.evidence[0].startswith(
-        "device.attributes['gpu.nvidia.com'].productName.lowerAscii().contains('h100'): "
-    )
+    assert not [f for f in layer1 if f.code == "L1_UNKNOWN"]
     [pending] = [f for f in layer1 if f.code == "L1_DRA_CLAIM_PENDING"]
     assert any("2 cannot allocate all claims" in e for e in pending.evidence)
     assert not {"L1_DRA_SELECTOR_UNSATISFIED", "L1_DRA_DEVICES_EXHAUSTED"} & {f.code for f in layer1}

@@ -127,7 +127,7 @@ def test_bundle_keeps_the_history_the_walk_reads(path: Path, tmp_path: Path) -> 
 NODE_AND_TARGET = [
     PROBE7.path("probe7-dra-gpucluster-kubelet-plugin-nvml-library-not-found-new-h200-18-nodes"),
     HISTORY / "probe4" / "probe4-dra-gke-empty-resourceslice-a100-pool-16-nodes.yaml",
-    HISTORY / "dra_fleets" / "dra-cel-strings-extension-not-evaluated-14-nodes.yaml",
+    HISTORY / "dra_fleets" / "dra-cel-lowerascii-selector-cordoned-h100-14-nodes.yaml",
     HISTORY / "dra" / "dra-slice-bad-generation-incomplete-pool.yaml",
     HISTORY / "dra" / "dra-compute-domain-controller-crashloop.yaml",
 ]
