@@ -235,8 +235,17 @@ def _over(
     vllm = ps.vllm
     util = vllm.gpu_memory_utilization if vllm else None
     evidence.append(f"inference server: {server.why}")
-    evidence.append(f"gpu_memory_utilization = {util}" if util else "gpu_memory_utilization: not exported")
-    evidence += inf.reservation_args_of(ps.recognition)
+    # The reservation as exported (vLLM's config series), else as its command line sets it.
+    args = [
+        a
+        for a in inf.reservation_args_of(ps.recognition)
+        if not (util and a.startswith("gpu_memory_utilization"))
+    ]
+    if util:
+        evidence.append(f"gpu_memory_utilization = {util}")
+    elif server.name == "vLLM" and not args:
+        evidence.append("gpu_memory_utilization: not exported")
+    evidence += args
     if not ps.checked:
         what = "vLLM metrics" if server.name == "vLLM" else "overload series (vLLM, SGLang, TGI)"
         evidence.append(

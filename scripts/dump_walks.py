@@ -34,7 +34,13 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: dump_walks.py OUT_DIR", file=sys.stderr)
         return 2
+    # This checkout's code, not whatever `gpubot` the environment has installed.
+    sys.path.insert(0, str(ROOT))
     from bot.cli.main import main as gpubot
+
+    import layers
+
+    assert Path(layers.__file__).resolve().is_relative_to(ROOT), layers.__file__
 
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
