@@ -190,6 +190,10 @@ _CAUSE_TEXT = {
     "driver-library": "the NVIDIA driver's library ({detail}) is not on {node}: the driver is not installed "
     "there, or the toolkit looks for it under the wrong root",
     "driver-error": "the NVIDIA driver on {node} refused the request ({detail})",
+    "driver-mount": "the runtime could not mount the NVIDIA driver library {detail} into it on {node}: that "
+    "file is gone from the host, so the CDI spec (or the hook) still names the driver installed before an "
+    "upgrade — regenerate the node's CDI spec (restart the toolkit pod, or nvidia-ctk cdi generate) and "
+    "restart the device plugin; layer 3 compares the node's driver",
     "cdi-unresolvable": "the runtime knows no CDI device {detail} on {node}: the node's CDI specs lack the "
     "device the device plugin or DRA driver allocated — regenerate them (the toolkit's CDI refresh / "
     "nvidia-ctk cdi generate) and restart the plugin",
