@@ -11,9 +11,12 @@ judged in layers/carddcgm.py; this module walks the examined nodes and reads the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from layers import carddcgm, cardxid
 from layers.dra import devicehealth
 from layers.facts import objects as o
+from layers.facts import resourcehealth as rh
 from layers.facts import walkfacts as wf
 from layers.facts.context import WalkContext
 from layers.facts.fold import fold, shown
@@ -77,7 +80,12 @@ def _nodes_to_read(ctx: WalkContext, nodes: list[str], facts: wf.WalkFacts) -> s
             obj = None
         gpus = facts.on(node)
         signal = any(
-            g.last_xid_recent or g.xid_counts_24h or g.xid_totals_24h or g.rows_rising or g.row_remap_failure
+            g.last_xid_recent
+            or g.xid_counts_24h
+            or g.xid_totals_24h
+            or g.rows_rising
+            or g.row_remap_failure
+            or g.row_remap_pending
             for g in gpus
         )
         (suspects if signal or (obj is not None and o.allocatable_gaps(obj)) else quiet).append(node)
@@ -113,6 +121,8 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
         )
     if log is not None and log.unhealthy:
         out.append(device_unhealthy(node, log, o.node_replicas(obj) if obj is not None else 1))
+    reported, unknown_health = kubelet_health(ctx, node)
+    out += reported
     taints, dra_findings = devicehealth.card_evidence(ctx, node)
     out += dra_findings
     out += cardxid.xid_findings(
@@ -123,6 +133,9 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
     history = cardxid.old_last_xids(node, gpus, log)
     if not out and not read_log:
         return history  # counted in the layer's one finding for the nodes whose log was not read
+    if unknown_health:
+        # `Unknown` is the kubelet not knowing, not a fault: evidence on the node's first line.
+        out = _with_evidence(out, unknown_health) if out else out
     if not out:
         out.append(
             finding(
@@ -132,11 +145,54 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
                 evidence=[
                     f"device plugin log read: {', '.join(log.read) if log else 'no'}",
                     f"GPUs with DCGM series: {len(gpus)}",
+                    *unknown_health,
                 ],
                 node=node,
             )
         )
     return [*out, *history]
+
+
+def _with_evidence(findings: list[Finding], lines: list[str]) -> list[Finding]:
+    first = findings[0]
+    return [replace(first, evidence=(*first.evidence, *lines)), *findings[1:]]
+
+
+def kubelet_health(ctx: WalkContext, node: str) -> tuple[list[Finding], list[str]]:
+    """The kubelet's allocatedResourcesStatus for the GPUs of the pods walked on this node: the target
+    pod on its node, every pod on the node in a node walk. (L5_DEVICE_UNHEALTHY findings, the
+    `Unknown` lines as evidence.)"""
+    if ctx.pod is not None:
+        pods = [ctx.pod] if node == ctx.bound_node else []
+    else:
+        try:
+            pods = ctx.pods_on(node)
+        except SourceError:
+            pods = []  # the node's other checks say what could not be read
+    reports = [h for p in pods for h in rh.device_health(p) if rh.is_gpu(h)]
+    bad = [h for h in reports if h.health == "Unhealthy"]
+    unsure = [
+        f"{h.line} (the kubelet cannot tell: evidence, not a fault)" for h in reports if h.health == "Unknown"
+    ]
+    if not bad:
+        return [], unsure
+    ids = list(dict.fromkeys(h.resource_id for h in bad))
+    pods_named = list(dict.fromkeys(f"{h.pod[0]}/{h.pod[1]}" for h in bad))
+    ns, name = bad[0].pod
+    return [
+        finding(
+            "L5_DEVICE_UNHEALTHY",
+            f"the kubelet reports {len(ids)} device{'s' if len(ids) > 1 else ''} allocated to "
+            f"{', '.join(pods_named)} on {node} Unhealthy ({', '.join(ids)}): the device plugin or DRA driver "
+            "marked it — drain the node and check the card (its Xid is in the plugin's log and DCGM)",
+            evidence=[h.line for h in bad] + unsure,
+            commands=[
+                f"kubectl get pod -n {ns} {name} -o jsonpath='{{range .status.containerStatuses[*]}}"
+                '{.name}{"\\t"}{.allocatedResourcesStatus}{"\\n"}{end}\'',
+            ],
+            node=node,
+        )
+    ], []
 
 
 def allocatable_below_capacity(node: str, obj: dict[str, object]) -> list[Finding]:

@@ -30,6 +30,17 @@ def row_remaps(node: str, gpus: Iterable[gf.GpuFacts]) -> list[Finding]:
                     node=node,
                 )
             )
+        if (g.row_remap_pending or 0) > 0:
+            out.append(
+                finding(
+                    "L5_ROW_REMAP_PENDING",
+                    f"{g.label} on {node}: remapped memory rows wait for a GPU reset to take effect — drain the "
+                    "node, then reset the GPU (nvidia-smi -r) or reboot it",
+                    evidence=[f"DCGM_FI_DEV_ROW_REMAP_PENDING{g.matcher()} = {g.row_remap_pending:g}"],
+                    commands=[f"DCGM_FI_DEV_ROW_REMAP_PENDING{g.matcher(with_gpu=False)} > 0"],
+                    node=node,
+                )
+            )
         if g.rows_rising:
             evidence = []
             for kind, now, rise in (

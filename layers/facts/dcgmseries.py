@@ -26,6 +26,8 @@ XID_TOTAL = "DCGM_EXP_XID_ERRORS_TOTAL"
 CORRECTABLE_ROWS = "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"
 UNCORRECTABLE_ROWS = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
 ROW_REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
+# Rows remapped but not yet in effect: they wait for a GPU reset (DCGM 3.x field 395, where exported).
+ROW_REMAP_PENDING = "DCGM_FI_DEV_ROW_REMAP_PENDING"
 # DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT (label throttle_reason) is the name before dcgm-exporter PR #261.
 CLOCK_EVENTS = "DCGM_EXP_CLOCK_EVENTS_COUNT|DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT"
 CLOCK_TOTAL = "DCGM_EXP_CLOCK_EVENTS_TOTAL"
@@ -40,6 +42,7 @@ WHOLE_GPU_FIELDS = frozenset(
         "correctable_rows_24h",
         "uncorrectable_rows_24h",
         "row_remap_failure",
+        "row_remap_pending",
     }
 )
 VLLM_PREEMPTIONS = "vllm:num_preemptions_total"
@@ -90,6 +93,7 @@ class GpuFacts:
     correctable_rows_24h: float | None = None  # increase over 24 h
     uncorrectable_rows_24h: float | None = None
     row_remap_failure: float | None = None  # max over 24 h
+    row_remap_pending: float | None = None  # now; None where the exporter does not export it
     clock_events_24h: Mapping[str, float] = field(default_factory=dict)  # canonical name -> peak count
     clock_totals_24h: Mapping[str, float] = field(default_factory=dict)  # canonical name -> changes in 24 h
     pods: tuple[PodRef, ...] = ()

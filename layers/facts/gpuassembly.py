@@ -63,6 +63,7 @@ class Gpu:
             correctable_rows_24h=n("correctable_rows_24h"),
             uncorrectable_rows_24h=n("uncorrectable_rows_24h"),
             row_remap_failure=n("row_remap_failure"),
+            row_remap_pending=n("row_remap_pending"),
             clock_events_24h=dict(sorted(self.clocks.items())),
             clock_totals_24h=dict(sorted(self.clock_totals.items())),
             pods=tuple(sorted(self.pods)),
@@ -179,20 +180,31 @@ class Assembly:
     ) -> None:
         """A series that began in the window is news unless the same GPU held the same Xid in a
         series that existed before it: the exporter labels a GPU's series with the pod using it, so
-        a new pod starts new series that carry the old, never-reset value (spec: layer 5)."""
+        a new pod starts new series that carry the old, never-reset value (spec: layer 5).
+
+        "The same GPU" is its UUID where the series has one: an exporter restart relabels every
+        series (a new exporter pod's name in `Hostname` when NODE_NAME is unset, a new `instance`),
+        and the old series then name a host no longer known — by node they would never match."""
         held: set[tuple[tuple[str, str, str, str], int]] = set()
-        # Only the nodes of those GPUs: on a fleet the read stays a handful of series.
+        # Only the nodes and GPUs of those series: on a fleet the read stays a handful of series.
         nodes = sorted({key[0] for key in began})
-        for s in telemetry.max_over_time(
-            LAST_XID, DAY_S + BEFORE_WINDOW_S, selector_for(nodes, self.hostmap), above=0
-        ):
+        uuids = sorted({key[1] for key in began if key[1] in self._uuids})
+        match = selector_for(nodes, self.hostmap) + [{k: uuids} for k in ("UUID", "uuid") if uuids]
+        by_uuid = {key[1:]: key for key in began if key[1] in self._uuids}
+        for s in telemetry.max_over_time(LAST_XID, DAY_S + BEFORE_WINDOW_S, match, above=0):
             key = _gpu_key(s.labels, self._place(s.labels)[0])
+            key = by_uuid.get(key[1:], key)
             if key in began and _series_id(s.labels) not in began[key]:
                 held.add((key, int(s.value)))
         for key in began:
             gpu = self.gpus[key]
             if not gpu.last_xid_recent and (key, gpu.last_xid) not in held:
                 gpu.last_xid_recent = True  # a new GPU, or a new value under new labels
+
+    @property
+    def _uuids(self) -> set[str]:
+        """The GPU UUIDs the series carry (a key without one holds `gpuN`, which names no GPU)."""
+        return {g.uuid for g in self.gpus.values() if g.uuid}
 
     def put_xid_counts(self, samples: Iterable[Sample], *, totals: bool = False) -> None:
         """Xids by `xid` label: the windowed gauge's peak, or (`totals`) the since-start counters

@@ -27,6 +27,7 @@ from layers.facts.dcgmseries import (
     LAST_XID,
     PREEMPTION_WINDOW_S,
     ROW_REMAP_FAILURE,
+    ROW_REMAP_PENDING,
     UNCORRECTABLE_ROWS,
     VLLM_INFO,
     VLLM_PREEMPTIONS,
@@ -51,6 +52,7 @@ __all__ = [
     "LAST_XID",
     "PREEMPTION_WINDOW_S",
     "ROW_REMAP_FAILURE",
+    "ROW_REMAP_PENDING",
     "SPARSE_READ_NODES",
     "UNCORRECTABLE_ROWS",
     "VLLM_INFO",
@@ -78,8 +80,8 @@ def read_gpu_facts(
     pods: Mapping[PodRef, str | None] | None = None,
     claims: Mapping[ClaimRef, PodRef] | None = None,
 ) -> list[GpuFacts]:
-    """Every signal the layers need, for these nodes (and these pods' series): twelve calls,
-    thirteen when some GPU holds a last Xid, fourteen when such a GPU's series began in the last 24 h,
+    """Every signal the layers need, for these nodes (and these pods' series): thirteen calls,
+    fourteen when some GPU holds a last Xid, fifteen when such a GPU's series began in the last 24 h,
     one more when remapped rows rose (rowgrowth.py).
 
     `pods` maps (namespace, pod) → its node, so series that carry pod labels but
@@ -101,24 +103,37 @@ def read_gpu_facts(
     # digest. Framebuffer stays whole: it also tells which nodes have DCGM series at all.
     nz = 0.0 if len(nodes) > SPARSE_READ_NODES else None
     # Independent reads, handed over together (a Prometheus sends them at once).
-    fb_used, fb_free, last, xids, xid_totals, rows, urows, rows24, urows24, remap, clocks, clock_totals = (
-        read_all(
-            telemetry,
-            [
-                Read("instant", FB_USED, match=match),
-                Read("instant", FB_FREE, match=match),
-                Read("instant", LAST_XID, match=match, above=nz),
-                Read("max_over_time", XID_COUNT, DAY_S, match, nz),
-                Read("changed", XID_TOTAL, DAY_S, match),
-                Read("instant", CORRECTABLE_ROWS, match=match, above=nz),
-                Read("instant", UNCORRECTABLE_ROWS, match=match, above=nz),
-                Read("increase", CORRECTABLE_ROWS, DAY_S, match, nz),
-                Read("increase", UNCORRECTABLE_ROWS, DAY_S, match, nz),
-                Read("max_over_time", ROW_REMAP_FAILURE, DAY_S, match, nz),
-                Read("max_over_time", CLOCK_EVENTS, DAY_S, match, nz),
-                Read("changed", CLOCK_TOTAL, DAY_S, match),
-            ],
-        )
+    (
+        fb_used,
+        fb_free,
+        last,
+        xids,
+        xid_totals,
+        rows,
+        urows,
+        rows24,
+        urows24,
+        remap,
+        pending,
+        clocks,
+        clock_totals,
+    ) = read_all(
+        telemetry,
+        [
+            Read("instant", FB_USED, match=match),
+            Read("instant", FB_FREE, match=match),
+            Read("instant", LAST_XID, match=match, above=nz),
+            Read("max_over_time", XID_COUNT, DAY_S, match, nz),
+            Read("changed", XID_TOTAL, DAY_S, match),
+            Read("instant", CORRECTABLE_ROWS, match=match, above=nz),
+            Read("instant", UNCORRECTABLE_ROWS, match=match, above=nz),
+            Read("increase", CORRECTABLE_ROWS, DAY_S, match, nz),
+            Read("increase", UNCORRECTABLE_ROWS, DAY_S, match, nz),
+            Read("max_over_time", ROW_REMAP_FAILURE, DAY_S, match, nz),
+            Read("instant", ROW_REMAP_PENDING, match=match, above=nz),
+            Read("max_over_time", CLOCK_EVENTS, DAY_S, match, nz),
+            Read("changed", CLOCK_TOTAL, DAY_S, match),
+        ],
     )
     asm.put("fb_used_mib", fb_used)
     asm.put("fb_free_mib", fb_free)
@@ -131,6 +146,7 @@ def read_gpu_facts(
     asm.put("correctable_rows_24h", grown[CORRECTABLE_ROWS])
     asm.put("uncorrectable_rows_24h", grown[UNCORRECTABLE_ROWS])
     asm.put("row_remap_failure", remap)
+    asm.put("row_remap_pending", pending)
     asm.put_clock_events(clocks)
     asm.put_clock_events(clock_totals, totals=True)
     wanted = set(nodes) | {n for n in pods.values() if n}
