@@ -321,6 +321,11 @@ def pod_framebuffer(ctx: WalkContext, pod: K8sObject, facts: wf.WalkFacts) -> Ju
         if ratio > FB_CEILING:
             hot.append((g, ratio, numbers))
     if not hot:
+        # SGLang's retractions, like vLLM's preemptions, are a fault at any framebuffer level: read
+        # them for a pod its own spec names as a server (no ConfigMap read for that).
+        if inf.recognise(pod, ["vLLM"] if vllm else []).server is not None:
+            quiet = pod_server(ctx, pod, ref, vllm)
+            out.findings += [f for f in overload(quiet, node) if f.code == "L4_RETRACTIONS"]
         return out
     # Only a GPU at the ceiling asks whether the pod is a server: its series and scripts are read then.
     ps = pod_server(ctx, pod, ref, vllm)
