@@ -415,8 +415,21 @@ RECIPES: list[Recipe] = [
 ]
 
 
+# Bundled too (bot/scenarios, under their own names): the codes issue 18 added need a bundled scenario each.
+BUNDLED: list[tuple[Recipe, str]] = [
+    (sglang_retractions, "sglang-kv-cache-retractions"),
+    (tgi_queue_backlog, "tgi-queue-backlog-framebuffer-reserved"),
+    (row_remap_pending_only, "row-remap-pending-waits-for-reset"),
+]
+SCENARIOS = HERE.parent.parent.parent / "bot" / "scenarios"
+
+
 def main() -> None:
     write_recipes(RECIPES, HERE)
+    for recipe, name in BUNDLED:
+        fleet, expect = recipe()
+        fleet.name = name
+        print(fleet.write(SCENARIOS, expect))
 
 
 if __name__ == "__main__":
