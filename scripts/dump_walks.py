@@ -36,9 +36,8 @@ def main(argv: list[str]) -> int:
         return 2
     # This checkout's code, not whatever `gpubot` the environment has installed.
     sys.path.insert(0, str(ROOT))
-    from bot.cli.main import main as gpubot
-
     import layers
+    from bot.cli.main import main as gpubot
 
     assert Path(layers.__file__).resolve().is_relative_to(ROOT), layers.__file__
 

@@ -191,6 +191,12 @@ def _from_scripts(
             if src.configmap not in read_once:
                 try:
                     read_once[src.configmap] = read(ns, src.configmap)
+                    if read_once[src.configmap] is None:
+                        # A bundle holds no ConfigMaps; a live cluster may have lost it: either way unread.
+                        notes.append(
+                            f"ConfigMap {ns}/{src.configmap} (mounted at {src.mount} in container {c.get('name')}) "
+                            "was not found, so the script its command runs was not read"
+                        )
                 except SourceError as err:
                     read_once[src.configmap] = None
                     notes.append(

@@ -158,4 +158,6 @@ def test_pending_row_remap_is_its_own_warning() -> None:
 def test_old_xid_stays_history_after_the_exporter_relabels_its_series() -> None:
     [f] = SERVERS.findings(_stem("xid48-history"), "L5_XID")
     assert f.severity == Severity.INFO
-    assert f.summary.startswith(f"last Xid 48 on h100-infer-01 ({uuid_of('h100-infer-01', 1)}), before the last 24 h")
+    assert f.summary.startswith(
+        f"last Xid 48 on h100-infer-01 ({uuid_of('h100-infer-01', 1)}), before the last 24 h"
+    )

@@ -462,7 +462,9 @@ def test_mig_instance_of_the_pod_saturated_lowercase_hostname_exporter_pod_sampl
     assert 'hostname="dcgm-exporter-wwwjh"' in f.commands[0]
     assert "L4_NO_TELEMETRY" not in codes(result) and "L4_FB_SATURATED" not in codes(result)
     [u] = [u for u in result.findings if u.code == "L4_UNKNOWN"]
-    assert u.summary.startswith("Triton overload (preemptions, retractions or a queue backlog) of default/triton")
+    assert u.summary.startswith(
+        "Triton overload (preemptions, retractions or a queue backlog) of default/triton"
+    )
 
 
 @pytest.mark.parametrize(
