@@ -264,7 +264,7 @@ def pod_framebuffer(ctx: WalkContext, pod: K8sObject, facts: wf.WalkFacts) -> Ju
     if not hot:
         # SGLang's retractions, like vLLM's preemptions, are a fault at any framebuffer level: read
         # them for a pod its own spec names as a server (no ConfigMap read for that).
-        if inf.recognise(pod, ["vLLM"] if vllm else []).server is not None:
+        if vllm is None and inf.recognise(pod).server is not None:  # vLLM's own series say it otherwise
             quiet = pod_server(ctx, pod, ref, vllm)
             out.findings += [f for f in overload(quiet, node) if f.code == "L4_RETRACTIONS"]
         return out

@@ -188,9 +188,10 @@ class Assembly:
         held: set[tuple[tuple[str, str, str, str], int]] = set()
         # Only the nodes and GPUs of those series: on a fleet the read stays a handful of series.
         nodes = sorted({key[0] for key in began})
-        uuids = sorted({key[1] for key in began if key[1] in self._uuids})
+        known = {g.uuid for g in self.gpus.values() if g.uuid}  # a key without one holds `gpuN`: no GPU
+        by_uuid = {key[1:]: key for key in began if key[1] in known}
+        uuids = sorted({ident[0] for ident in by_uuid})
         match = selector_for(nodes, self.hostmap) + [{k: uuids} for k in ("UUID", "uuid") if uuids]
-        by_uuid = {key[1:]: key for key in began if key[1] in self._uuids}
         for s in telemetry.max_over_time(LAST_XID, DAY_S + BEFORE_WINDOW_S, match, above=0):
             key = _gpu_key(s.labels, self._place(s.labels)[0])
             key = by_uuid.get(key[1:], key)
@@ -200,11 +201,6 @@ class Assembly:
             gpu = self.gpus[key]
             if not gpu.last_xid_recent and (key, gpu.last_xid) not in held:
                 gpu.last_xid_recent = True  # a new GPU, or a new value under new labels
-
-    @property
-    def _uuids(self) -> set[str]:
-        """The GPU UUIDs the series carry (a key without one holds `gpuN`, which names no GPU)."""
-        return {g.uuid for g in self.gpus.values() if g.uuid}
 
     def put_xid_counts(self, samples: Iterable[Sample], *, totals: bool = False) -> None:
         """Xids by `xid` label: the windowed gauge's peak, or (`totals`) the since-start counters
