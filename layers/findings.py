@@ -124,6 +124,8 @@ CODES: dict[str, CodeSpec] = {
         _spec("L4_FB_SATURATED", F, None),
         _spec("L4_FB_RESERVED_NORMAL", I, None),
         _spec("L4_PREEMPTIONS", F, None),
+        _spec("L4_RETRACTIONS", F, None),  # SGLang's form of L4_PREEMPTIONS
+        _spec("L4_QUEUE_BACKLOG", W, None),
         _spec("L4_GPU_OOM_IN_LOGS", F, None),
         _spec("L4_TIME_SLICING", W, None),
         _spec("L4_NO_TELEMETRY", U, None),
@@ -135,6 +137,7 @@ CODES: dict[str, CodeSpec] = {
         _spec("L5_XID", W, None, 3),  # severity set per Xid from the catalog
         _spec("L5_ROW_REMAP_FAILURE", F, None, 3),
         _spec("L5_HEALTH_AGENT_CONDITION", F, None, 3),
+        _spec("L5_ROW_REMAP_PENDING", W, None, 2),
         _spec("L5_REMAPPED_ROWS_RISING", W, None, 2),
         _spec("L5_CLOCK_EVENTS", W, None),
         _spec("L5_OK", O, None),

@@ -118,7 +118,7 @@ def node_checks(
             f"the GPU Operator's {len(live)} pod(s) on {node} are Ready and the validator passed"
             if validators
             else f"the {len(live)} GPU pod(s) on {node} ({', '.join(sorted({component(p) or '?' for p in live}))}) "
-            f"are Ready; there is no validator ({_without_validator(live)}), so nothing validated the "
+            f"are Ready; there is no validator ({_without_validator(w, live)}), so nothing validated the "
             "driver, toolkit and CUDA stack",
             evidence=[f"{o.name(p)}: {ps.display_status(p)}" for p in live],
             commands=[listing],
@@ -128,11 +128,33 @@ def node_checks(
     return out
 
 
-def _without_validator(pods: Sequence[K8sObject]) -> str:
-    """What runs instead of the operator's validated stack: the DRA driver, or a standalone device plugin."""
+def _without_validator(w: Reads, pods: Sequence[K8sObject]) -> str:
+    """What runs instead of the operator's validated stack: the DRA driver, the operator without its
+    validator on this node, or a standalone device plugin (only when nothing says the operator runs)."""
     if any(component(p) == "dra-kubelet-plugin" for p in pods):
         return "the NVIDIA DRA driver's kubelet plugin serves the GPUs"
+    managed = _operator_manages(w, pods)
+    if managed:
+        return f"{managed}, but no nvidia-operator-validator pod runs on this node"
     return "a standalone device plugin"
+
+
+def _operator_manages(w: Reads, pods: Sequence[K8sObject]) -> str | None:
+    """How we know the GPU Operator deploys these pods: its own operand labels, its pod with a
+    ClusterPolicy. None when neither says so (then the plugin is standalone)."""
+    if any(o.labels(p).get("app") == "nvidia-device-plugin-daemonset" for p in pods):
+        return "the device plugin is the GPU Operator's operand (app=nvidia-device-plugin-daemonset)"
+    try:
+        operator = [p for p in w.ctx.operator_pods() if component(p) == "operator"]
+        policies = w.ctx.custom("nvidia.com", "v1", "clusterpolicies") if operator else []
+    except SourceError:
+        return None
+    if operator and policies:
+        return (
+            f"the GPU Operator runs ({o.namespace(operator[0])}/{o.name(operator[0])}, ClusterPolicy "
+            f"{o.name(policies[0])})"
+        )
+    return None
 
 
 def _history(pod: K8sObject) -> bool:

@@ -16,7 +16,7 @@ from layers.dra.computedomain import compute_domains
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts import podstatus as ps
-from layers.facts.context import WalkContext
+from layers.facts.context import OPERATOR_SELECTORS, WalkContext
 from layers.facts.deployments import where_looked
 from layers.facts.fold import fold, shown
 from layers.facts.startfail import StartFailure, walk_start_failures
@@ -45,19 +45,7 @@ def check(ctx: WalkContext) -> LayerResult:
         operator = None
 
     if operator == []:
-        findings.append(
-            finding(
-                "L2_OPERATOR_NOT_FOUND",
-                "no GPU Operator pods in any namespace: install the GPU Operator (or the device plugin) "
-                "before looking further",
-                evidence=[
-                    "no pod labelled app=gpu-operator, app=nvidia-*-daemonset, "
-                    f"app.kubernetes.io/name=nvidia-device-plugin or any device plugin ({where_looked()}) "
-                    "in any namespace"
-                ],
-                commands=["kubectl get pods -A -l app=gpu-operator", "kubectl get pods -A | grep -i nvidia"],
-            )
-        )
+        findings.append(operator_not_found(ctx))
     sandbox = target_runtime_evidence(w)
     refused = walk_start_failures(ctx)
     for what, why in refused.errors:
@@ -100,6 +88,71 @@ def check(ctx: WalkContext) -> LayerResult:
     )
 
 
+def operator_not_found(ctx: WalkContext) -> Finding:
+    """L2_OPERATOR_NOT_FOUND saying where it looked: every namespace, or the one the setting names —
+    and then whether operator pods run elsewhere, since a wrong setting is not a missing operator."""
+    looked = (
+        "no pod labelled app=gpu-operator, app=nvidia-*-daemonset, "
+        f"app.kubernetes.io/name=nvidia-device-plugin or any device plugin ({where_looked()})"
+    )
+    commands = ["kubectl get pods -A -l app=gpu-operator", "kubectl get pods -A | grep -i nvidia"]
+    ns = ctx.settings.operator_namespace
+    if ns is None:
+        return finding(
+            "L2_OPERATOR_NOT_FOUND",
+            "no GPU Operator pods in any namespace: install the GPU Operator (or the device plugin) "
+            "before looking further",
+            evidence=[f"{looked} in any namespace"],
+            commands=commands,
+        )
+    evidence = [f"{looked} in namespace {ns}, the only one GPUBOT_OPERATOR_NAMESPACE={ns} lets gpubot read"]
+    try:
+        elsewhere = _operator_pods_anywhere(ctx)
+    except SourceError as err:
+        evidence.append(f"other namespaces not searched: {err.hint() or err}")
+        return finding(
+            "L2_OPERATOR_NOT_FOUND",
+            f"no GPU Operator pods in namespace {ns} (GPUBOT_OPERATOR_NAMESPACE), and the other namespaces "
+            "could not be searched: the setting may be wrong — set it to the operator's namespace, or unset it to "
+            "look in every namespace",
+            evidence=evidence,
+            commands=commands,
+        )
+    by_ns: dict[str, list[str]] = defaultdict(list)
+    for p in elsewhere:
+        by_ns[o.namespace(p) or "?"].append(o.name(p))
+    if not by_ns:
+        evidence.append("no such pod in any other namespace either")
+        return finding(
+            "L2_OPERATOR_NOT_FOUND",
+            f"no GPU Operator pods in namespace {ns} (GPUBOT_OPERATOR_NAMESPACE) nor in any other: install the "
+            "GPU Operator (or the device plugin) before looking further",
+            evidence=evidence,
+            commands=commands,
+        )
+    evidence += [
+        f"operator pods in namespace {n}: {shown(sorted(names))}" for n, names in sorted(by_ns.items())
+    ]
+    where = ", ".join(sorted(by_ns))
+    return finding(
+        "L2_OPERATOR_NOT_FOUND",
+        f"no GPU Operator pods in namespace {ns}, the one GPUBOT_OPERATOR_NAMESPACE names, but they run in "
+        f"{where}: the setting is likely wrong — set GPUBOT_OPERATOR_NAMESPACE={sorted(by_ns)[0]} (or unset it to "
+        "look in every namespace); the operator is installed",
+        evidence=evidence,
+        commands=[f"kubectl get pods -n {n} -o wide" for n in sorted(by_ns)] + commands[:1],
+    )
+
+
+def _operator_pods_anywhere(ctx: WalkContext) -> list[K8sObject]:
+    """The operator's pods in every namespace (the walk's own read is held to the setting's)."""
+    seen: dict[tuple[str | None, str], K8sObject] = {}
+    for selector in OPERATOR_SELECTORS:
+        for pod in ctx.cluster.list_pods(label_selector=selector):
+            seen[(o.namespace(pod), o.name(pod))] = pod
+    return sorted(seen.values(), key=lambda p: (o.namespace(p) or "", o.name(p)))
+
+
 def _healthy_nodes(oks: Sequence[Finding]) -> Finding:
     """How `fold` says a fleet of healthy nodes: one L2_OK naming them."""
     return finding(
@@ -137,6 +190,10 @@ _CAUSE_TEXT = {
     "driver-library": "the NVIDIA driver's library ({detail}) is not on {node}: the driver is not installed "
     "there, or the toolkit looks for it under the wrong root",
     "driver-error": "the NVIDIA driver on {node} refused the request ({detail})",
+    "driver-mount": "the runtime could not mount the NVIDIA driver library {detail} into it on {node}: that "
+    "file is gone from the host, so the CDI spec (or the hook) still names the driver installed before an "
+    "upgrade — regenerate the node's CDI spec (restart the toolkit pod, or nvidia-ctk cdi generate) and "
+    "restart the device plugin; layer 3 compares the node's driver",
     "cdi-unresolvable": "the runtime knows no CDI device {detail} on {node}: the node's CDI specs lack the "
     "device the device plugin or DRA driver allocated — regenerate them (the toolkit's CDI refresh / "
     "nvidia-ctk cdi generate) and restart the plugin",

@@ -106,6 +106,11 @@ class Cluster(Protocol):
 
     def list_runtimeclasses(self) -> list[K8sObject]: ...
 
+    def get_configmap(self, namespace: str, name: str) -> K8sObject:
+        """One ConfigMap; raises SourceError(not_found) when there is none. Read only for a script
+        file a pod's command names from a ConfigMap it mounts (layers/facts/inference.py)."""
+        ...
+
     def list_dra(
         self,
         kind: DraKind,

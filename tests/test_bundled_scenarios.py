@@ -38,6 +38,7 @@ KNOWN_KINDS = {
     ("v1", "Node"),
     ("v1", "Pod"),
     ("v1", "Event"),
+    ("v1", "ConfigMap"),
     ("apps/v1", "DaemonSet"),
     ("nvidia.com/v1", "ClusterPolicy"),
     ("nvidia.com/v1alpha1", "NVIDIADriver"),

@@ -90,6 +90,7 @@ PODS = Resource("", "v1", "pods", namespaced=True)
 EVENTS = Resource("", "v1", "events", namespaced=True)
 DAEMONSETS = Resource("apps", "v1", "daemonsets", namespaced=True)
 RUNTIMECLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", namespaced=False)
+CONFIGMAPS = Resource("", "v1", "configmaps", namespaced=True)
 # Dynamic Resource Allocation (resource.k8s.io), at v1 (Kubernetes 1.34); older clusters serve only the
 # betas (1.32/1.33), and DeviceTaintRules came as v1alpha3: DRA_FALLBACK lists what to try next.
 DRA_RESOURCES: dict[str, Resource] = {
@@ -271,6 +272,9 @@ class KubeCluster(ListReads):
 
     def get_pod(self, namespace: str, name: str) -> K8sObject:
         return self._get(PODS, name, namespace)
+
+    def get_configmap(self, namespace: str, name: str) -> K8sObject:
+        return self._get(CONFIGMAPS, name, namespace)
 
     def _select(self, group: str, kind: str, where: Selection) -> list[K8sObject]:
         match (group, kind):

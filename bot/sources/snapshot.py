@@ -186,6 +186,9 @@ class SnapshotCluster(ListReads):
     def get_node(self, name: str) -> K8sObject:
         return self._get("", "Node", "", name, "nodes")
 
+    def get_configmap(self, namespace: str, name: str) -> K8sObject:
+        return self._get("", "ConfigMap", namespace, name, "configmaps")
+
     def list_events(
         self, namespace: str | None, kind: str | None = None, name: str | None = None
     ) -> list[K8sObject]:

@@ -56,6 +56,14 @@ _CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "cdi-unresolvable",
             r"unresolvable\s+CDI\s+devices?\s+(?P<detail>[^\s,:]{1,200}(?:,\s*[^\s,:]{1,200}){0,15})",
         ),
+        # runc bind-mounting a driver library the CDI spec (or the hook) names, gone from the host: the
+        # spec was generated for the driver before an upgrade. runc 1.1+: `error mounting "…" to rootfs at
+        # "…": …`; before: `mounting "…" to rootfs at "…" caused: …` (Docker escapes the quotes).
+        (
+            "driver-mount",
+            r"mounting\s+\"?(?P<detail>/[^\"\s]{0,200}/(?:libcuda|libnvidia-[\w-]{1,40}|libnv[a-z]{1,20}"
+            r"|lib[A-Za-z]{1,12}_nvidia)\.so[\w.]{0,24})\"?\s+to\s+rootfs",
+        ),
         ("unknown-device", r"device\s+error:\s*(?P<detail>[^:\s]{1,120}):\s*unknown\s+device"),
         (
             "hook-failed",
@@ -67,14 +75,14 @@ _CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 # Where the hook's own words start inside the runtime's wrapping.
 _CORE = re.compile(
     r"nvidia-container-cli(?:\.real)?:|unresolvable\s+CDI|error\s+executing\s+hook|CDI\s+device\s+injection"
-    r"|Failed\s+to\s+prepare\s+dynamic\s+resources",
+    r"|Failed\s+to\s+prepare\s+dynamic\s+resources|(?:error\s+)?mounting\s+\"?/",
     re.IGNORECASE,
 )
 # A run of backslashes starts only at its first one: otherwise every position inside a long run
 # rescans the rest of it (quadratic on hostile text).
 _ESCAPED = re.compile(r"(?<!\\)\\+[nt\"]")
 DRIVER_CAUSES = frozenset(
-    {"driver-not-loaded", "driver-rpc", "driver-mismatch", "driver-library", "driver-error"}
+    {"driver-not-loaded", "driver-rpc", "driver-mismatch", "driver-library", "driver-error", "driver-mount"}
 )
 
 

@@ -50,6 +50,7 @@ RESOURCES = (
     Resource("", "v1", "nodes", "Node", False, ("no",)),
     Resource("", "v1", "pods", "Pod", True, ("po",)),
     Resource("", "v1", "events", "Event", True, ("ev",)),
+    Resource("", "v1", "configmaps", "ConfigMap", True, ("cm",)),
     Resource("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",)),
     Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False),
     Resource("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False),

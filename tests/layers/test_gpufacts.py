@@ -212,10 +212,10 @@ def test_node_facts_cost_does_not_grow_with_the_nodes_asked() -> None:
     node_facts(one, hostmap, ["node-3"])
     facts = node_facts(many, hostmap, [f"node-{n}" for n in range(10)])
     # node-3's rows rose: one range read of that GPU tells growth from a reset's dip.
-    assert one.total == 13  # twelve reads (two since-start counters by their rise) and the range read
+    assert one.total == 14  # thirteen reads (two since-start counters by their rise) and the range read
     # node-6 holds a last Xid: one more call asks whether it changed in 24 h, and one more
     # whether another series of that GPU held it before its series began.
-    assert many.total == 15
+    assert many.total == 16
     assert sorted(facts) == [f"node-{n}" for n in range(10)]
 
 

@@ -455,10 +455,16 @@ def test_mig_instance_of_the_pod_saturated_lowercase_hostname_exporter_pod_sampl
         pod=("default", triton["metadata"]["name"]),
     )
     result = memory.check(ctx)
-    [f] = [f for f in result.findings if f.code == "L4_FB_SATURATED"]
-    assert "MIG 1g.6gb/3" in f.summary and f.node == node_name
+    # Triton is an inference server that reserves memory up front (spec, layer 4): its full MIG
+    # instance is a reservation, and without an overload series for it the layer says so.
+    [f] = [f for f in result.findings if f.code == "L4_FB_RESERVED_NORMAL"]
+    assert "MIG 1g.6gb/3" in f.summary and f.node == node_name and "Triton's" in f.summary
     assert 'hostname="dcgm-exporter-wwwjh"' in f.commands[0]
-    assert "L4_NO_TELEMETRY" not in codes(result)
+    assert "L4_NO_TELEMETRY" not in codes(result) and "L4_FB_SATURATED" not in codes(result)
+    [u] = [u for u in result.findings if u.code == "L4_UNKNOWN"]
+    assert u.summary.startswith(
+        "Triton overload (preemptions, retractions or a queue backlog) of default/triton"
+    )
 
 
 @pytest.mark.parametrize(

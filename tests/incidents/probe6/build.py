@@ -342,8 +342,9 @@ def remap_pending_uncorrectable() -> tuple[Fleet, dict[str, Any]]:
     return f, {
         "target": "serving/sglang-llama-405b-0",
         "walk": [1, 2, 3, 4, 5],
-        "verdict": "L5_REMAPPED_ROWS_RISING",
-        "codes": ["L1_POD_SCHEDULED", "L5_REMAPPED_ROWS_RISING"],
+        # spec/findings.md (issue 18): a pending remap is L5_ROW_REMAP_PENDING, listed before the rise.
+        "verdict": "L5_ROW_REMAP_PENDING",
+        "codes": ["L1_POD_SCHEDULED", "L5_ROW_REMAP_PENDING", "L5_REMAPPED_ROWS_RISING"],
         "absent": ["L5_ROW_REMAP_FAILURE", "L5_XID", "L1_ALLOCATABLE_BELOW_CAPACITY"],
     }
 
