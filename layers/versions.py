@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from layers.driver_missing import driver_pod_missing
 from layers.driver_too_old import driver_too_old
 from layers.facts import driverlogs as dl
 from layers.facts import fleet as fl
@@ -248,6 +249,10 @@ def _driver_findings(reads: _Reads, node: str, node_obj: K8sObject | None) -> li
         reads.refused("the GPU Operator's pods", err, node)
         return []
     out: list[Finding] = []
+    if not drivers:
+        missing = driver_pod_missing(reads, node, node_obj)
+        if missing is not None:
+            reads.held.setdefault(f"nodriver:{node}", missing)
     for pod in drivers:
         if o.pod_ready(pod) or o.pod_phase(pod) == "Succeeded":
             continue  # a Ready driver built and loaded its module

@@ -94,7 +94,7 @@ def cloud_pool(node: K8sObject, dra_product: str | None = None) -> Pool:
         return Pool(
             ("wide", *where), f"node pool {where[0]}={where[1]} (its GPU product is not labelled)", True
         )
-    return Pool(("wide",), "every GPU node (it has no node-pool or GPU product label)", True)
+    return Pool(("wide",), "no node-pool or GPU product label", True)
 
 
 def selects(driver: K8sObject, node: K8sObject) -> bool:
@@ -125,6 +125,7 @@ def assign(
 ) -> DriverPools:
     """Sort GPU nodes into pools. `owner_of`: node -> the NVIDIADriver owning its driver pod."""
     names = {o.name(d) for d in drivers}
+    by_name = {o.name(n): n for n in nodes}
     by_node: dict[str, Pool] = {}
     for node in nodes:
         name = o.name(node)
@@ -140,16 +141,22 @@ def assign(
     for name, pool in by_node.items():
         if not pool.wide:
             members[pool].append(name)
+    # A node of unknown product: its node pool's nodes whatever their product, NVIDIADriver pools
+    # aside; alone there (a new node joined with labels the others lack), every such GPU node.
+    # Resolved once per node-pool label: a fleet GFD never labelled has thousands of them.
+    outside = [o.name(n) for n in nodes if by_node[o.name(n)].key[0] != NVIDIADRIVER]
+    resolved: dict[tuple[str, ...], Pool] = {}
     for node in nodes:
-        pool = by_node[o.name(node)]
-        if pool.wide and pool not in members:
-            # Its node pool's nodes whatever their product, NVIDIADriver pools aside; alone in it
-            # (a new node joined with labels the others lack), every such GPU node.
-            outside = [n for n in nodes if by_node[o.name(n)].key[0] != NVIDIADRIVER]
-            same = [o.name(n) for n in outside if len(pool.key) > 1 and _pool_label(n) == pool.key[1:]]
-            if len(same) < 2:
-                pool = by_node[o.name(node)] = Pool(("wide",), f"every GPU node ({pool.label})", True)
-            members[pool] = same if len(same) > 1 else [o.name(n) for n in outside]
+        name = o.name(node)
+        pool = by_node[name]
+        if not pool.wide:
+            continue
+        if pool.key not in resolved:
+            same = [n for n in outside if len(pool.key) > 1 and _pool_label(by_name[n]) == pool.key[1:]]
+            wide = pool if len(same) > 1 else Pool(("wide",), f"every GPU node ({pool.label})", True)
+            resolved[pool.key] = wide
+            members.setdefault(wide, same if len(same) > 1 else outside)
+        by_node[name] = resolved[pool.key]
     return DriverPools(by_node, tuple(notes), {p: tuple(ns) for p, ns in members.items()})
 
 

@@ -334,9 +334,9 @@ def pool_spreads(ctx: WalkContext, node: str) -> list[Spread]:
     """The (driver, CUDA runtime, kernel, OS image) spreads over the node's driver pool, once per pool."""
     pools = driver_pools(ctx)
     pool = pools.of(node)
-    members = set(pools.members(node))
 
     def compute() -> list[Spread]:
+        members = set(pools.members(node))  # once per pool: a pending pod examines 5,000 nodes
         nodes = [n for n in ctx.gpu_nodes() if o.name(n) in members]
         return _spreads_over(ctx, nodes, pool.label if pool else "")
 
