@@ -29,6 +29,8 @@ from layers.findings import Finding, LayerResult, finding, unknown
 from layers.gated import scheduling_gated
 from layers.migconfig import mig_config_failed
 from layers.sources import K8sObject, SourceError
+from layers.spread import topology_spread
+from layers.volumes import unread_volumes, volume_affinity
 
 LAYER = 1
 
@@ -79,7 +81,7 @@ def check(ctx: WalkContext) -> LayerResult:
     findings.extend(pending)
     if o.scheduling_gates(pod):
         # Held by a queue (Kueue): the scheduler has not tried it, the fleet cannot explain it.
-        findings.append(scheduling_gated(pod))
+        findings.extend(scheduling_gated(ctx, pod))
         return LayerResult.build(LAYER, findings)
     if uses_dra:
         findings.extend(dra_pods.unbound_pod(ctx, pod, failures))
@@ -239,8 +241,12 @@ def unbound_pod(
         # The selected nodes' resource is the answer then, not the selector that keeps the pod off the others.
         keep_selector = not any(f.code == "L1_RESOURCE_MISMATCH" for f in out)
         out.extend(placement_reasons(pod, failures, cands, gpu_nodes, selector=keep_selector))
+    # The pod's own placement rules beside free GPUs: its zonal volumes, its spread constraints.
+    out += unread_volumes(ctx) + volume_affinity(ctx, pod, failures, cands)
+    spread = topology_spread(ctx, pod, failures, cands)
+    out += spread
     fitting = [n for n in cands.nodes if set(requests) <= set(o.advertised(n))]
-    if requests and fitting:
+    if requests and fitting and not spread:
         out.extend(gpu_exhausted(ctx, pod, requests, fitting))
     return out
 
