@@ -18,12 +18,14 @@ def main(out: Path) -> int:
     from layers.walk import walk
 
     out.mkdir(parents=True, exist_ok=True)
-    files = sorted((ROOT / "bot" / "scenarios").glob("*.yaml")) + sorted((ROOT / "tests" / "incidents").rglob("*.yaml"))
+    files = sorted((ROOT / "bot" / "scenarios").glob("*.yaml")) + sorted(
+        (ROOT / "tests" / "incidents").rglob("*.yaml")
+    )
     count = 0
     for path in files:
         try:
             scenario = load_scenario(path)
-        except Exception as err:  # noqa: BLE001 - a fixture that is not a scenario is skipped, named
+        except Exception as err:  # a fixture that is not a scenario is skipped, named
             print(f"skip {path.relative_to(ROOT)}: {type(err).__name__}", file=sys.stderr)
             continue
         target = (scenario.extra.get("x-expect") or {}).get("target")

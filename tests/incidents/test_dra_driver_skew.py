@@ -162,7 +162,9 @@ def test_a_mixed_fleet_reads_gfd_and_dra_nodes_as_one() -> None:
     mixed = _fleet("dra-driver-mixed-skew-16-nodes", odd=True, gfd=gfd)
     [skew] = _skews(_walk(mixed))
     assert skew.node == TARGET
-    assert "driver 570.172.8 vs 580.95.05 on 4 of 5 GPU nodes of its driver pool" in skew.summary, skew.summary
+    assert "driver 570.172.8 vs 580.95.05 on 4 of 5 GPU nodes of its driver pool" in skew.summary, (
+        skew.summary
+    )
     assert "driver: 580.95.05 → 4 nodes, 570.172.8 → 1 node" in skew.evidence
     assert "CUDA runtime: 13.0 → 4 nodes, 12.8.0 → 1 node" in skew.evidence
     assert any("(no GFD label) on 1 node: h100-03" in e for e in skew.evidence), skew.evidence

@@ -30,7 +30,9 @@ ZONE = "topology.kubernetes.io/zone"
 OLDER_PLUGINS = ("v0.14.5", "v0.15.0", "v0.16.2", "v0.17.3")  # device plugins of operator v23.9 … v25.3
 
 
-def _fleet_base(f: Fleet, pools: dict[str, tuple[str, int, str, str]], zones: tuple[str, ...] = ("us-east-1a",)) -> None:
+def _fleet_base(
+    f: Fleet, pools: dict[str, tuple[str, int, str, str]], zones: tuple[str, ...] = ("us-east-1a",)
+) -> None:
     """Control plane, CPU nodes and GPU pools: name -> (model, count, driver, cuda). Nodes rotate over
     the zones and the device plugin versions; every GPU node carries its EKS node group."""
     f.control_plane()
@@ -51,7 +53,9 @@ def _fleet_base(f: Fleet, pools: dict[str, tuple[str, int, str, str]], zones: tu
             )
 
 
-def _expect(target: str, verdict: str | None, codes: list[str], absent: list[str], walk: list[int]) -> dict[str, Any]:
+def _expect(
+    target: str, verdict: str | None, codes: list[str], absent: list[str], walk: list[int]
+) -> dict[str, Any]:
     return {"target": target, "walk": walk, "verdict": verdict, "codes": codes, "absent": absent}
 
 
@@ -70,7 +74,9 @@ def healthy_pod_beside_a100_pool_on_535() -> tuple[dict[str, Any], dict[str, Any
         "12.2), kernel 5.15.0-126-generic, Ubuntu 22.04.4. Different branches in different pools are no "
         "finding: the healthy pod stays all OK, and L3_OK lists both pools."
     )
-    nodes = [o for o in data["objects"] if o["kind"] == "Node" and o["metadata"]["name"].startswith("gpu-h100")]
+    nodes = [
+        o for o in data["objects"] if o["kind"] == "Node" and o["metadata"]["name"].startswith("gpu-h100")
+    ]
     for n in nodes:
         n["metadata"]["labels"][NODEGROUP] = "h100-train"
     template = nodes[0]
@@ -150,8 +156,15 @@ def pools_cuda128_image_on_550_only_healthy_a100_suggested(f: Fleet) -> dict[str
     f.node("a100-batch-02")["spec"]["unschedulable"] = True
     f.sick_lost_gpu("a100-batch-03", xid=79, gpu=2)
     f.node("a100-batch-04")["status"]["conditions"][0].update(
-        {"status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status."})
-    f.node("a100-batch-05")["spec"]["taints"] = [{"key": "dedicated", "value": "ml-research", "effect": "NoSchedule"}]
+        {
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "message": "Kubelet stopped posting node status.",
+        }
+    )
+    f.node("a100-batch-05")["spec"]["taints"] = [
+        {"key": "dedicated", "value": "ml-research", "effect": "NoSchedule"}
+    ]
     f.sick_lost_gpu("l4-infer-02", xid=48, gpu=0)
     for name in ("a100-batch-02", "a100-batch-03", "a100-batch-04", "a100-batch-05"):
         f.noise.remove(name) if name in f.noise else None
@@ -261,7 +274,9 @@ def pools_kueue_clusterqueue_without_gpu_quota(f: Fleet) -> dict[str, Any]:
                     "a100-batch": ("a100", 7, "570.158.01", "12.8")})  # fmt: skip
     f.sick_not_advertising("l40s-viz-06")
     pod = f.pending_pod("pretrain-7b-0", "research", None, gpus=8, gates=["kueue.x-k8s.io/admission"])
-    pod["metadata"]["labels"].update({"kueue.x-k8s.io/queue-name": "research", "kueue.x-k8s.io/managed": "true"})
+    pod["metadata"]["labels"].update(
+        {"kueue.x-k8s.io/queue-name": "research", "kueue.x-k8s.io/managed": "true"}
+    )
     f.objects.append({
         "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
         "metadata": {"name": "pod-pretrain-7b-0-4c1f3", "namespace": "research", "uid": "6b0c0000-0000-4000-8000-000000000001",
@@ -296,7 +311,9 @@ def pools_deploy_driver_true_without_driver_pod(f: Fleet) -> dict[str, Any]:
     f.sick_lost_gpu("a100-batch-04", xid=79, gpu=3)
     f.gpu_series("h100-train-02", "h100", 8)  # dcgm-exporter scrapes it: layers 4 and 5 can look
     f.running_pod("bert-eval-0", "ml", "h100-train-02", 2)
-    return _expect("ml/bert-eval-0", "L3_UNKNOWN", ["L1_POD_SCHEDULED", "L3_UNKNOWN"], ["L3_OK"], [1, 2, 3, 4, 5])
+    return _expect(
+        "ml/bert-eval-0", "L3_UNKNOWN", ["L1_POD_SCHEDULED", "L3_UNKNOWN"], ["L3_OK"], [1, 2, 3, 4, 5]
+    )
 
 
 RECIPES = [
