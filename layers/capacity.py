@@ -159,3 +159,13 @@ def requested_by_node(ctx: WalkContext) -> dict[str, dict[str, int]]:
             ctx.cluster.list_pods(field_selector="status.phase!=Succeeded,status.phase!=Failed")
         ),
     )
+
+
+def free_gpus(ctx: WalkContext, nodes: Sequence[K8sObject], resource: str) -> dict[str, int]:
+    """node -> allocatable minus what its non-terminated pods request of `resource` (never below 0)."""
+    out: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        name = o.name(node)
+        in_use = requested_on(ctx, name, one_by_one=i < PER_NODE_READS)
+        out[name] = max(o.gpu_resources(node, "allocatable").get(resource, 0) - in_use.get(resource, 0), 0)
+    return out

@@ -14,9 +14,11 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from layers.facts import drareads
 from layers.facts import fleet as fl
 from layers.facts import objects as o
 from layers.facts import podstatus as ps
+from layers.facts.candidates import candidate_nodes, carries_requested
 from layers.facts.context import WalkContext
 from layers.facts.fold import shown
 from layers.facts.logsigs import clip, lines_of
@@ -122,6 +124,33 @@ def satisfies(node: K8sObject, need: Need, versions: fl.Versions) -> bool:
     return need.newer_than is not None and have > need.newer_than
 
 
+def runnable_nodes(ctx: WalkContext, nodes: list[K8sObject]) -> dict[str, str]:
+    """Why the target pod could not run on each of these nodes now (absent: it could): not a
+    candidate by its selectors, affinity, taints and requested resource, not Ready, cordoned, or
+    with allocatable below capacity. A node walk (no pod) keeps only the node-state rules."""
+    pod = ctx.pod
+    out: dict[str, str] = {}
+    if pod is not None:
+        if drareads.uses_dra_gpus(ctx):
+            cands = candidate_nodes(
+                pod, nodes, drareads.publishes_requested(ctx), drareads.is_dra_gpu_node(ctx)
+            )
+        else:
+            cands = candidate_nodes(pod, nodes, carries_requested(pod))
+        out.update({n: why for n, why in cands.excluded.items()})
+    for node in nodes:
+        name = o.name(node)
+        if name in out:
+            continue
+        if not o.node_ready(node):
+            out[name] = "not Ready"
+        elif o.is_unschedulable(node):
+            out[name] = "cordoned"
+        elif o.allocatable_gaps(node):
+            out[name] = "allocatable below capacity"
+    return out
+
+
 def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str | None]) -> list[Finding]:
     out: list[Finding] = []
     found = needs(ctx, log)
@@ -150,21 +179,38 @@ def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str |
             continue
         try:
             fleet_nodes = ctx.gpu_nodes()
+            placeable = runnable_nodes(ctx, fleet_nodes)
         except SourceError:
-            fleet_nodes = []
-        good = [n for n in fleet_nodes if o.name(n) != need.node and satisfies(n, probe, versions)]
+            fleet_nodes, placeable = [], {}
+        newer = [n for n in fleet_nodes if o.name(n) != need.node and satisfies(n, probe, versions)]
+        # Only nodes the pod could run on now (spec: L3_DRIVER_TOO_OLD suggestions): a cordoned node,
+        # one with lost GPUs or one its selector or taints keep it off is no place to send it.
+        good = [n for n in newer if o.name(n) not in placeable]
+        kept_off = [f"{o.name(n)} ({placeable[o.name(n)]})" for n in newer if o.name(n) in placeable]
         known_driver, known_cuda, source = versions(node_obj)
         driver = known_driver or "unknown (no GFD label or DRA attribute)"
         cuda = known_cuda or "unknown"
         listed = shown([f"{o.name(n)} (driver {versions(n)[0]}, CUDA {versions(n)[1]})" for n in good])
         fleet_line = (
-            f"GPU nodes whose driver would do ({len(good)} of {len(fleet_nodes)}): {listed}"
+            f"GPU nodes the pod could run on whose driver would do ({len(good)} of {len(fleet_nodes)}): {listed}"
             if good
-            else f"no GPU node of the fleet ({len(fleet_nodes)}) has a driver that would do: upgrade the driver "
-            "(ClusterPolicy or NVIDIADriver spec.version) or use an image built for an older CUDA"
+            else f"no GPU node of the fleet ({len(fleet_nodes)}) the pod could run on has a driver that would do: "
+            "upgrade the driver (ClusterPolicy or NVIDIADriver spec.version) or use an image built for an older CUDA"
+        )
+        off_line = (
+            [f"newer drivers the pod cannot use now ({len(kept_off)}): {shown(kept_off, limit=5)}"]
+            if kept_off
+            else []
         )
         where_to = (
-            f"run it on {shown([o.name(n) for n in good], limit=3)}" if good else "upgrade the node's driver"
+            f"run it on {shown([o.name(n) for n in good], limit=3)}"
+            if good
+            else "upgrade the node's driver"
+            + (
+                f" ({len(kept_off)} node(s) with a newer one exist, but the pod cannot run there now)"
+                if kept_off
+                else ""
+            )
         )
         out.append(
             finding(
@@ -186,6 +232,7 @@ def driver_too_old(ctx: WalkContext, log: Callable[[K8sObject, str, bool], str |
                         else f"driverVersion {driver}, cudaDriverVersion {cuda} ({source or 'not reported'})"
                     ),
                     fleet_line,
+                    *off_line,
                 ],
                 commands=[
                     "kubectl get nodes -l nvidia.com/gpu.present=true -L "

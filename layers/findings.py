@@ -82,6 +82,8 @@ CODES: dict[str, CodeSpec] = {
         _spec("L1_UNTOLERATED_TAINT", W, STOP, 2),
         _spec("L1_SELECTOR_MISMATCH", W, STOP, 2),
         _spec("L1_NODES_UNSCHEDULABLE", W, STOP, 2),
+        _spec("L1_VOLUME_NODE_AFFINITY", W, STOP, 3),
+        _spec("L1_TOPOLOGY_SPREAD", W, STOP, 3),
         _spec("L1_GPU_EXHAUSTED", I, STOP, 2),
         # Noise on nodes the pod could not use: one line, never the verdict's equal (specificity 0).
         _spec("L1_ELSEWHERE_IN_FLEET", I, None, 0),

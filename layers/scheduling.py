@@ -8,11 +8,12 @@ FailedScheduling messages checked against the nodes themselves.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
+from layers.admission import admission_rejected
+from layers.advertising import node_not_advertising, resource_mismatch, selected_mismatch
 from layers.capacity import allocatable_below_capacity, capacity_columns, gpu_exhausted, more_nodes
 from layers.dra import pods as dra_pods
 from layers.facts import drareads
@@ -20,13 +21,16 @@ from layers.facts import objects as o
 from layers.facts.candidates import Candidates, not_for_pods
 from layers.facts.context import WalkContext
 from layers.facts.dra import EXTENDED_PREFIX, extended_dra_requests
-from layers.facts.fold import MAX_LISTED, fold, listed, shown
+from layers.facts.fold import MAX_LISTED, fold, listed
 from layers.facts.logsigs import event_line, event_message, event_time
 from layers.facts.placement import node_conditions, scheduler_reasons, selector_misses
 from layers.facts.schedmsg import SchedulingFailure, parse_failed_scheduling
 from layers.findings import Finding, LayerResult, finding, unknown
+from layers.gated import scheduling_gated
 from layers.migconfig import mig_config_failed
 from layers.sources import K8sObject, SourceError
+from layers.spread import topology_spread
+from layers.volumes import unread_volumes, volume_affinity
 
 LAYER = 1
 
@@ -77,7 +81,7 @@ def check(ctx: WalkContext) -> LayerResult:
     findings.extend(pending)
     if o.scheduling_gates(pod):
         # Held by a queue (Kueue): the scheduler has not tried it, the fleet cannot explain it.
-        findings.append(scheduling_gated(pod))
+        findings.extend(scheduling_gated(ctx, pod))
         return LayerResult.build(LAYER, findings)
     if uses_dra:
         findings.extend(dra_pods.unbound_pod(ctx, pod, failures))
@@ -95,103 +99,6 @@ def check(ctx: WalkContext) -> LayerResult:
             elsewhere_in_fleet(nodes, cands, drareads.slice_nodes(ctx) if silent else frozenset())
         )
     return LayerResult.build(LAYER, findings)
-
-
-# The kubelet's admission refusals of a bound pod: `OutOf<resource>` (its device count disagrees
-# with the scheduler's) and UnexpectedAdmissionError (the device manager's Allocate failed).
-_OUT_OF = "OutOf"
-_UNEXPECTED_ADMISSION = "UnexpectedAdmissionError"
-# k8s-device-plugin's Allocate on shared GPUs: "request for 'nvidia.com/gpu: 2' too large: maximum request
-# size for shared resources is 1" (time-slicing), "invalid request: maximum request size for shared
-# resources is 1; found 2" (MPS).
-_SHARED_LIMIT = re.compile(r"maximum request size for shared resources is 1(?:; found \d+)?", re.IGNORECASE)
-
-
-def admission_rejected(ctx: WalkContext, pod: K8sObject, node: str) -> list[Finding]:
-    """L1_ADMISSION_REJECTED: the kubelet on the pod's node refused it over a GPU resource."""
-    status = pod.get("status") or {}
-    reason, message = str(status.get("reason") or ""), " ".join(str(status.get("message") or "").split())
-    resource = reason.removeprefix(_OUT_OF) if reason.startswith(_OUT_OF) else ""
-    if not (o.is_gpu_resource(resource) or (reason == _UNEXPECTED_ADMISSION and "nvidia.com/" in message)):
-        return []
-    ns, name = o.namespace(pod), o.name(pod)
-    evidence = [f"status.phase={o.pod_phase(pod)}", f"status.reason={reason}", f"status.message={message}"]
-    try:
-        evidence += [
-            event_line(e) for e in ctx.events("Pod", ns, name) if str(e.get("reason", "")) == reason
-        ][-3:]
-    except SourceError as err:
-        evidence.append(f"events not read: {err}")
-    try:
-        obj = ctx.node(node)
-    except SourceError:
-        obj = None  # the capacity check above already said the node list could not be read
-    capacity = o.gpu_resources(obj, "capacity") if obj is not None else {}
-    allocatable = o.gpu_resources(obj, "allocatable") if obj is not None else {}
-    evidence += [
-        f"{node} now: capacity {r}={c}, allocatable {r}={allocatable.get(r, 0)}"
-        for r, c in sorted(capacity.items())
-    ]
-    shared = _SHARED_LIMIT.search(message)
-    if shared:
-        # The device plugin's Allocate refused it (time-slicing/MPS, failRequestsGreaterThanOne).
-        why = (
-            f"the device plugin on {node} shares each GPU (time-slicing or MPS) and refuses a request above 1 "
-            f"({shared.group(0)}) — ask for 1 per pod, or for a node that does not share its GPUs, and recreate it"
-        )
-    elif reason == _UNEXPECTED_ADMISSION:
-        why = (
-            "the device manager could not allocate the devices the scheduler counted on (a GPU marked unhealthy "
-            "between scheduling and admission, or the device plugin restarting) — recreate the pod (a Job or "
-            f"Deployment does) and check the device plugin on {node}"
-        )
-    else:
-        why = (
-            "its count of the node's GPUs disagreed with the scheduler's (a kubelet restart before the device "
-            "plugin registered again, or a nodeName set past the scheduler) — recreate the pod (a Job or "
-            f"Deployment does) and check the device plugin on {node}"
-        )
-    return [
-        finding(
-            "L1_ADMISSION_REJECTED",
-            f"the kubelet on {node} refused {ns}/{name} at admission ({reason}): {why}",
-            evidence=evidence,
-            commands=[
-                f"kubectl get pod -n {ns} {name} -o jsonpath='{{.status.reason}}: {{.status.message}}'",
-                f"kubectl describe node {node} | sed -n '/Capacity/,/Allocated resources/p'",
-                f"kubectl get pods -A -o wide --field-selector spec.nodeName={node} | grep -i device-plugin",
-            ],
-            node=node,
-        )
-    ]
-
-
-def scheduling_gated(pod: K8sObject) -> Finding:
-    ns, name = o.namespace(pod), o.name(pod)
-    gates = o.scheduling_gates(pod)
-    queue = o.labels(pod).get("kueue.x-k8s.io/queue-name")
-    kueue = any(g.startswith("kueue.x-k8s.io/") for g in gates) or queue is not None
-    return finding(
-        "L1_SCHEDULING_GATED",
-        f"{ns}/{name} is held by scheduling gate(s) {', '.join(gates)}: the scheduler has not tried it yet"
-        + (" — Kueue admits it when its queue has quota for the whole workload" if kueue else "")
-        + "; no node is at fault",
-        evidence=[
-            *(f"spec.schedulingGates: {g}" for g in gates),
-            *([f"kueue.x-k8s.io/queue-name={queue}"] if queue else []),
-        ],
-        commands=[
-            f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.schedulingGates}}'",
-            *(
-                [f"kubectl get workloads -n {ns}", "kubectl get clusterqueues,localqueues -A"]
-                if kueue
-                else []
-            ),
-        ],
-    )
-
-
-# --- capacity and allocatable ------------------------------------------------------------
 
 
 # --- the unbound pod ---------------------------------------------------------------------
@@ -334,40 +241,14 @@ def unbound_pod(
         # The selected nodes' resource is the answer then, not the selector that keeps the pod off the others.
         keep_selector = not any(f.code == "L1_RESOURCE_MISMATCH" for f in out)
         out.extend(placement_reasons(pod, failures, cands, gpu_nodes, selector=keep_selector))
+    # The pod's own placement rules beside free GPUs: its zonal volumes, its spread constraints.
+    out += unread_volumes(ctx) + volume_affinity(ctx, pod, failures, cands)
+    spread = topology_spread(ctx, pod, failures, cands)
+    out += spread
     fitting = [n for n in cands.nodes if set(requests) <= set(o.advertised(n))]
-    if requests and fitting:
+    if requests and fitting and not spread:
         out.extend(gpu_exhausted(ctx, pod, requests, fitting))
     return out
-
-
-def selected_mismatch(
-    pod: K8sObject,
-    cands: Candidates,
-    gpu_nodes: list[K8sObject],
-    requests: Mapping[str, int],
-    explained: set[str],
-    labels_cmd: str,
-) -> list[Finding]:
-    """`L1_RESOURCE_MISMATCH` on the nodes the pod selects: other nodes advertise the request, but
-    every GPU node its selector and affinity match advertises only other GPU resources (a pool that
-    shares GPUs as `nvidia.com/gpu.shared`, or MIG mixed). The pod asks the pool it means for the
-    wrong name; "fix the selector" would send it to a pool it does not mean."""
-    if cands.nodes or not requests:
-        return []
-    selected = [n for n in gpu_nodes if not not_for_pods(n) and not selector_misses(pod, n)]
-    offered: dict[str, list[str]] = defaultdict(list)
-    for node in selected:
-        for r in o.advertised(node):
-            offered[r].append(o.name(node))
-    missing = sorted(r for r in requests if r not in offered and r not in explained)
-    carrying = {o.name(n) for n in cands.carrying}
-    if not (missing and offered) or any(o.name(n) in carrying for n in selected):
-        return []
-    found = resource_mismatch(
-        missing, requests, offered, selected, labels_cmd, where=f"the {len(selected)} GPU node(s) it selects"
-    )
-    scope = f"other nodes advertise {', '.join(missing)}, but not the {len(selected)} the pod's node selector/affinity match"
-    return [dataclasses.replace(found, evidence=(scope, *found.evidence))]
 
 
 def placement_reasons(
@@ -428,84 +309,3 @@ def elsewhere_in_fleet(
             commands=[capacity_columns(o.GPU_RESOURCE)],
         )
     ]
-
-
-DEPLOY_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
-
-
-def node_not_advertising(node: K8sObject) -> Finding:
-    name, lab = o.name(node), o.labels(node)
-    keys = (
-        "nvidia.com/gpu.present",
-        "nvidia.com/gpu.count",
-        "nvidia.com/gpu.product",
-        *o.NFD_NVIDIA_LABELS,
-        DEPLOY_PLUGIN_LABEL,
-        "nvidia.com/mig.config",
-        "nvidia.com/mig.config.state",
-    )
-    # A resource present at 0 is not "never registered": the kubelet knew the plugin and now counts
-    # no device (k8s-device-plugin issues 1228, 1698: the plugin pod still Running).
-    zero = sorted(o.gpu_resources(node, "capacity"))
-    alloc = o.gpu_resources(node, "allocatable")
-    deploy = str(lab.get(DEPLOY_PLUGIN_LABEL) or "")
-    if deploy.startswith("paused-for-"):
-        # The MIG manager (paused-for-mig-change) and the driver manager (paused-for-driver-upgrade)
-        # take the plugin away while they work and put it back after: restarting it would fight them.
-        why = (
-            f"{DEPLOY_PLUGIN_LABEL}={deploy}: the GPU Operator removed its device plugin while it "
-            f"{'applies a MIG layout' if 'mig' in deploy else 'upgrades the driver'}; the GPUs come back when that "
-            "finishes (if it does not, that change is the problem to look at, not the plugin)"
-        )
-    elif deploy == "false":
-        why = f"{DEPLOY_PLUGIN_LABEL}=false: the device plugin is turned off on this node (set it to true to offer its GPUs)"
-    elif zero:
-        why = (
-            f"status.capacity holds {', '.join(f'{r}=0' for r in zero)}: the device plugin registered once and "
-            "now reports no healthy device, or the kubelet lost its connection to it (restart the device-plugin "
-            "pod, then the kubelet if it stays 0)"
-        )
-    else:
-        why = "its device plugin never registered (often the driver failed on a new node)"
-    return finding(
-        "L1_GPU_NODE_NOT_ADVERTISING",
-        f"{name} is labelled as a GPU node but advertises no GPU resource: {why}",
-        evidence=[
-            *(f"{k}={lab[k]}" for k in keys if k in lab),
-            *(
-                [f"status.capacity[{r}]=0, status.allocatable[{r}]={alloc.get(r, 0)}" for r in zero]
-                or ["no GPU resource in status.capacity"]
-            ),
-        ],
-        commands=[
-            f"kubectl describe node {name} | sed -n '/Capacity/,/Allocatable/p'",
-            f"kubectl get pods -A -o wide --field-selector spec.nodeName={name} | grep -i nvidia",
-        ],
-        node=name,
-    )
-
-
-def resource_mismatch(
-    missing: list[str],
-    requests: Mapping[str, int],
-    offered: Mapping[str, list[str]],
-    nodes: list[K8sObject],
-    labels_cmd: str,
-    where: str = "nodes",
-) -> Finding:
-    strategies = sorted({o.labels(n).get("nvidia.com/mig.strategy", "") for n in nodes} - {""})
-    nobody = "no node advertises it" if where == "nodes" else f"none of {where} advertises it"
-    evidence = [f"pod requests {r}={requests[r]}; {nobody}" for r in missing]
-    evidence += [
-        f"{r} advertised by {len(ns)} node(s): {shown(ns, limit=5)}" for r, ns in sorted(offered.items())
-    ]
-    if strategies:
-        evidence.append(f"nvidia.com/mig.strategy={','.join(strategies)}")
-    others = ", ".join(sorted(offered))
-    return finding(
-        "L1_RESOURCE_MISMATCH",
-        f"the pod requests {', '.join(missing)} but {where} advertise only {others}: "
-        "request the advertised resource (MIG mixed strategy / shared GPUs rename it) or change the config",
-        evidence=evidence,
-        commands=[capacity_columns(r) for r in [*missing, *sorted(offered)]] + [labels_cmd],
-    )

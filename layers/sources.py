@@ -111,6 +111,15 @@ class Cluster(Protocol):
         file a pod's command names from a ConfigMap it mounts (layers/facts/inference.py)."""
         ...
 
+    def get_persistent_volume_claim(self, namespace: str, name: str) -> K8sObject:
+        """One PersistentVolumeClaim (the pod's volumes name theirs); SourceError(not_found) when absent."""
+        ...
+
+    def get_persistent_volume(self, name: str) -> K8sObject:
+        """One PersistentVolume (a bound claim's `spec.volumeName`): its `spec.nodeAffinity` pins
+        the pod to a zone or a host."""
+        ...
+
     def list_dra(
         self,
         kind: DraKind,

@@ -4,13 +4,15 @@ Three usual causes (playbook): the kernel changed under the driver module, the
 nodes run different OS/kernel versions than the driver image fits, or the host
 already has a driver while the operator installs another. Per examined node the
 driver container's log tells the first and third; the GFD labels and
-status.nodeInfo, compared with the majority of GPU nodes, tell the second.
+status.nodeInfo, compared with the majority of the node's driver pool
+(layers/facts/driverpool.py), tell the second.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from layers.driver_missing import driver_pod_missing
 from layers.driver_too_old import driver_too_old
 from layers.facts import driverlogs as dl
 from layers.facts import fleet as fl
@@ -247,6 +249,10 @@ def _driver_findings(reads: _Reads, node: str, node_obj: K8sObject | None) -> li
         reads.refused("the GPU Operator's pods", err, node)
         return []
     out: list[Finding] = []
+    if not drivers:
+        missing = driver_pod_missing(reads, node, node_obj)
+        if missing is not None:
+            reads.held.setdefault(f"nodriver:{node}", missing)
     for pod in drivers:
         if o.pod_ready(pod) or o.pod_phase(pod) == "Succeeded":
             continue  # a Ready driver built and loaded its module
@@ -341,6 +347,7 @@ def check(ctx: WalkContext) -> LayerResult:
     try:
         examined = ctx.examined_nodes()
         spreads = fl.fleet_spreads(ctx)
+        pools = fl.pools_table(ctx)
     except SourceError as err:
         hint = err.hint()
         return LayerResult.build(
@@ -360,7 +367,7 @@ def check(ctx: WalkContext) -> LayerResult:
         findings += _fabric_manager(reads, node)
         findings += fl.upgrade_failed(node, node_obj, fl.upgrade_events(reads, node, node_obj))
     findings += driver_too_old(ctx, reads.log)
-    findings += fl.skews(spreads, examined)
+    findings += fl.pool_skews(ctx, examined)
     findings = fold(findings) + reads.unknowns() + list(reads.held.values())
     if not findings:
         one = examined[0] if len(examined) == 1 else None
@@ -368,6 +375,8 @@ def check(ctx: WalkContext) -> LayerResult:
             facts = [f"{s.what}: {s.value(one) or 'not reported'}" for s in spreads]
         else:
             facts = [s.table() for s in spreads if s.counts]
+        # Several driver branches in several pools are how the operator is meant to be used: said, not flagged.
+        facts += [pools] if pools else []
         findings.append(
             finding(
                 "L3_OK",

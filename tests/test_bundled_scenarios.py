@@ -56,6 +56,10 @@ KNOWN_KINDS = {
     ("resource.k8s.io/v1beta1", "ResourceClaimTemplate"),
     ("resource.nvidia.com/v1beta1", "ComputeDomain"),
     ("nvidia.com/v1alpha1", "GPUCluster"),
+    # A pending pod's volumes and a Kueue-gated pod's Workload (issue 18).
+    ("v1", "PersistentVolumeClaim"),
+    ("v1", "PersistentVolume"),
+    ("kueue.x-k8s.io/v1beta1", "Workload"),
 }
 # Operand `app` label -> the containers the GPU Operator gives it (assets/*/0500_daemonset.yaml).
 OPERAND_CONTAINERS: dict[str, tuple[set[str], set[str]]] = {

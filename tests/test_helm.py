@@ -121,7 +121,7 @@ def _custom_plurals() -> set[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
     for path in [*(ROOT / "bot").rglob("*.py"), *(ROOT / "layers").rglob("*.py")]:
         for group, _version, plural in re.findall(
-            r"(?:list_custom|\.custom)\(\s*\"([\w.]+)\",\s*\"(\w+)\",\s*\"(\w+)\"\s*\)", path.read_text()
+            r"(?:list_custom|\.custom)\(\s*\"([\w.-]+)\",\s*\"(\w+)\",\s*\"(\w+)\"\s*\)", path.read_text()
         ):
             found.add((group, plural))
     return found

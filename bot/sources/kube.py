@@ -91,6 +91,9 @@ EVENTS = Resource("", "v1", "events", namespaced=True)
 DAEMONSETS = Resource("apps", "v1", "daemonsets", namespaced=True)
 RUNTIMECLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", namespaced=False)
 CONFIGMAPS = Resource("", "v1", "configmaps", namespaced=True)
+# A pending pod's volumes: a PersistentVolume's required node affinity (a zonal disk) limits its nodes.
+PVCS = Resource("", "v1", "persistentvolumeclaims", namespaced=True)
+PVS = Resource("", "v1", "persistentvolumes", namespaced=False)
 # Dynamic Resource Allocation (resource.k8s.io), at v1 (Kubernetes 1.34); older clusters serve only the
 # betas (1.32/1.33), and DeviceTaintRules came as v1alpha3: DRA_FALLBACK lists what to try next.
 DRA_RESOURCES: dict[str, Resource] = {
@@ -304,6 +307,12 @@ class KubeCluster(ListReads):
 
     def get_node(self, name: str) -> K8sObject:
         return self._get(NODES, name)
+
+    def get_persistent_volume_claim(self, namespace: str, name: str) -> K8sObject:
+        return self._get(PVCS, name, namespace)
+
+    def get_persistent_volume(self, name: str) -> K8sObject:
+        return self._get(PVS, name)
 
     def list_events(
         self, namespace: str | None, kind: str | None = None, name: str | None = None

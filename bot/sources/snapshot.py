@@ -24,6 +24,8 @@ CUSTOM_KINDS: dict[str, tuple[str, str]] = {
     "nvidiadrivers": ("nvidia.com", "NVIDIADriver"),
     "gpuclusters": ("nvidia.com", "GPUCluster"),
     "computedomains": ("resource.nvidia.com", "ComputeDomain"),
+    # Kueue's Workloads (namespaced; listed across namespaces): a gated pod's quota condition.
+    "workloads": ("kueue.x-k8s.io", "Workload"),
 }
 
 
@@ -188,6 +190,12 @@ class SnapshotCluster(ListReads):
 
     def get_configmap(self, namespace: str, name: str) -> K8sObject:
         return self._get("", "ConfigMap", namespace, name, "configmaps")
+
+    def get_persistent_volume_claim(self, namespace: str, name: str) -> K8sObject:
+        return self._get("", "PersistentVolumeClaim", namespace, name, "persistentvolumeclaims")
+
+    def get_persistent_volume(self, name: str) -> K8sObject:
+        return self._get("", "PersistentVolume", "", name, "persistentvolumes")
 
     def list_events(
         self, namespace: str | None, kind: str | None = None, name: str | None = None

@@ -36,6 +36,8 @@ from layers.facts.placement import (
     taint_text,
     tolerates,
 )
+from layers.facts.volumes import NONE as NO_VOLUMES
+from layers.facts.volumes import PodVolumes
 from layers.sources import K8sObject
 
 NodeTest = Callable[[K8sObject], bool]
@@ -130,8 +132,10 @@ def candidate_nodes(
     nodes: Iterable[K8sObject],
     carries: NodeTest,
     gpu_node: NodeTest = o.is_gpu_node,
+    volumes: PodVolumes = NO_VOLUMES,
 ) -> Candidates:
-    """Sort the GPU nodes into the pod's candidates and the rest (with the reason), in node order."""
+    """Sort the GPU nodes into the pod's candidates and the rest (with the reason), in node order.
+    `volumes`: the pod's bound PersistentVolumes; a node that fails one's node affinity is no candidate."""
     chosen: list[K8sObject] = []
     carrying: list[K8sObject] = []
     excluded: dict[str, str] = {}
@@ -154,6 +158,10 @@ def candidate_nodes(
         taints = untolerated_taints(pod, node)
         if taints:
             excluded[name] = "untolerated taint " + ", ".join(taints)
+            continue
+        pinned = volumes.misses(node)
+        if pinned:
+            excluded[name] = "; ".join(pinned)
             continue
         chosen.append(node)
     return Candidates(nodes=tuple(chosen), carrying=tuple(carrying), excluded=excluded)

@@ -12,6 +12,8 @@ from layers.facts import objects as o
 from layers.facts.candidates import Candidates, candidate_nodes, carries_requested, pointed_at
 from layers.facts.deployments import DRA_DRIVER_NAMES, EXTRA_SELECTORS, device_plugin_of, dra_role
 from layers.facts.readcache import ReadCache, Settings
+from layers.facts.volumes import NONE as NO_VOLUMES
+from layers.facts.volumes import PodVolumes, read_volumes
 from layers.findings import Target
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry
 
@@ -115,12 +117,21 @@ class WalkContext(ReadCache):
                 # A gated pod has not been tried by the scheduler: no node is examined for it.
                 return Candidates(nodes=(), carrying=())
             nodes = self.nodes()
+            vols = self.volumes()
             if drareads.uses_dra_gpus(self):
                 carries, gpu_node = drareads.publishes_requested(self), drareads.is_dra_gpu_node(self)
-                return candidate_nodes(self.pod, nodes, carries, gpu_node)
-            return candidate_nodes(self.pod, nodes, drareads.not_via_dra(self, carries_requested(self.pod)))
+                return candidate_nodes(self.pod, nodes, carries, gpu_node, vols)
+            carries = drareads.not_via_dra(self, carries_requested(self.pod))
+            return candidate_nodes(self.pod, nodes, carries, volumes=vols)
 
         return self.cached("candidates", pick)
+
+    def volumes(self) -> PodVolumes:
+        """The unbound target pod's PersistentVolumes that pin it to nodes, read once per walk."""
+        if self.pod is None or self.bound_node:
+            return NO_VOLUMES
+        pod = self.pod
+        return self.cached("volumes", lambda: read_volumes(self.cluster, pod))
 
     def examined_nodes(self) -> list[str]:
         """Nodes later layers look at (spec/findings.md, Terms: examined nodes): the pod's node, else

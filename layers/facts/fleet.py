@@ -2,7 +2,8 @@
 
 Which driver, CUDA runtime, kernel and OS image each GPU node runs (GFD labels, on a
 DRA node without them its published device attributes, and status.nodeInfo), how those
-values are spread over the fleet, and which nodes differ from the majority.
+values are spread over each driver pool (layers/facts/driverpool.py), and which nodes
+differ from their pool's majority.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from functools import cached_property
 from layers.facts import drareads, draslices
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
+from layers.facts.driverpool import DriverPools, driver_pools
 from layers.facts.fold import MAX_LISTED, shown
 from layers.facts.logs import LogReads
 from layers.findings import Finding, finding
@@ -115,6 +117,7 @@ class Spread:
     by_node: dict[str, str]
     dra_read: frozenset[str] = frozenset()  # nodes whose value is a DRA device attribute, not a label
     read_as: Mapping[str, str] = field(default_factory=dict)  # a node's own spelling, where by_node's differs
+    pool: str = ""  # the driver pool it was computed over ("" : every GPU node)
 
     def value(self, node: str) -> str | None:
         """The node's value as the node itself writes it."""
@@ -140,9 +143,10 @@ class Spread:
     def describe(self, node: str) -> str:
         m = self.majority
         base = f"{self.what} {self.value(node)}"
+        where = f"GPU nodes of its driver pool ({self.pool})" if self.pool else "GPU nodes"
         if m is None:
-            return f"{base} (GPU nodes are split with no majority: {self.table().split(': ', 1)[1]})"
-        return f"{base} vs {m} on {dict(self.counts)[m]} of {len(self.by_node)} GPU nodes"
+            return f"{base} ({where} are split with no majority: {self.table().split(': ', 1)[1]})"
+        return f"{base} vs {m} on {dict(self.counts)[m]} of {len(self.by_node)} {where}"
 
     @cached_property
     def odd_nodes(self) -> list[str]:
@@ -156,6 +160,7 @@ def spread(
     read: Callable[[K8sObject], str | None],
     same: Callable[[str], Hashable] = str,
     dra_read: frozenset[str] = frozenset(),
+    pool: str = "",
 ) -> Spread:
     """How the values `read` gives are spread over these nodes (nodes without one are left out).
     Values with the same `same` key are one value, counted under the spelling most of its nodes
@@ -176,21 +181,33 @@ def spread(
         by_node,
         frozenset(n for n in dra_read if n in raw),
         {n: v for n, v in raw.items() if v != by_node[n]},
+        pool,
     )
 
 
-def skew(code: str, spreads: list[Spread], examined: list[str], command: str, advice: str) -> list[Finding]:
-    """One finding per examined node whose values differ from the fleet majority in any of `spreads`."""
+def skew(
+    code: str,
+    spreads: list[Spread],
+    examined: list[str],
+    command: str,
+    advice: str,
+    notes: Sequence[str] = (),
+) -> list[Finding]:
+    """One finding per examined node whose values differ from its pool's majority in any of `spreads`."""
     out: list[Finding] = []
     for node in examined:
         odd = [s for s in spreads if s.odd(node)]
         if odd:
             dra = sorted({n for s in odd for n in s.dra_read})
+            pool = odd[0].pool
+            where = [f"driver pool: {pool} ({len(odd[0].by_node)} GPU nodes report it)"] if pool else []
             out.append(
                 finding(
                     code,
                     f"{node} runs " + " and ".join(s.describe(node) for s in odd) + f": {advice}",
-                    evidence=[s.table() for s in odd]
+                    evidence=where
+                    + [*notes]
+                    + [s.table() for s in odd]
                     + [f"odd nodes ({s.what}): {shown(s.odd_nodes)}" for s in odd]
                     + (
                         [
@@ -215,7 +232,7 @@ def skew(code: str, spreads: list[Spread], examined: list[str], command: str, ad
     return out
 
 
-def skews(spreads: list[Spread], examined: list[str]) -> list[Finding]:
+def skews(spreads: list[Spread], examined: list[str], notes: Sequence[str] = ()) -> list[Finding]:
     """L3's skew findings from the (driver, runtime, kernel, OS image) spreads."""
     driver, runtime, kernel, image = spreads
     return skew(
@@ -223,14 +240,25 @@ def skews(spreads: list[Spread], examined: list[str]) -> list[Finding]:
         [driver, runtime],
         examined,
         "kubectl get nodes -L nvidia.com/cuda.driver-version.full,nvidia.com/cuda.runtime-version.full",
-        "upgrade or roll back this node's driver so the fleet matches",
+        "upgrade or roll back this node's driver so its driver pool matches",
+        notes,
     ) + skew(
         "L3_KERNEL_SKEW",
         [kernel, image],
         examined,
         "kubectl get nodes -o wide",
         "check that the driver image fits this kernel/OS (a kernel update needs a matching driver build)",
+        notes,
     )
+
+
+def pool_skews(ctx: WalkContext, examined: list[str]) -> list[Finding]:
+    """The skews of each examined node against its own driver pool (a pool of one has none)."""
+    pools = driver_pools(ctx)
+    out: list[Finding] = []
+    for node in examined:
+        out += skews(pool_spreads(ctx, node), [node], pools.notes)
+    return out
 
 
 def upgrade_failed(node: str, node_obj: K8sObject | None, events: Sequence[str] = ()) -> list[Finding]:
@@ -281,19 +309,57 @@ def upgrade_events(reads: LogReads, node: str, node_obj: K8sObject | None) -> li
         return []
 
 
-def fleet_spreads(ctx: WalkContext) -> list[Spread]:
-    """The GPU nodes' (driver, CUDA runtime, kernel, OS image) spreads, once per walk."""
+def _fleet_versions(ctx: WalkContext) -> dict[str, tuple[str | None, str | None, str]]:
+    """Every GPU node's (driver, CUDA, source), read once per walk."""
+
+    def compute() -> dict[str, tuple[str | None, str | None, str]]:
+        versions = node_versions(ctx)
+        return {o.name(n): versions(n) for n in ctx.gpu_nodes()}
+
+    return ctx.cached("l3_fleet_versions", compute)
+
+
+def _spreads_over(ctx: WalkContext, nodes: list[K8sObject], pool: str) -> list[Spread]:
+    read = _fleet_versions(ctx)
+    dra = frozenset(o.name(n) for n in nodes if read[o.name(n)][2] == DRA_SLICE)
+    return [
+        spread(nodes, "driver", lambda n: read[o.name(n)][0], version_key, dra, pool),
+        spread(nodes, "CUDA runtime", lambda n: read[o.name(n)][1], version_key, dra, pool),
+        spread(nodes, "kernel", kernel_version, pool=pool),
+        spread(nodes, "OS image", os_image, pool=pool),
+    ]
+
+
+def pool_spreads(ctx: WalkContext, node: str) -> list[Spread]:
+    """The (driver, CUDA runtime, kernel, OS image) spreads over the node's driver pool, once per pool."""
+    pools = driver_pools(ctx)
+    pool = pools.of(node)
 
     def compute() -> list[Spread]:
-        gpu = ctx.gpu_nodes()
-        versions = node_versions(ctx)
-        read = {o.name(n): versions(n) for n in gpu}
-        dra = frozenset(n for n, (_, _, source) in read.items() if source == DRA_SLICE)
-        return [
-            spread(gpu, "driver", lambda n: read[o.name(n)][0], version_key, dra),
-            spread(gpu, "CUDA runtime", lambda n: read[o.name(n)][1], version_key, dra),
-            spread(gpu, "kernel", kernel_version),
-            spread(gpu, "OS image", os_image),
-        ]
+        members = set(pools.members(node))  # once per pool: a pending pod examines 5,000 nodes
+        nodes = [n for n in ctx.gpu_nodes() if o.name(n) in members]
+        return _spreads_over(ctx, nodes, pool.label if pool else "")
 
-    return ctx.cached("l3_fleet_spread", compute)
+    return ctx.cached(("l3_pool_spread", pool.key if pool else node), compute)
+
+
+def fleet_spreads(ctx: WalkContext) -> list[Spread]:
+    """The GPU nodes' (driver, CUDA runtime, kernel, OS image) spreads over the whole fleet, once per walk."""
+    return ctx.cached("l3_fleet_spread", lambda: _spreads_over(ctx, ctx.gpu_nodes(), ""))
+
+
+def pools_table(ctx: WalkContext) -> str | None:
+    """`driver pools: <pool>: driver 550.x (8 nodes); <pool>: driver 535.y (6 nodes)` when the GPU
+    nodes form more than one pool (L3_OK evidence: different pools, different branches, no finding)."""
+    pools: DriverPools = driver_pools(ctx)
+    if len(pools.pools) < 2:
+        return None
+    read = _fleet_versions(ctx)
+    parts: list[str] = []
+    for pool in pools.pools:
+        members = pools.members_of[pool]
+        versions = Counter(v for n in members if (v := read[n][0]))
+        shown_versions = ", ".join(f"{v} ({c})" for v, c in versions.most_common()) or "not reported"
+        plural = "s" if len(members) != 1 else ""
+        parts.append(f"{pool.label}: driver {shown_versions} of {len(members)} node{plural}")
+    return "driver pools: " + "; ".join(parts)

@@ -126,6 +126,28 @@ def selector_misses(pod: K8sObject, node: K8sObject) -> list[str]:
     return why
 
 
+def terms_match(terms: Sequence[Mapping[str, Any]], node: K8sObject) -> bool:
+    """A NodeSelector's terms (ORed) match the node: a PersistentVolume's required node affinity as
+    the scheduler's VolumeBinding plugin reads it, with the pod's own affinity rules."""
+    return not terms or any(_term_matches(t, node) for t in terms)
+
+
+def terms_miss(terms: Sequence[Mapping[str, Any]], node: K8sObject) -> str:
+    """Why the node fails each of the terms, with its own value ("zone In us-east-1a, node has …")."""
+    return " or ".join(_term_miss(t, node) for t in terms)
+
+
+def terms_text(terms: Sequence[Mapping[str, Any]]) -> str:
+    """A NodeSelector as a person reads it: `topology.kubernetes.io/zone In us-east-1a`."""
+    return " or ".join(
+        " and ".join(
+            _expr_text(e) for e in [*(t.get("matchExpressions") or []), *(t.get("matchFields") or [])]
+        )
+        or "an empty term"
+        for t in terms
+    )
+
+
 def _term_miss(term: Mapping[str, Any], node: K8sObject) -> str:
     """The first expression of a nodeSelectorTerm that the node fails, with the node's value."""
     lab = _labels(node)

@@ -26,6 +26,10 @@ _UNSCHEDULABLE = re.compile(
     r"(?:were|was|is|are)\s+unschedulable|node\.kubernetes\.io/unschedulable", re.IGNORECASE
 )
 _TAINTED = re.compile(r"untolerated\s+taint|had\s+taints?\b|didn'?t\s+tolerate", re.IGNORECASE)
+# VolumeBinding's "node(s) had volume node affinity conflict" (older: "…volume node affinity conflict").
+_VOLUME = re.compile(r"volume\s+node\s+affinity\s+conflict", re.IGNORECASE)
+# PodTopologySpread's "node(s) didn't match pod topology spread constraints" (and "… (missing required label)").
+_SPREAD = re.compile(r"didn'?t\s+match\s+pod\s+topology\s+spread\s+constraints", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,14 @@ class SchedulingFailure:
     @property
     def untolerated_taint(self) -> bool:
         return any(_TAINTED.search(r.text) for r in self.reasons)
+
+    @property
+    def volume_conflict(self) -> bool:
+        return any(_VOLUME.search(r.text) for r in self.reasons)
+
+    @property
+    def topology_spread(self) -> bool:
+        return any(_SPREAD.search(r.text) for r in self.reasons)
 
 
 def _split_reasons(body: str) -> tuple[SchedulerReason, ...]:

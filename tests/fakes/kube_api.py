@@ -52,6 +52,8 @@ RESOURCES = (
     Resource("", "v1", "events", "Event", True, ("ev",)),
     Resource("", "v1", "configmaps", "ConfigMap", True, ("cm",)),
     Resource("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",)),
+    Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",)),
+    Resource("", "v1", "persistentvolumes", "PersistentVolume", False, ("pv",)),
     Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False),
     Resource("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False),
     Resource("nvidia.com", "v1alpha1", "nvidiadrivers", "NVIDIADriver", False, ("nvd",)),
@@ -63,6 +65,7 @@ RESOURCES = (
     Resource("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
     Resource("resource.k8s.io", "v1alpha3", "devicetaintrules", "DeviceTaintRule", False),
     Resource("resource.nvidia.com", "v1beta1", "computedomains", "ComputeDomain", True),
+    Resource("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", True),
 )
 _BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 # Groups a cluster may not serve: an older Kubernetes has no DRA, and no DRA driver no CRD.

@@ -133,11 +133,15 @@ def test_fabric_manager_from_cuda_validator_and_app_with_a_runnable_command() ->
     assert f.commands[-1].startswith("kubectl exec -n nvidia-gpu-operator nvidia-driver-daemonset-")
 
 
-def test_canary_driver_skew_ignores_the_unlabelled_new_node() -> None:
-    f = l3("bb-l3-nvidiadriver-canary-580-one-node", "L3_DRIVER_VERSION_SKEW")
-    assert "driver: 570.172.08 → 4 nodes, 580.82.07 → 1 node" in f.evidence
-    assert "odd nodes (driver): gpu-a100-04" in f.evidence
-    assert not any("gpu-a100-06" in e for e in f.evidence)
+def test_canary_nvidiadriver_is_a_pool_of_its_own() -> None:
+    """Issue 18: the canary CR selects gpu-a100-04 alone, a driver pool of one: no skew; L3_OK says
+    both pools' versions (the unlabelled new node counts in its pool, with no version)."""
+    f = l3("bb-l3-nvidiadriver-canary-580-one-node", "L3_OK")
+    assert "driver: 580.82.07" in f.evidence
+    assert (
+        "driver pools: NVIDIADriver default: driver 570.172.08 (4) of 5 nodes; "
+        "NVIDIADriver a100-canary: driver 580.82.07 (1) of 1 node" in f.evidence
+    ), f.evidence
 
 
 def test_kernel_majority_is_over_gpu_nodes_not_the_cpu_pool() -> None:

@@ -117,13 +117,20 @@ def test_a_dra_pods_node_with_another_driver_is_a_skew() -> None:
     assert verdict is not None and verdict.code == "L3_DRIVER_VERSION_SKEW", [
         (x.code, x.summary) for r in result.layers for x in r.findings
     ]
-    # The plugin node publishes nothing and has no label: it is left out, not counted as a skew.
-    reporting = 15
-    assert f"driver 570.172.8 vs 580.95.5 on {reporting - 1} of {reporting} GPU nodes" in skew.summary
+    # Compared inside its driver pool (issue 18): the H100s, by the product their slices publish
+    # (no GFD, no node-pool label). The plugin node publishes nothing and has no label: it is left
+    # out, not counted as a skew. The other pools (H200, A100, L40S) are not compared with.
+    reporting = 5
+    pool = "GPU product NVIDIA-H100-80GB-HBM3"
+    assert (
+        f"driver 570.172.8 vs 580.95.5 on {reporting - 1} of {reporting} GPU nodes of its driver pool ({pool})"
+        in skew.summary
+    )
     assert "CUDA runtime 12.8.0 vs 13.0.0" in skew.summary
+    assert f"driver pool: {pool} ({reporting} GPU nodes report it)" in skew.evidence
     assert f"driver: 580.95.5 → {reporting - 1} nodes, 570.172.8 → 1 node" in skew.evidence
     assert f"odd nodes (driver): {TARGET}" in skew.evidence
-    assert any("driverVersion / cudaDriverVersion (no GFD label) on 15 nodes" in e for e in skew.evidence)
+    assert any("driverVersion / cudaDriverVersion (no GFD label) on 5 nodes" in e for e in skew.evidence)
     assert (
         f"kubectl get resourceslices --field-selector spec.driver=gpu.nvidia.com,spec.nodeName={TARGET} -o yaml"
         in skew.commands
@@ -144,7 +151,7 @@ def test_a_uniform_dra_fleet_has_no_skew() -> None:
 def test_a_mixed_fleet_reads_gfd_and_dra_nodes_as_one() -> None:
     """Half the fleet is GFD-labelled (580.95.05, 13.0), half DRA-only (580.95.5, 13.0.0): the same
     versions. Uniform: no skew, whichever node the pod runs on. One DRA-only node on another driver: a
-    skew against all 14 others, the majority written as most of its nodes write it."""
+    skew against the 4 others of its H100 pool, the majority written as most of its nodes write it."""
     # Eight GFD nodes, seven DRA-only ones publishing, the crash-looping plugin's node (h100-06) neither.
     gfd = ["h100-01", "h100-02", "h100-04", "h100-05", "h200-01", "h200-02", "a100-01", "a100-03"]
     uniform = _fleet("dra-driver-mixed-uniform-16-nodes", odd=False, gfd=gfd)
@@ -155,10 +162,12 @@ def test_a_mixed_fleet_reads_gfd_and_dra_nodes_as_one() -> None:
     mixed = _fleet("dra-driver-mixed-skew-16-nodes", odd=True, gfd=gfd)
     [skew] = _skews(_walk(mixed))
     assert skew.node == TARGET
-    assert "driver 570.172.8 vs 580.95.05 on 14 of 15 GPU nodes" in skew.summary, skew.summary
-    assert "driver: 580.95.05 → 14 nodes, 570.172.8 → 1 node" in skew.evidence
-    assert "CUDA runtime: 13.0 → 14 nodes, 12.8.0 → 1 node" in skew.evidence
-    assert any("(no GFD label) on 7 nodes" in e for e in skew.evidence), skew.evidence
+    assert "driver 570.172.8 vs 580.95.05 on 4 of 5 GPU nodes of its driver pool" in skew.summary, (
+        skew.summary
+    )
+    assert "driver: 580.95.05 → 4 nodes, 570.172.8 → 1 node" in skew.evidence
+    assert "CUDA runtime: 13.0 → 4 nodes, 12.8.0 → 1 node" in skew.evidence
+    assert any("(no GFD label) on 1 node: h100-03" in e for e in skew.evidence), skew.evidence
     assert skew.evidence.count("odd nodes (driver): h100-03") == 1
 
 

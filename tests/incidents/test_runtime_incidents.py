@@ -84,12 +84,11 @@ def test_cuda_requirement_is_read_from_the_status_and_the_kubelet_event() -> Non
     )
     [old] = findings(stem, "L3_DRIVER_TOO_OLD")
     assert "CUDA >= 12.9" in old.summary and "(550.90.07) supports CUDA 12.4" in old.summary
-    fleet = next(e for e in old.evidence if e.startswith("GPU nodes whose driver would do"))
-    assert (
-        "(8 of 14)" in fleet
-        and "h100-sxm-01 (driver 575.57.08, CUDA 12.9)" in fleet
-        and "a100-pcie" not in fleet
-    )
+    # Issue 18: the H100s have a newer driver, but the pod selects the A100 pool: no place to send it.
+    assert "no GPU node of the fleet (14) the pod could run on has a driver that would do" in old.evidence[2]
+    off = next(e for e in old.evidence if e.startswith("newer drivers the pod cannot use now (8): "))
+    assert "h100-sxm-01 (nodeSelector node-pool=a100-inference, node has node-pool=h100-train)" in off
+    assert "a100-pcie" not in off and "run it on" not in old.summary
 
 
 def test_crio_wrapped_driver_not_loaded_sends_the_walk_to_the_driver_build() -> None:

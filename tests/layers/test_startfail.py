@@ -186,7 +186,10 @@ def test_insufficient_driver_in_the_log_without_a_version_names_newer_nodes() ->
     found = _walk_layer3(log, "nvcr.io/nvidia/pytorch:25.03-py3", "12.4")
     [f] = [f for f in found if f.code == "L3_DRIVER_TOO_OLD"]
     assert "needs a newer CUDA than 12.4" in f.summary
-    assert "GPU nodes whose driver would do (1 of 3): gpu-2 (driver 570.158.01, CUDA 12.8)" in f.evidence
+    assert (
+        "GPU nodes the pod could run on whose driver would do (1 of 3): gpu-2 (driver 570.158.01, CUDA 12.8)"
+        in f.evidence
+    )
 
 
 def test_a_label_that_already_satisfies_the_need_is_an_unknown_not_a_fault() -> None:
