@@ -25,8 +25,9 @@ How an alert changes an incident (`apply`):
   lines; and a notification that brings news (an alert new, firing again or
   resolved) says no "still firing" besides.
 - a walk at most every `rewalk_s`: a repeat or a new alert past that re-runs it.
-- an open incident older than `renew_s` (a day) that something fires for is closed as
-  *superseded* and a new one opens, linking it: nobody watches a thread a week old.
+- an open incident older than `renew_s` (a day) that a new alert (or one firing again) comes to is
+  closed as *superseded* and a new one opens, linking it: nobody watches a thread a week old.
+  Alertmanager's repeats of what has been firing all along stay in the old thread.
 - `stale(...)`: an open incident Alertmanager has said nothing of (`heard_at`) for `stale_s`
   closes as *stale* (a resolve lost to a silence, a restart or a renamed rule).
 """
@@ -282,7 +283,7 @@ def apply(
     alerts = list(alerts)
     replaced: Incident | None = None
     old = current is not None and current.open and now - current.opened_at >= policy.renew_s
-    if old and current is not None and any(a.firing for a in alerts):
+    if old and current is not None and any(_news(current, a) for a in alerts):
         replaced = supersede(current, now)
         current = None
     if current is None or not current.open:
@@ -361,6 +362,13 @@ def apply(
     return Change(
         inc if changed else None, tuple(decisions), closed=closed, rewalk=rewalk, shown_changed=shown_change
     )
+
+
+def _news(current: Incident, alert: Alert) -> bool:
+    """A firing that is not the incident's own still firing: a new alert, or one firing again (a
+    repeat of what has been firing all along stays in the thread that has followed it)."""
+    st = current.alerts.get(alert.fingerprint)
+    return alert.firing and (st is None or st.status != "firing")
 
 
 def supersede(current: Incident, now: float) -> Incident:
