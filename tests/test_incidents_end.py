@@ -262,7 +262,9 @@ def test_a_new_alert_on_a_subject_whose_incident_is_over_a_day_old_opens_a_new_r
     [_, new] = threads(slack)
     old_ts = _ts_of(slack, old)
     assert "Superseded" in shown(slack, old), shown(slack, old)
-    assert f"p{old_ts.replace('.', '')}" in _blocks(new.params) and "continues incident" in _blocks(new.params)
+    assert f"p{old_ts.replace('.', '')}" in _blocks(new.params) and "continues incident" in _blocks(
+        new.params
+    )
     # The old thread says where the new alerts go; later repeats go to the new thread only.
     in_old = [c for c in slack.calls_to("chat.postMessage") if c.params.get("thread_ts") == old_ts]
     assert any("new thread" in str(c.params.get("text")) for c in in_old)
@@ -279,7 +281,9 @@ def test_an_alert_flapping_200_times_gives_at_most_10_threads_all_resolved_and_o
 ) -> None:
     a = xid("gpu-a100-3")
     # Firing, resolved, firing again (each firing a new startsAt, as Alertmanager's would be), sent
-    # as fast as Alertmanager flushes, not waiting for Slack: replaced incidents have roots in flight.
+    # as fast as Alertmanager flushes, not waiting for Slack (slow, as under its rate limit):
+    # incidents are replaced while their roots are being posted.
+    slack.slow("chat.postMessage", 0.2)
     for i in range(100):
         fire = {**a, "startsAt": f"2026-11-18T09:{i // 60 + 47:02d}:{i % 60:02d}Z"}
         send(bot, [fire])
