@@ -172,3 +172,27 @@ def batch_from_dict(doc: Any) -> AlertBatch:
         alerts=tuple(_alert(a, i) for i, a in enumerate(alerts)),
         truncated=truncated,
     )
+
+
+def alert_dict(alert: Alert) -> dict[str, Any]:
+    """An alert as Alertmanager's payload has it (what `batch_from_dict` parses again)."""
+    return {
+        "status": alert.status,
+        "labels": dict(alert.labels),
+        "annotations": dict(alert.annotations),
+        "fingerprint": alert.fingerprint,
+        "startsAt": alert.starts_at,
+        "endsAt": alert.ends_at,
+    }
+
+
+def batch_dict(batch: AlertBatch) -> dict[str, Any]:
+    """A validated batch as a v4 payload again (kept in the state store, queued for an agent)."""
+    return {
+        "version": VERSION,
+        "receiver": batch.receiver,
+        "groupKey": batch.group_key,
+        "externalURL": batch.external_url,
+        "alerts": [alert_dict(a) for a in batch.alerts],
+        "truncatedAlerts": batch.truncated,
+    }

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from handlers.alert_subjects import Directory
 from handlers.incidents import DAY_S, Incident, Policy
-from handlers.ports import AlertObserver, NoAlertObserver, SlackPoster, StateStore
+from handlers.ports import AlertObserver, JSONValue, NoAlertObserver, SlackPoster, StateStore
 from handlers.walks import WalkService
 
 # An incident nobody resolves is closed as stale long before this; the record outlives it so a
@@ -92,6 +92,19 @@ class IncidentRecords:
         return f"{self.prefix}open:{zlib.crc32(subject_key.encode()) % INDEX_SHARDS}"
 
     # --- reading and writing ------------------------------------------------------------------
+
+    def _get_many(self, keys: list[str]) -> list[JSONValue | None]:
+        """GETs in one round trip where the store can (Redis: a pipeline), else one by one."""
+        many = getattr(self.state, "get_many", None)
+        return list(many(keys)) if many is not None else [self.state.get(k) for k in keys]
+
+    def _set_many(self, items: dict[str, JSONValue], ttl_s: float) -> None:
+        many = getattr(self.state, "set_many", None)
+        if many is not None:
+            many(items, ttl_s)
+            return
+        for key, value in items.items():
+            self.state.set(key, value, ttl_s)
 
     def _load(self, key: str) -> Incident | None:
         """The incident a sync key names: a subject's current one, or a replaced one (`was:<id>`)."""

@@ -35,13 +35,14 @@ import logging
 import time
 from collections.abc import Callable
 
+from handlers.alert_inbox import AlertInbox
 from handlers.alert_payload import Alert, AlertBatch
 from handlers.alert_records import EARLY_TTL_S, INCIDENT_TTL_S, INDEX_SHARDS, LOCK_S, AlertSettings
 from handlers.alert_storm import HOUR_S, STORM, StormSummaries
 from handlers.alert_subjects import Directory, Subject, subject_of
 from handlers.alert_sync import LEFT_OUT, SWEEP, SlackSync
 from handlers.incidents import LATE_FIRING, TRUNCATED, UNKNOWN_SUBJECT, Change, Incident, apply, stale
-from handlers.ports import AlertObserver, LockNotAcquired, StateStore, StateUnavailable
+from handlers.ports import AlertObserver, JSONValue, LockNotAcquired, StateStore, StateUnavailable
 from handlers.walks import WalkService
 
 __all__ = ["HOUR_S", "INCIDENT_TTL_S", "STORM", "AlertService", "AlertSettings"]
@@ -78,6 +79,7 @@ class AlertService(SlackSync):
         # An agent has no timer of its own (bot/slack/alert_sweeper.py runs in the single process):
         # its webhooks hand out the sweep when one is due.
         self.sweep_on_receive = sweep_on_receive
+        self.inbox = AlertInbox(self)  # large notifications, recorded off the request path
         self.storm = StormSummaries(
             self.state,
             walks,
@@ -100,14 +102,30 @@ class AlertService(SlackSync):
         if not self.state.ping():
             raise StateUnavailable("the state store did not answer PING")
         self._prefetch(batch)
-        by_subject: dict[str, tuple[Subject, list[Alert]]] = {}  # by subject key, in arrival order
+        # Fingerprints looked up in one round trip: 10,000 alerts are not 10,000 serial GETs.
+        fps = list(dict.fromkeys(a.fingerprint for a in batch.alerts))
+        known = dict(zip(fps, self._get_many([self._fingerprint_key(fp) for fp in fps]), strict=True))
+        mapped: list[tuple[Alert, Subject]] = []
         loaded: dict[str, Incident | None] = {}  # the incidents known fingerprints point at
+        fresh: list[Alert] = []  # firing alerts no open incident holds: was their resolve first?
         for alert in batch.alerts:
-            subject, held = self._mapped(alert, loaded)
+            subject, held = self._mapped(alert, loaded, known.get(alert.fingerprint))
             if subject is None:
                 self.observer.alert(alert.status, UNKNOWN_SUBJECT)
                 continue
-            if alert.firing and not held and self.state.get(self._early_key(*_when(alert))) is not None:
+            mapped.append((alert, subject))
+            if alert.firing and not held:
+                fresh.append(alert)
+        early = {
+            _when(a)
+            for a, seen in zip(
+                fresh, self._get_many([self._early_key(*_when(a)) for a in fresh]), strict=True
+            )
+            if seen is not None
+        }
+        by_subject: dict[str, tuple[Subject, list[Alert]]] = {}  # by subject key, in arrival order
+        for alert, subject in mapped:
+            if alert.firing and _when(alert) in early:
                 self.observer.alert(alert.status, LATE_FIRING)  # its resolve came first: it is over
                 continue
             by_subject.setdefault(subject.key, (subject, []))[1].append(alert)
@@ -115,13 +133,15 @@ class AlertService(SlackSync):
         if batch.truncated:
             self.observer.alert(batch.status, TRUNCATED, batch.truncated)
             behind[f"{LEFT_OUT}{batch.truncated}"] = None
+        remember: dict[str, JSONValue] = {}
         for subject, alerts in by_subject.values():
             change, keys = self._record(subject, alerts)
             for alert, decision in zip(alerts, change.decisions, strict=True):
                 self.observer.alert(alert.status, decision)
                 if decision == "no_incident":
-                    self.state.set(self._early_key(*_when(alert)), 1, EARLY_TTL_S)
+                    remember[self._early_key(*_when(alert))] = 1
             behind.update(dict.fromkeys(keys))
+        self._set_many(remember, EARLY_TTL_S)
         if self.sweep_on_receive and self.sweep_due():
             behind[SWEEP] = None
         return list(behind)
@@ -132,10 +152,11 @@ class AlertService(SlackSync):
         if prefetch is not None and len(batch.alerts) > 1:
             prefetch([a.labels for a in batch.alerts])
 
-    def _mapped(self, alert: Alert, loaded: dict[str, Incident | None]) -> tuple[Subject | None, bool]:
+    def _mapped(
+        self, alert: Alert, loaded: dict[str, Incident | None], known: JSONValue | None
+    ) -> tuple[Subject | None, bool]:
         """(The subject, whether an open incident holds the alert): the open incident's subject when
-        one holds it, else what its labels name now."""
-        known = self.state.get(self._fingerprint_key(alert.fingerprint))
+        one holds it (`known`: what its fingerprint's key says), else what its labels name now."""
         if known is not None:
             subject = Subject.from_dict(known)
             if subject.key not in loaded:
@@ -147,7 +168,12 @@ class AlertService(SlackSync):
 
     def _subject_keys(self, batch: AlertBatch) -> set[str]:
         loaded: dict[str, Incident | None] = {}
-        return {s.key for s in (self._mapped(a, loaded)[0] for a in batch.alerts) if s is not None}
+        keys = []
+        for a in batch.alerts:
+            subject = self._mapped(a, loaded, self.state.get(self._fingerprint_key(a.fingerprint)))[0]
+            if subject is not None:
+                keys.append(subject.key)
+        return set(keys)
 
     def _record(self, subject: Subject, alerts: list[Alert]) -> tuple[Change, list[str]]:
         """Apply the alerts to the subject's incident; (the change, the sync keys Slack is behind on)."""
@@ -168,8 +194,10 @@ class AlertService(SlackSync):
                 known = (
                     set(before.alerts) if before is not None and before.open and not change.opened else set()
                 )
-                for fp in set(inc.alerts) - known:
-                    self.state.set(self._fingerprint_key(fp), subject.to_dict(), INCIDENT_TTL_S)
+                self._set_many(
+                    {self._fingerprint_key(fp): subject.to_dict() for fp in sorted(set(inc.alerts) - known)},
+                    INCIDENT_TTL_S,
+                )
                 if inc.kind == "summary":
                     if change.opened or change.closed or change.shown_changed:
                         keys.append(self.storm.row(inc))

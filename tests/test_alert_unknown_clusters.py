@@ -74,7 +74,7 @@ def test_three_hundred_unknown_clusters_are_one_note_listing_them(fleet: Any, sl
 
 
 def test_a_lone_surrogate_in_the_cluster_label_is_cleaned_not_a_500(fleet: Any, slack: FakeSlack) -> None:
-    gw, url, r = fleet
+    _gw, url, r = fleet
     raw = json.dumps(
         payload(
             [

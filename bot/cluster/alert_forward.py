@@ -30,13 +30,12 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from bot.cluster.kinds import ALERTS, alerts_request
 from bot.cluster.routing import ago
 from bot.cluster.streams import ClusterSeen, ClusterStreams, StreamsUnavailable
 from handlers.alert_notes import NOTE_EVERY_S, say_hourly, tell_left_out
-from handlers.alert_payload import Alert, AlertBatch
+from handlers.alert_payload import Alert, AlertBatch, alert_dict
 from handlers.alerts import AlertSettings
 from handlers.escape import escape
 from handlers.incidents import FORWARDED, TRUNCATED, UNKNOWN_CLUSTER
@@ -50,18 +49,6 @@ UNKNOWN_NOTE = "alert:unknown-clusters-note"  # the hourly note on cluster names
 UNKNOWN_NAMES = "alert:unknown-clusters"  # the names seen since it was last said
 NAMES_KEPT = 500
 NAMES_SHOWN_MAX = 2000
-
-
-def alert_dict(alert: Alert) -> dict[str, Any]:
-    """An alert as Alertmanager's payload has it (what the agent parses again)."""
-    return {
-        "status": alert.status,
-        "labels": dict(alert.labels),
-        "annotations": dict(alert.annotations),
-        "fingerprint": alert.fingerprint,
-        "startsAt": alert.starts_at,
-        "endsAt": alert.ends_at,
-    }
 
 
 class AlertForwarder:

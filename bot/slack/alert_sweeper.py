@@ -4,7 +4,9 @@ Incidents whose resolve never arrives close as stale after GPUBOT_ALERT_STALE_HO
 (shared/spec/interfaces.md, "Incidents end"). Each replica's timer wakes every
 `sweep_every_s` (an eighth of the stale time, at most 10 minutes); the first
 replica to claim the period's key in the state store sweeps, the others skip,
-so a restart or a dozen replicas change nothing. The sweep and the root
+so a restart or a dozen replicas change nothing. Each tick also runs the
+large notifications a replica stored and died before recording
+(handlers/alert_inbox.py). The sweep and the root
 updates run on the bot's worker pool, like a webhook's Slack work. A state
 store that is down is logged and tried again at the next tick.
 """
@@ -21,9 +23,18 @@ from handlers.ports import StateUnavailable
 log = logging.getLogger("gpubot.alerts")
 
 
+class Inbox(Protocol):
+    def orphans(self) -> list[str]: ...
+
+    def run(self, entry_id: str) -> None: ...
+
+
 class Sweeps(Protocol):
     @property
     def sweep_every_s(self) -> float: ...
+
+    @property
+    def inbox(self) -> Inbox: ...
 
     def sweep_due(self) -> bool: ...
 
@@ -47,11 +58,14 @@ class AlertSweeper:
     def tick(self) -> None:
         try:
             due = self.service.sweep_due()
+            left = self.service.inbox.orphans()
         except StateUnavailable as err:
             log.warning("stale sweep skipped, the state store failed: %s", err)
             return
         if due:
             self.submit("stale incident sweep", self.service.sweep_and_catch_up)
+        for entry in left:  # large notifications a replica kept and died before recording
+            self.submit(f"inbox entry {entry} left by another replica", self.service.inbox.run, entry)
 
     def stop(self) -> None:
         self._stop.set()

@@ -11,7 +11,10 @@ token → 401; a body that is not an Alertmanager v4 payload → 400 saying what
 is wrong. Then the alerts
 are recorded in the state store (StateUnavailable → 503, and Alertmanager
 sends the notification again) and the incidents Slack must catch up with go
-to the bot's worker pool; the answer does not wait for Slack or the walks.
+to the bot's worker pool; the answer does not wait for Slack or the walks. A
+notification of more than INLINE_MAX alerts is only stored as it is and
+recorded on the pool (handlers/alert_inbox.py): Alertmanager is answered in
+milliseconds, not after 10,000 alerts' lookups.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any, Protocol
 
 from bot.ops import metrics
 from bot.slack.httpserver import Limits, Request, Response
+from handlers.alert_inbox import INLINE_MAX
 from handlers.alert_payload import AlertBatch, PayloadError, parse_payload
 from handlers.ports import StateUnavailable
 
@@ -94,7 +98,13 @@ class AlertWebhook:
         except PayloadError as err:
             log.warning("POST %s refused: %s", PATH, err)
             return _answer(400, {"error": f"not an Alertmanager webhook payload: {err}"})
+        inbox = getattr(self.service, "inbox", None)
         try:
+            if inbox is not None and len(batch.alerts) > INLINE_MAX:
+                # Thousands of alerts: kept as they are, answered now, recorded on the pool.
+                entry = inbox.put(batch)
+                self.submit(f"{len(batch.alerts)} alerts of inbox entry {entry}", inbox.run, entry)
+                return _answer(200, {"alerts": len(batch.alerts), "queued": entry})
             behind = self.service.receive(batch)
         except StateUnavailable as err:
             log.error(
