@@ -78,7 +78,7 @@ def test_the_receiver_example_is_a_valid_alertmanager_config_with_a_bearer_webho
     # notification over it would be refused whole, and Alertmanager does not retry a 413.
     from bot.slack.alert_webhook import MAX_BODY_MIB
 
-    assert 0 < hook["max_alerts"] and hook["max_alerts"] * 3000 < MAX_BODY_MIB << 20
+    assert hook["max_alerts"] > 0 and hook["max_alerts"] * 3000 < MAX_BODY_MIB << 20
     # Every route grouping keeps the labels gpubot maps subjects from (handlers/alert_subjects.py).
     from handlers.alert_subjects import NODE_LABELS
 
