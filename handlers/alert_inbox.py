@@ -31,7 +31,9 @@ log = logging.getLogger("gpubot.alerts")
 
 INLINE_MAX = 500  # alerts recorded inside the request; a larger notification goes through the inbox
 ENTRY_TTL_S = 86400.0  # Alertmanager has sent it again long before: a day is more than enough
-CLAIM_S = 300.0  # a runner's hold on an entry; recording 10,000 alerts takes seconds
+# A runner's hold on an entry (at most 60 s, as every lease: a killed holder stalls it no longer);
+# recording 10,000 alerts takes seconds. One that outlives it may be recorded twice: harmless.
+CLAIM_S = 60.0
 ORPHAN_S = 60.0  # an entry older than this, unclaimed, was left by a replica that died
 
 
@@ -52,8 +54,10 @@ class Records(Protocol):
 
 
 class AlertInbox:
-    def __init__(self, service: Records) -> None:
+    def __init__(self, service: Records, *, claim_s: float = CLAIM_S, orphan_s: float = ORPHAN_S) -> None:
         self.service = service
+        self.claim_s = claim_s
+        self.orphan_s = orphan_s
 
     @property
     def _index_key(self) -> str:
@@ -76,7 +80,7 @@ class AlertInbox:
     def run(self, entry_id: str) -> None:
         """Record the entry's batch and bring Slack in line, unless another runner has it or had it."""
         state = self.service.state
-        if not state.set_if_absent(f"{self._entry_key(entry_id)}:claim", 1, CLAIM_S):
+        if not state.set_if_absent(f"{self._entry_key(entry_id)}:claim", 1, self.claim_s):
             return
         doc = state.get(self._entry_key(entry_id))
         keys: list[str] = []
@@ -94,7 +98,7 @@ class AlertInbox:
             self.service.catch_up(key)
 
     def orphans(self) -> list[str]:
-        """Entries queued over ORPHAN_S ago: their replica died, or was restarted, before `run`."""
+        """Entries queued over `orphan_s` ago: their replica died, or was restarted, before `run`."""
         index: dict[str, float] = self.service.state.get(self._index_key) or {}
         now = self.service.clock()
-        return [entry_id for entry_id, at in index.items() if now - float(at) > ORPHAN_S]
+        return [entry_id for entry_id, at in index.items() if now - float(at) > self.orphan_s]

@@ -41,7 +41,16 @@ from handlers.alert_records import EARLY_TTL_S, INCIDENT_TTL_S, INDEX_SHARDS, LO
 from handlers.alert_storm import HOUR_S, STORM, StormSummaries
 from handlers.alert_subjects import Directory, Subject, subject_of
 from handlers.alert_sync import LEFT_OUT, SWEEP, SlackSync
-from handlers.incidents import LATE_FIRING, TRUNCATED, UNKNOWN_SUBJECT, Change, Incident, apply, stale
+from handlers.incidents import (
+    CLOSED_SUPERSEDED,
+    LATE_FIRING,
+    TRUNCATED,
+    UNKNOWN_SUBJECT,
+    Change,
+    Incident,
+    apply,
+    stale,
+)
 from handlers.ports import AlertObserver, JSONValue, LockNotAcquired, StateStore, StateUnavailable
 from handlers.walks import WalkService
 
@@ -79,7 +88,10 @@ class AlertService(SlackSync):
         # An agent has no timer of its own (bot/slack/alert_sweeper.py runs in the single process):
         # its webhooks hand out the sweep when one is due.
         self.sweep_on_receive = sweep_on_receive
-        self.inbox = AlertInbox(self)  # large notifications, recorded off the request path
+        # Large notifications, recorded off the request path; a dead replica's are taken over at
+        # the sweep timer's next tick (the timings shrink with the stale time, for tests).
+        every = self.sweep_every_s
+        self.inbox = AlertInbox(self, claim_s=min(60.0, max(5.0, 4 * every)), orphan_s=min(60.0, every))
         self.storm = StormSummaries(
             self.state,
             walks,
@@ -204,7 +216,8 @@ class AlertService(SlackSync):
                 elif inc.needs_slack():
                     keys.append(subject.key)
                 self._store(inc)
-                if change.opened:
+                if change.opened or (inc.open and before is not None and before.heard_at is None):
+                    # Opened, or open since before this version kept the index: the sweep sees it.
                     self._index(subject.key, inc.id)
                 elif change.closed:
                     self._index(subject.key, None)
@@ -224,7 +237,7 @@ class AlertService(SlackSync):
         if old is None:
             return []
         if old.kind == "summary":
-            return [self.storm.row(old)] if old.closed_as == "superseded" else []
+            return [self.storm.row(old)] if old.closed_as == CLOSED_SUPERSEDED else []
         self._archive(old)
         return [f"was:{old.id}"] if old.needs_slack() else []
 

@@ -331,7 +331,6 @@ def test_ten_thousand_alerts_naming_missing_pods_list_each_namespace_once(
 def test_a_large_notification_a_replica_kept_and_died_before_recording_is_recorded_by_another(
     bot: Any, slack: FakeSlack
 ) -> None:
-    from handlers.alert_inbox import ORPHAN_S
     from handlers.alert_payload import parse_payload
 
     many = [xid(f"gpu-h100-{1 + i % 4}") | {"fingerprint": f"{i:016x}"} for i in range(600)]
@@ -339,7 +338,7 @@ def test_a_large_notification_a_replica_kept_and_died_before_recording_is_record
     # What the webhook of a replica killed right after answering left: the entry, unrecorded.
     entry = service.inbox.put(parse_payload(json.dumps(payload(many))))
     assert service.inbox.orphans() == []  # not yet: its own replica may be recording it
-    bot.clock.now += ORPHAN_S + 1
+    bot.clock.now += service.inbox.orphan_s + 1
     assert service.inbox.orphans() == [entry]
     bot.sweeper.tick()  # another replica's timer
     idle(bot)
