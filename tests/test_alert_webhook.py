@@ -273,6 +273,16 @@ def test_bodies_over_the_alert_limit_get_413_counted_and_change_nothing(
     # Without the token the 1 MiB limit of every other path holds: nobody else may send megabytes.
     assert _head_answer(bot, data[: 2 << 20], None).startswith("HTTP/1.1 413")
     assert counter("gpubot_alert_webhooks_total", code="413") == refused + 2
+    # Every refusal of the server's own is counted for the webhook too: a chunked body (411).
+    chunked = counter("gpubot_alert_webhooks_total", code="411")
+    port = int(bot.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(
+            f"POST /alertmanager HTTP/1.1\r\nHost: gpubot\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n".encode()
+        )
+        assert conn.recv(4096).decode().startswith("HTTP/1.1 411")
+    assert counter("gpubot_alert_webhooks_total", code="411") == chunked + 1
     assert _store_keys(store) == [] and not slack.calls_to("chat.postMessage")
 
 

@@ -68,7 +68,7 @@ ACTIONS = frozenset(
 )
 ALERT_STATUSES = frozenset({"firing", "resolved"})
 ALERT_EVENTS = frozenset({"thread_opened", "summarized", "closed", "stale", "rewalk", "slack_failed"})
-WEBHOOK_CODES = frozenset({"200", "400", "401", "404", "405", "408", "411", "413", "503"})
+WEBHOOK_CODES = frozenset({"200", "400", "401", "404", "405", "408", "411", "413", "431", "503"})
 SOURCE_ERROR_KINDS = frozenset({"forbidden", "not_found", "unavailable", "bad_input"})
 DIGEST_SUCCESS = frozenset({"posted", "all_clear"})
 DIGEST_OUTCOMES = DIGEST_SUCCESS | {"skipped", "failed"}

@@ -187,6 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.refusals.note("refused requests with oversized headers", "431")
             self._send(431, b"request header fields too large\n")
+            self._tell_refusal(431)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         # http.server's own refusals (a bad request line, too many headers): plain, short, closed.
@@ -218,11 +219,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         self.refusals.note(kind, f"{status} {text.strip()}")
         self._send(status, text.encode())
-        if self.limits.on_refusal is not None:
-            try:
-                self.limits.on_refusal(urlsplit(self.path).path, status)
-            except Exception:  # a counter of ours failing must not cost the answer already sent
-                log.error("counting a refusal failed", exc_info=True)
+        self._tell_refusal(status)
+
+    def _tell_refusal(self, status: int) -> None:
+        """`on_refusal` (path, status), when the request line was read far enough to have a path."""
+        path = getattr(self, "path", None)
+        if self.limits.on_refusal is None or not isinstance(path, str):
+            return
+        try:
+            self.limits.on_refusal(urlsplit(path).path, status)
+        except Exception:  # a counter of ours failing must not cost the answer already sent
+            log.error("counting a refusal failed", exc_info=True)
 
     def _read_body(self) -> bytes | None:
         """The body by its Content-Length, within the limits; None when refused (and answered)."""
