@@ -186,8 +186,8 @@ class _Handler(BaseHTTPRequestHandler):
         except _TooLarge:
             self.close_connection = True
             self.refusals.note("refused requests with oversized headers", "431")
+            self._tell_refusal(431)  # counted before the answer: who reads the answer sees the count
             self._send(431, b"request header fields too large\n")
-            self._tell_refusal(431)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         # http.server's own refusals (a bad request line, too many headers): plain, short, closed.
@@ -218,8 +218,8 @@ class _Handler(BaseHTTPRequestHandler):
         """The body's end is unknown or the request is hostile: answer and close the connection."""
         self.close_connection = True
         self.refusals.note(kind, f"{status} {text.strip()}")
+        self._tell_refusal(status)  # counted before the answer: who reads the answer sees the count
         self._send(status, text.encode())
-        self._tell_refusal(status)
 
     def _tell_refusal(self, status: int) -> None:
         """`on_refusal` (path, status), when the request line was read far enough to have a path."""
@@ -228,7 +228,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             self.limits.on_refusal(urlsplit(path).path, status)
-        except Exception:  # a counter of ours failing must not cost the answer already sent
+        except Exception:  # a counter of ours failing must not cost the answer
             log.error("counting a refusal failed", exc_info=True)
 
     def _read_body(self) -> bytes | None:
