@@ -14,7 +14,7 @@ from handlers.blocks import EMOJI, Message, _button, _context, _section
 from handlers.buttons import when
 from handlers.digest import DIAGNOSE
 from handlers.escape import escape
-from handlers.incidents import Incident
+from handlers.incidents import CLOSED_STALE, CLOSED_SUPERSEDED, Incident
 from layers.findings import Finding
 
 SUMMARY_ANNOTATION_MAX = 500
@@ -43,14 +43,9 @@ def incident_root(inc: Incident, cluster_name: str | None) -> Message:
     name = inc.subject.name if inc.subject.kind == "node" else f"{inc.subject.namespace}/{inc.subject.name}"
     subject = f"{inc.subject.kind} `{escape(name)}`"
     where = f" · cluster `{escape(cluster_name)}`" if cluster_name else ""
-    if inc.open:
-        head = f":rotating_light: {_names(inc.firing_names or inc.names)} firing on {subject}{where}"
-    else:
-        assert inc.closed_at is not None
-        head = (
-            f":white_check_mark: Resolved at {when(inc.closed_at)}: {_names(inc.names)} on {subject}{where}"
-        )
-    blocks: list[dict[str, Any]] = [_section(head)]
+    blocks: list[dict[str, Any]] = [_section(_head(inc, subject, where))]
+    if inc.previous:
+        blocks.append(_context(f"continues incident `{escape(inc.previous['id'])}`{_link(inc.previous)}"))
     summaries = list(dict.fromkeys(a.summary for a in inc.alerts.values() if a.summary))
     if summaries:
         text = "\n".join(f"> {escape(s[:SUMMARY_ANNOTATION_MAX])}" for s in summaries[:5])
@@ -77,9 +72,36 @@ def incident_root(inc: Incident, cluster_name: str | None) -> Message:
                 f"*Verdict* (layer {v.get('layer')}): {emoji} `{escape(str(v.get('code')))}` {escape(str(v.get('summary')))}"
             )
         )
-    state = "firing" if inc.open else "resolved"
+    state = "firing" if inc.open else (inc.closed_as or "resolved")
     text = f"gpubot alert ({state}): {', '.join(inc.names)} on {inc.subject.label}"
     return Message(text=escape(text)[:3000], blocks=blocks)
+
+
+def _head(inc: Incident, subject: str, where: str) -> str:
+    """The root's first line: firing, or how it ended (resolved, stale, superseded)."""
+    if inc.open:
+        return f":rotating_light: {_names(inc.firing_names or inc.names)} firing on {subject}{where}"
+    assert inc.closed_at is not None
+    at, names = when(inc.closed_at), _names(inc.names)
+    if inc.closed_as == CLOSED_STALE:
+        return (
+            f":hourglass: Closed as stale at {at}: Alertmanager said nothing more of {names} on "
+            f"{subject}{where} (no resolve arrived)"
+        )
+    if inc.closed_as == CLOSED_SUPERSEDED:
+        return (
+            f":arrow_right: Superseded at {at}: {names} on {subject}{where} was open over a day; "
+            "new alerts on it go to a new thread"
+        )
+    return f":white_check_mark: Resolved at {at}: {names} on {subject}{where}"
+
+
+def _link(root: dict[str, str]) -> str:
+    """A link to a root message (Slack's archive URL redirects to the workspace), when it was posted."""
+    channel, ts = root.get("channel"), root.get("ts")
+    if not channel or not ts:
+        return ""
+    return f" (<https://slack.com/archives/{escape(channel)}/p{escape(ts.replace('.', ''))}|its thread>)"
 
 
 @dataclass(frozen=True)
@@ -88,6 +110,7 @@ class SummaryRow:
     names: tuple[str, ...]
     walk_id: str
     resolved: bool
+    times: int = 1  # incidents of this subject in the hour (a flapping alert opens one per firing)
 
 
 def storm_summary(
@@ -104,6 +127,8 @@ def storm_summary(
     blocks: list[dict[str, Any]] = [_section(head)]
     for row in rows[:SUMMARY_ROWS_MAX]:
         text = f"`{escape(row.label)}` · {_names(row.names)}"
+        if row.times > 1:
+            text += f" · {row.times} times"
         if row.resolved:
             text = f"~{text}~ resolved"
         block = _section(text)

@@ -27,7 +27,9 @@ def tell_left_out(state: StateStore, poster: SlackPoster, channel: str, count: i
     """Say once an hour that Alertmanager left alerts out of its notifications: they open no thread."""
     text = (
         f":warning: Alertmanager left {count} alert(s) out of a notification to gpubot (`truncatedAlerts`: "
-        "`max_alerts` is set on gpubot's receiver). Those alerts open no thread; remove `max_alerts` from "
-        "the gpubot receiver's `webhook_configs`. Said at most once an hour."
+        "the group is larger than `max_alerts` on gpubot's receiver). Those alerts open no thread and "
+        "their incidents close as stale if their resolve is left out too; raise `max_alerts` (within "
+        "GPUBOT_ALERT_MAX_BODY_MIB, see docs/alerts.md) if groups this large are normal for you. Said at "
+        "most once an hour."
     )
     say_hourly(state, poster, channel, f"{prefix}left-out-note", text)

@@ -20,6 +20,10 @@ from typing import Any
 VERSION = "4"
 STATUSES = ("firing", "resolved")
 _FINGERPRINT = re.compile(r"^[0-9a-f]{1,32}$")
+# Alertmanager's truncatedAlerts is a Go uint64 of alerts it left out; past this no Alertmanager
+# holds that many alerts (it would need exabytes), so a larger number is not Alertmanager's.
+TRUNCATED_MAX = 1 << 53
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class PayloadError(ValueError):
@@ -79,6 +83,12 @@ def label_fingerprint(labels: Mapping[str, str]) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
+def clean(text: str) -> str:
+    """The text with lone surrogates (a JSON `\\ud800` escape pairs with nothing) as U+FFFD: they
+    cannot be encoded as UTF-8, so Redis, the log and Slack would each fail on them."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
 def _strings(value: Any, where: str) -> dict[str, str]:
     if value is None:
         return {}
@@ -86,8 +96,8 @@ def _strings(value: Any, where: str) -> dict[str, str]:
         raise PayloadError(f"{where} must be an object of strings, got {_json_type(value)}")
     for k, v in value.items():
         if not isinstance(v, str):
-            raise PayloadError(f"{where}[{k[:60]!r}] must be a string, got {_json_type(v)}")
-    return value
+            raise PayloadError(f"{where}[{clean(k[:60])!r}] must be a string, got {_json_type(v)}")
+    return {clean(k): clean(v) for k, v in value.items()}
 
 
 def _alert(raw: Any, i: int) -> Alert:
@@ -96,7 +106,7 @@ def _alert(raw: Any, i: int) -> Alert:
         raise PayloadError(f"{where} must be an object, got {_json_type(raw)}")
     status = raw.get("status")
     if status not in STATUSES:
-        raise PayloadError(f"{where}.status must be 'firing' or 'resolved', got {str(status)[:40]!r}")
+        raise PayloadError(f"{where}.status must be 'firing' or 'resolved', got {clean(str(status)[:40])!r}")
     labels = _strings(raw.get("labels"), f"{where}.labels")
     # Alertmanager refuses label-less alerts on its own API, so such a payload is not from it.
     if not labels:
@@ -107,23 +117,36 @@ def _alert(raw: Any, i: int) -> Alert:
         fp = label_fingerprint(labels)
     elif not isinstance(fp, str) or not _FINGERPRINT.match(fp):
         raise PayloadError(
-            f"{where}.fingerprint must be Alertmanager's hex fingerprint, got {str(fp)[:40]!r}"
+            f"{where}.fingerprint must be Alertmanager's hex fingerprint, got {clean(str(fp)[:40])!r}"
         )
     starts, ends = raw.get("startsAt", ""), raw.get("endsAt", "")
     if not isinstance(starts, str) or not isinstance(ends, str):
         raise PayloadError(f"{where}.startsAt and endsAt must be RFC 3339 strings")
-    return Alert(status, labels, annotations, fp, starts, ends)
+    return Alert(status, labels, annotations, fp, clean(starts[:64]), clean(ends[:64]))
 
 
 def parse_payload(body: bytes | str) -> AlertBatch:
     """The webhook body → an AlertBatch, or PayloadError naming the first thing wrong."""
     try:
-        doc = json.loads(body)
+        doc = json.loads(body, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError) as err:
         raise PayloadError(f"the body is not JSON: {err}") from None
     except RecursionError:  # a body of 100,000 `[`: the decoder's stack, not a bug of ours (400, not 500)
         raise PayloadError("the body is JSON nested too deep to be an Alertmanager payload") from None
     return batch_from_dict(doc)
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are no JSON (Go's encoder never writes them): refused, not taken as numbers."""
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _truncated(value: Any) -> int:
+    """`truncatedAlerts`: a whole number from 0 to TRUNCATED_MAX (not a float, a string, a boolean)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= TRUNCATED_MAX:
+        shown = json.dumps(value)[:40] if isinstance(value, int | float | str | None) else _json_type(value)
+        raise PayloadError(f"truncatedAlerts must be a whole number, got {clean(shown)} (from 0 to 2^53)")
+    return value
 
 
 def batch_from_dict(doc: Any) -> AlertBatch:
@@ -141,13 +164,35 @@ def batch_from_dict(doc: Any) -> AlertBatch:
     for key in ("receiver", "groupKey", "externalURL"):
         if not isinstance(doc.get(key, ""), str):
             raise PayloadError(f"{key} must be a string")
-    truncated = doc.get("truncatedAlerts", 0)
-    if isinstance(truncated, bool) or not isinstance(truncated, int) or truncated < 0:
-        raise PayloadError(f"truncatedAlerts must be a whole number, got {json.dumps(truncated)[:40]}")
+    truncated = _truncated(doc.get("truncatedAlerts", 0))
     return AlertBatch(
-        receiver=doc.get("receiver", ""),
-        group_key=doc.get("groupKey", ""),
-        external_url=doc.get("externalURL", ""),
+        receiver=clean(doc.get("receiver", "")),
+        group_key=clean(doc.get("groupKey", "")),
+        external_url=clean(doc.get("externalURL", "")),
         alerts=tuple(_alert(a, i) for i, a in enumerate(alerts)),
         truncated=truncated,
     )
+
+
+def alert_dict(alert: Alert) -> dict[str, Any]:
+    """An alert as Alertmanager's payload has it (what `batch_from_dict` parses again)."""
+    return {
+        "status": alert.status,
+        "labels": dict(alert.labels),
+        "annotations": dict(alert.annotations),
+        "fingerprint": alert.fingerprint,
+        "startsAt": alert.starts_at,
+        "endsAt": alert.ends_at,
+    }
+
+
+def batch_dict(batch: AlertBatch) -> dict[str, Any]:
+    """A validated batch as a v4 payload again (kept in the state store, queued for an agent)."""
+    return {
+        "version": VERSION,
+        "receiver": batch.receiver,
+        "groupKey": batch.group_key,
+        "externalURL": batch.external_url,
+        "alerts": [alert_dict(a) for a in batch.alerts],
+        "truncatedAlerts": batch.truncated,
+    }

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -54,6 +54,9 @@ EXPORTER_NAMES = frozenset(
 # Owners whose pods run one per node: such a pod's node is the node its own metrics describe.
 PER_NODE_OWNERS = frozenset({"DaemonSet", "Node"})  # Node: a static pod's mirror
 CLUSTER_WIDE_EXPORTERS = frozenset({"kube-state-metrics"})
+# A namespace with this many uncached pods named in one batch is listed once instead of read by name.
+PREFETCH_MIN = 4
+PODS_KEPT = 50_000  # remembered pods (found or not), past which the expired are dropped
 _HOST_PORT = re.compile(r"^\[?(?P<host>[^\[\]]+?)\]?(?::\d+)?$")
 
 
@@ -299,12 +302,41 @@ class ClusterDirectory:
             hit = self._pods.get((namespace, name))
             if hit is not None and now - hit[0] < self.ttl_s:
                 return hit[1]
-            if len(self._pods) > 10_000:  # a stream of distinct pod names must not grow this forever
+            if len(self._pods) > PODS_KEPT:  # a stream of distinct pod names must not grow this forever
                 self._pods = {k: v for k, v in self._pods.items() if now - v[0] < self.ttl_s}
         facts = self._read_pod(namespace, name)
         with self._lock:
             self._pods[(namespace, name)] = (now, facts)
         return facts
+
+    def prefetch(self, label_sets: Iterable[Mapping[str, str]]) -> None:
+        """Read in bulk the pods a batch of alerts names: a namespace with several pods not cached is
+        listed once (10,000 alerts naming deleted pods: a list per namespace, not 10,000 GETs).
+        A list that fails leaves the names to the one-by-one reads (and their own errors)."""
+        now = self.clock()
+        wanted: dict[str, set[str]] = {}
+        with self._lock:
+            for labels in label_sets:
+                for ns_key, pod_key in POD_LABELS:
+                    ref = _pod_name(_value(labels, ns_key), _value(labels, pod_key))
+                    if ref is None:
+                        continue
+                    hit = self._pods.get(ref)
+                    if hit is None or now - hit[0] >= self.ttl_s:
+                        wanted.setdefault(ref[0], set()).add(ref[1])
+        for namespace, names in wanted.items():
+            if len(names) < PREFETCH_MIN:
+                continue
+            try:
+                pods = self.cluster.list_pods(namespace)
+            except SourceError:
+                continue
+            found = {o.name(p): _facts(p) for p in pods}
+            with self._lock:
+                if len(self._pods) + len(names) > PODS_KEPT:
+                    self._pods = {k: v for k, v in self._pods.items() if now - v[0] < self.ttl_s}
+                for name in names:
+                    self._pods[(namespace, name)] = (now, found.get(name))
 
     def _read_pod(self, namespace: str | None, name: str) -> PodFacts | None:
         if namespace is None:
@@ -317,12 +349,14 @@ class ClusterDirectory:
                 if err.kind in ("not_found", "forbidden", "bad_input"):
                     return None
                 raise
-        if pod is None:
-            return None
-        ip = (pod.get("status") or {}).get("podIP")
-        return PodFacts(
-            node=o.pod_node(pod),
-            infra=is_infra_pod(pod),
-            per_node=runs_per_node(pod),
-            ip=str(ip) if ip else None,
-        )
+        return None if pod is None else _facts(pod)
+
+
+def _facts(pod: K8sObject) -> PodFacts:
+    ip = (pod.get("status") or {}).get("podIP")
+    return PodFacts(
+        node=o.pod_node(pod),
+        infra=is_infra_pod(pod),
+        per_node=runs_per_node(pod),
+        ip=str(ip) if ip else None,
+    )

@@ -1,25 +1,32 @@
 """Alertmanager's alerts → incident threads: record in the state store first, then bring Slack in line.
 
 `receive(batch)` is the webhook's work and all of it touches only the state
-store: each alert is mapped to its subject (an alert of an open incident
-keeps that incident's subject, so a pod deleted before its alert resolves
-still closes the pod's incident; a new incident maps the labels afresh, so a
-guess made while the cluster could not be read, or a node address since
-reused, does not outlive its incident), the alerts of one subject change its incident under a
+store (and the cluster, through a cached, batched directory): each alert is
+mapped to its subject (an alert of an open incident keeps that incident's
+subject, so a pod deleted before its alert resolves still closes the pod's
+incident; a new incident maps the labels afresh, so a guess made while the
+cluster could not be read, or a node address since reused, does not outlive
+its incident), the alerts of one subject change its incident under a
 per-subject lock (handlers/incidents.py says how), and a new incident passes
-the storm gate. It returns the incidents whose Slack side is behind; a store
+the storm gate. It returns the sync keys whose Slack side is behind; a store
 that fails raises StateUnavailable before or without anything being posted,
-so the webhook answers 503 and Alertmanager sends again.
+so the webhook answers 503 and Alertmanager sends again. `sync(key)`
+(handlers/alert_sync.py) then posts; `receive` followed by `sync` is all a
+queue consumer needs too.
 
-`sync(key)` then posts what the incident says: the root in
-GPUBOT_ALERT_CHANNEL, the queued lines in its thread, the root again when it
-changed, and the walk (the same WalkService as `/gpu why`, in the thread:
-the walk's own root and one message per layer with its buttons). Storm
-incidents go into the hour's summary message instead, each subject with a
-Diagnose button (a prepared walk, the digest's `digest_diagnose` action),
-and nothing here ever cordons. A replica that dies between the two leaves
-the work in the store: the next webhook about that subject finds it there.
-`receive` followed by `sync` is all a queue consumer needs too.
+Incidents end (shared/spec/interfaces.md, "Incidents end"):
+- a *resolved* of no open incident is remembered by fingerprint and startsAt
+  for a day, so its firing arriving late opens nothing (`late_firing`);
+- an incident a newer one replaces (it resolved and fired again, or it was
+  open over a day and is superseded) is archived, not overwritten: its root
+  is still recorded and updated to say how it ended;
+- the stale sweep: at most once per `sweep_every_s` across every replica (a
+  key in the state store decides, so it survives restarts), the open-incident
+  index is walked and each incident Alertmanager has said nothing of for
+  GPUBOT_ALERT_STALE_HOURS closes as stale under its subject's lock (so it
+  closes once). It runs off the request path: from the bot's timer
+  (bot/slack/alert_sweeper.py) and, for agents that have no timer of their
+  own, as a sync key any webhook hands out when a sweep is due.
 """
 
 from __future__ import annotations
@@ -27,47 +34,36 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
-from handlers.alert_blocks import SummaryRow, incident_root, storm_summary, verdict_of
-from handlers.alert_notes import tell_left_out
+from handlers.alert_inbox import AlertInbox
 from handlers.alert_payload import Alert, AlertBatch
+from handlers.alert_records import EARLY_TTL_S, INCIDENT_TTL_S, INDEX_SHARDS, LOCK_S, AlertSettings
+from handlers.alert_storm import HOUR_S, STORM, StormSummaries
 from handlers.alert_subjects import Directory, Subject, subject_of
-from handlers.incidents import TRUNCATED, UNKNOWN_SUBJECT, Change, Incident, Policy, apply
-from handlers.ports import (
-    AlertObserver,
-    LockNotAcquired,
-    NoAlertObserver,
-    PostRef,
-    StateStore,
-    StateUnavailable,
+from handlers.alert_sync import LEFT_OUT, SWEEP, SlackSync
+from handlers.incidents import (
+    CLOSED_SUPERSEDED,
+    LATE_FIRING,
+    TRUNCATED,
+    UNKNOWN_SUBJECT,
+    Change,
+    Incident,
+    apply,
+    stale,
 )
+from handlers.ports import AlertObserver, JSONValue, LockNotAcquired, StateStore, StateUnavailable
 from handlers.walks import WalkService
-from handlers.walkstate import WalkGone, new_walk_id
+
+__all__ = ["HOUR_S", "INCIDENT_TTL_S", "STORM", "AlertService", "AlertSettings"]
 
 log = logging.getLogger("gpubot.alerts")
 
-HOUR_S = 3600
-# An incident nobody resolves is forgotten after this (Alertmanager resends firing).
-INCIDENT_TTL_S = 30 * 86400
 # A storm's summary lists incidents that may resolve days later: it is kept as long as they are,
 # so their rows change in place instead of a new summary appearing about a storm long over.
 SUMMARY_TTL_S = INCIDENT_TTL_S
-STORM = "storm:"  # the sync key of an hour's summary: storm:<unix hour>
-LEFT_OUT = "left-out:"  # the sync key of the note on alerts Alertmanager left out: left-out:<count>
-LOCK_S = 30.0  # a subject's record is held for milliseconds; the Slack work for seconds
 
 
-@dataclass(frozen=True)
-class AlertSettings:
-    channel: str
-    rewalk_s: float = 30 * 60
-    max_threads_per_hour: int = 10
-    duplicate_s: float = 60.0
-
-
-class AlertService:
+class AlertService(SlackSync):
     def __init__(
         self,
         state: StateStore,
@@ -78,82 +74,123 @@ class AlertService:
         clock: Callable[[], float] = time.time,
         observer: AlertObserver | None = None,
         cluster: str | None = None,
+        sweep_on_receive: bool = False,
     ) -> None:
-        self.state = state
-        # Many clusters share one Redis: a cluster's agent keeps its incidents, fingerprints, storm
-        # window and summaries under its own prefix (node gpu-7 of two clusters: two incidents).
-        # The single process keeps the unprefixed keys it always had.
-        self.prefix = f"alert:{cluster}:" if cluster else "alert:"
-        self.walks = walks
-        self.poster = walks.poster
-        self.directory = directory
-        self.settings = settings
-        self.policy = Policy(rewalk_s=settings.rewalk_s, duplicate_s=settings.duplicate_s)
-        self.clock = clock
-        self.observer: AlertObserver = observer or NoAlertObserver()
+        super().__init__(
+            state,
+            walks,
+            directory,
+            settings,
+            clock=clock,
+            observer=observer,
+            cluster=cluster,
+        )
+        # An agent has no timer of its own (bot/slack/alert_sweeper.py runs in the single process):
+        # its webhooks hand out the sweep when one is due.
+        self.sweep_on_receive = sweep_on_receive
+        # Large notifications, recorded off the request path; a dead replica's are taken over at
+        # the sweep timer's next tick (the timings shrink with the stale time, for tests).
+        every = self.sweep_every_s
+        self.inbox = AlertInbox(self, claim_s=min(60.0, max(5.0, 4 * every)), orphan_s=min(60.0, every))
+        self.storm = StormSummaries(
+            self.state,
+            walks,
+            lambda: self.poster,
+            self.prefix,
+            settings.channel,
+            settings.max_threads_per_hour,
+            SUMMARY_TTL_S,
+        )
 
-    # --- keys -------------------------------------------------------------------------------
-
-    def _incident_key(self, subject_key: str) -> str:
-        return f"{self.prefix}incident:{subject_key}"
-
-    def _fingerprint_key(self, fp: str) -> str:
-        return f"{self.prefix}fp:{fp}"
-
-    def _summary_key(self, hour: int) -> str:
-        return f"{self.prefix}summary:{hour}"
+    @property
+    def sweep_every_s(self) -> float:
+        """How often the stale sweep runs: an eighth of the stale time, within 1 s and 10 minutes."""
+        return max(1.0, min(600.0, self.settings.stale_s / 8))
 
     # --- the webhook's part: the store only -------------------------------------------------
 
     def receive(self, batch: AlertBatch) -> list[str]:
-        """Record the batch; the subject keys whose incident Slack must catch up with (for `sync`)."""
+        """Record the batch; the sync keys whose Slack side must catch up (for `sync`)."""
         if not self.state.ping():
             raise StateUnavailable("the state store did not answer PING")
-        by_subject: dict[str, tuple[Subject, list[Alert]]] = {}  # by subject key, in arrival order
+        self._prefetch(batch)
+        # Fingerprints looked up in one round trip: 10,000 alerts are not 10,000 serial GETs.
+        fps = list(dict.fromkeys(a.fingerprint for a in batch.alerts))
+        known = dict(zip(fps, self._get_many([self._fingerprint_key(fp) for fp in fps]), strict=True))
+        mapped: list[tuple[Alert, Subject]] = []
         loaded: dict[str, Incident | None] = {}  # the incidents known fingerprints point at
+        fresh: list[Alert] = []  # firing alerts no open incident holds: was their resolve first?
         for alert in batch.alerts:
-            subject = self._subject(alert, loaded)
+            subject, held = self._mapped(alert, loaded, known.get(alert.fingerprint))
             if subject is None:
                 self.observer.alert(alert.status, UNKNOWN_SUBJECT)
+                continue
+            mapped.append((alert, subject))
+            if alert.firing and not held:
+                fresh.append(alert)
+        early = {
+            _when(a)
+            for a, seen in zip(
+                fresh, self._get_many([self._early_key(*_when(a)) for a in fresh]), strict=True
+            )
+            if seen is not None
+        }
+        by_subject: dict[str, tuple[Subject, list[Alert]]] = {}  # by subject key, in arrival order
+        for alert, subject in mapped:
+            if alert.firing and _when(alert) in early:
+                self.observer.alert(alert.status, LATE_FIRING)  # its resolve came first: it is over
                 continue
             by_subject.setdefault(subject.key, (subject, []))[1].append(alert)
         behind: dict[str, None] = {}
         if batch.truncated:
-            for _ in range(batch.truncated):
-                self.observer.alert(batch.status, TRUNCATED)
+            self.observer.alert(batch.status, TRUNCATED, batch.truncated)
             behind[f"{LEFT_OUT}{batch.truncated}"] = None
+        remember: dict[str, JSONValue] = {}
         for subject, alerts in by_subject.values():
-            change, key = self._record(subject, alerts)
+            change, keys = self._record(subject, alerts)
             for alert, decision in zip(alerts, change.decisions, strict=True):
                 self.observer.alert(alert.status, decision)
-            if key is not None:
-                behind[key] = None
+                if decision == "no_incident":
+                    remember[self._early_key(*_when(alert))] = 1
+            behind.update(dict.fromkeys(keys))
+        self._set_many(remember, EARLY_TTL_S)
+        if self.sweep_on_receive and self.sweep_due():
+            behind[SWEEP] = None
         return list(behind)
 
-    def _subject(self, alert: Alert, loaded: dict[str, Incident | None] | None = None) -> Subject | None:
-        """The subject of the open incident holding this alert, else what its labels name now."""
-        known = self.state.get(self._fingerprint_key(alert.fingerprint))
+    def _prefetch(self, batch: AlertBatch) -> None:
+        """Let the directory read the batch's pods in bulk (one list per namespace) before mapping."""
+        prefetch = getattr(self.directory, "prefetch", None)
+        if prefetch is not None and len(batch.alerts) > 1:
+            prefetch([a.labels for a in batch.alerts])
+
+    def _mapped(
+        self, alert: Alert, loaded: dict[str, Incident | None], known: JSONValue | None
+    ) -> tuple[Subject | None, bool]:
+        """(The subject, whether an open incident holds the alert): the open incident's subject when
+        one holds it (`known`: what its fingerprint's key says), else what its labels name now."""
         if known is not None:
             subject = Subject.from_dict(known)
-            loaded = {} if loaded is None else loaded
             if subject.key not in loaded:
                 loaded[subject.key] = self._load(subject.key)
             inc = loaded[subject.key]
             if inc is not None and inc.open and alert.fingerprint in inc.alerts:
-                return subject
-        return subject_of(alert.labels, self.directory)
+                return subject, True
+        return subject_of(alert.labels, self.directory), False
 
-    def _load(self, key: str) -> Incident | None:
-        raw = self.state.get(self._incident_key(key))
-        return None if raw is None else Incident.from_dict(raw)
+    def _subject_keys(self, batch: AlertBatch) -> set[str]:
+        loaded: dict[str, Incident | None] = {}
+        keys = []
+        for a in batch.alerts:
+            subject = self._mapped(a, loaded, self.state.get(self._fingerprint_key(a.fingerprint)))[0]
+            if subject is not None:
+                keys.append(subject.key)
+        return set(keys)
 
-    def _store(self, inc: Incident) -> None:
-        self.state.set(self._incident_key(inc.subject.key), inc.to_dict(), INCIDENT_TTL_S)
-
-    def _record(self, subject: Subject, alerts: list[Alert]) -> tuple[Change, str | None]:
-        """Apply the alerts to the subject's incident; (the change, the sync key when Slack is behind)."""
+    def _record(self, subject: Subject, alerts: list[Alert]) -> tuple[Change, list[str]]:
+        """Apply the alerts to the subject's incident; (the change, the sync keys Slack is behind on)."""
         now = self.clock()
-        key: str | None = None
+        keys: list[str] = []
         try:
             with self.state.lock(f"{self.prefix}{subject.key}", LOCK_S, wait_s=10.0):
                 before = self._load(subject.key)
@@ -161,28 +198,48 @@ class AlertService:
                 inc = change.incident
                 if inc is None:
                     # Nothing new, but a replica that died before Slack caught up left work behind.
-                    stale = before is not None and before.kind == "thread" and before.needs_slack()
-                    return change, subject.key if stale else None
+                    behind = before is not None and before.kind == "thread" and before.needs_slack()
+                    return change, [subject.key] if behind else []
                 if change.opened:
                     self._gate(inc, now)
-                known = set(before.alerts) if before is not None and before.open else set()
-                for fp in set(inc.alerts) - known:
-                    self.state.set(self._fingerprint_key(fp), subject.to_dict(), INCIDENT_TTL_S)
+                    keys += self._replace(change.replaced or before)
+                known = (
+                    set(before.alerts) if before is not None and before.open and not change.opened else set()
+                )
+                self._set_many(
+                    {self._fingerprint_key(fp): subject.to_dict() for fp in sorted(set(inc.alerts) - known)},
+                    INCIDENT_TTL_S,
+                )
                 if inc.kind == "summary":
                     if change.opened or change.closed or change.shown_changed:
-                        key = self._summary_row(inc)
+                        keys.append(self.storm.row(inc))
                 elif inc.needs_slack():
-                    key = subject.key
+                    keys.append(subject.key)
                 self._store(inc)
+                if change.opened or (inc.open and before is not None and before.heard_at is None):
+                    # Opened, or open since before this version kept the index: the sweep sees it.
+                    self._index(subject.key, inc.id)
+                elif change.closed:
+                    self._index(subject.key, None)
         except LockNotAcquired as err:  # the store answers but a holder is stuck: Alertmanager retries
             raise StateUnavailable(str(err)) from None
         if change.opened:
             self.observer.incident("thread_opened" if inc.kind == "thread" else "summarized")
-        if change.closed:
+        if change.closed or change.replaced is not None:
             self.observer.incident("closed")
         if change.rewalk:
             self.observer.incident("rewalk")
-        return change, key
+        return change, keys
+
+    def _replace(self, old: Incident | None) -> list[str]:
+        """A new incident replaces the subject's record: keep the old one's (archived), and its sync
+        key when Slack does not show how it ended yet (its root in flight, or never updated)."""
+        if old is None:
+            return []
+        if old.kind == "summary":
+            return [self.storm.row(old)] if old.closed_as == CLOSED_SUPERSEDED else []
+        self._archive(old)
+        return [f"was:{old.id}"] if old.needs_slack() else []
 
     def _gate(self, inc: Incident, now: float) -> None:
         """Storm control: a thread while fewer than the maximum opened in the last 60 minutes."""
@@ -195,209 +252,48 @@ class AlertService:
         inc.summary_hour = int(now // HOUR_S)
         inc.walk_due = False  # a storm walks nothing by itself: its Diagnose buttons do
 
-    def _update(self, key: str, incident_id: str, change: Callable[[Incident], None]) -> Incident | None:
-        """Change the stored incident (unless another one has replaced it meanwhile)."""
-        with self.state.lock(f"{self.prefix}{key}", LOCK_S, wait_s=10.0):
-            inc = self._load(key)
-            if inc is None or inc.id != incident_id:
-                return None
-            change(inc)
-            self._store(inc)
-            return inc
-
-    # --- Slack's part --------------------------------------------------------------------------
-
-    def catch_up(self, key: str) -> None:
-        """`sync`, with a failure counted and logged (the next webhook about the subject retries it)."""
-        try:
-            self.sync(key)
-        except Exception as err:
-            self.observer.incident("slack_failed")
-            log.error("incident of %s: Slack not brought up to date: %s", key, err)
-
-    def sync(self, key: str) -> None:
-        """Post what the incident of `key` says and Slack does not show yet; run its walk when due."""
-        try:
-            with self.state.lock(f"{self.prefix}slack:{key}", 15 * 60, wait_s=60.0):
-                if key.startswith(STORM):
-                    self._post_summary(int(key.removeprefix(STORM)))
-                    return
-                if key.startswith(LEFT_OUT):
-                    tell_left_out(
-                        self.state,
-                        self.poster,
-                        self.settings.channel,
-                        int(key.removeprefix(LEFT_OUT)),
-                        self.prefix,
-                    )
-                    return
-                walk = self._catch_up(key)
-        except LockNotAcquired:
-            log.warning("incident of %s: another replica is still posting it; it will catch up", key)
-            return
-        if walk is not None:
-            self._walk(key, *walk)
-
-    def _catch_up(self, key: str) -> tuple[Incident, str] | None:
-        inc = self._load(key)
-        if inc is None:
-            return None
-        if inc.kind == "summary":
-            return None
-        if inc.root is None:
-            msg = incident_root(inc, self.walks.cluster_name)
-            # Keyed: an agent taking over a webhook whose agent died after this post finds it.
-            ref = self.poster.post(self.settings.channel, msg.text, msg.blocks, key=f"{inc.id}:root")
-            version = inc.version
-
-            def rooted(i: Incident) -> None:
-                i.root = {"channel": ref.channel, "ts": ref.ts}
-                i.shown = version
-
-            got = self._update(key, inc.id, rooted)
-            if got is None:
-                return None
-            inc = got
-        assert inc.root is not None
-        root = PostRef(inc.root["channel"], inc.root["ts"])
-        if inc.dropped:
-            lost = inc.dropped
-            note = (
-                f":warning: {lost} earlier update(s) of this incident were not kept while Slack refused them"
-            )
-            self.poster.post(root.channel, note, [_context(note)], thread_ts=root.ts)
-            inc = self._update(key, inc.id, lambda i: setattr(i, "dropped", max(0, i.dropped - lost))) or inc
-        posted = []
-        for line in inc.outbox:
-            self.poster.post(
-                root.channel,
-                line["text"],
-                [_context(line["text"])],
-                thread_ts=root.ts,
-                key=f"{inc.id}:line:{line['n']}",
-            )
-            posted.append(line["n"])
-        if posted:
-            done = set(posted)
-            inc = (
-                self._update(
-                    key, inc.id, lambda i: setattr(i, "outbox", [x for x in i.outbox if x["n"] not in done])
-                )
-                or inc
-            )
-        if inc.shown != inc.version:
-            msg = incident_root(inc, self.walks.cluster_name)
-            self.poster.update(root, msg.text, msg.blocks)
-            version = inc.version
-            inc = self._update(key, inc.id, lambda i: setattr(i, "shown", max(i.shown, version))) or inc
-        if not (inc.walk_due and inc.open):
-            return None
-        walk_id = new_walk_id()
-
-        def taken(i: Incident) -> None:
-            i.walk_due, i.walk_id, i.walked_at = False, walk_id, self.clock()
-
-        inc = self._update(key, inc.id, taken) or inc
-        return inc, walk_id
-
-    def _walk(self, key: str, inc: Incident, walk_id: str) -> None:
-        """The walk `/gpu why` runs (a node walk for a node subject), in the incident's thread."""
-        assert inc.root is not None
-        walk = self.walks.start(
-            inc.root["channel"], None, inc.subject.target, thread_ts=inc.root["ts"], walk_id=walk_id
-        )
-        if walk is None:
-            verdict: dict[str, Any] = {
-                "failed": f"no layer ran (walk {walk_id}): {inc.subject.label} could not be read"
-            }
-        else:
-            verdict = verdict_of(self.walks.walk_result(walk).verdict)
-        self._walked(key, inc.id, walk_id, verdict)
-
-    def _walked(self, key: str, incident_id: str, walk_id: str, verdict: dict[str, Any]) -> None:
-        def walked(i: Incident) -> None:
-            i.verdict, i.verdict_walk = verdict, walk_id
-            i.version += 1
-
-        self._update(key, incident_id, walked)
-        self.sync(key)
-
-    def finish_walks(self, batch: AlertBatch) -> None:
-        """After a takeover (an agent died handling this batch): finish the walks it began for the
-        batch's incidents and show their verdicts. Layers posted stand; nothing is posted twice."""
-        keys = {s.key for s in (self._subject(a) for a in batch.alerts) if s is not None}
-        for key in sorted(keys):
-            inc = self._load(key)
-            if inc is None or inc.root is None or not inc.walk_id or inc.verdict_walk == inc.walk_id:
-                continue
-            try:
-                walk = self.walks.load(inc.walk_id)
-            except WalkGone:
-                walk = None
-            if walk is None or walk.root_ts is None:
-                self._walk(key, inc, inc.walk_id)  # its root, if Slack has it, is found, not posted again
-                continue
-            log.info("incident of %s: finishing walk %s, begun by an agent that died", key, inc.walk_id)
-            self.walks.resume(walk)
-            self._walked(key, inc.id, inc.walk_id, verdict_of(self.walks.walk_result(walk).verdict))
-
-    # --- the storm's summary ---------------------------------------------------------------------
-
-    def _summary_row(self, inc: Incident) -> str:
-        """Put the incident's row (names, resolved) into its hour's summary record; its sync key."""
-        hour = inc.summary_hour if inc.summary_hour is not None else int(inc.opened_at // HOUR_S)
-        skey = self._summary_key(hour)
-        with self.state.lock(skey, LOCK_S, wait_s=10.0):
-            rec: dict[str, Any] = self.state.get(skey) or {"ts": None, "version": 0, "shown": 0, "rows": {}}
-            rows: dict[str, Any] = rec["rows"]
-            row = rows.get(inc.id)
-            if row is None:
-                row = rows[inc.id] = {
-                    "label": inc.subject.label,
-                    "target": inc.subject.to_dict(),
-                    "walk_id": new_walk_id(),
-                    "order": len(rows),
-                }
-            row["names"], row["resolved"] = inc.names, not inc.open
-            rec["version"] += 1
-            self.state.set(skey, rec, SUMMARY_TTL_S)
-        return f"{STORM}{hour}"
-
     def _post_summary(self, hour: int) -> None:
-        """Post the hour's summary, or update it in place; queued syncs after the first find nothing to do."""
-        skey = self._summary_key(hour)
-        rec = self.state.get(skey)
-        if rec is None or (rec["ts"] is not None and rec["shown"] == rec["version"]):
-            return
-        shown = sorted(rec["rows"].values(), key=lambda r: int(r["order"]))
-        msg = storm_summary(
-            [SummaryRow(r["label"], tuple(r["names"]), r["walk_id"], r["resolved"]) for r in shown],
-            self.settings.max_threads_per_hour,
-            hour * HOUR_S,
-            self.walks.cluster_name,
-        )
-        channel, ts = self.settings.channel, rec["ts"]
-        if ts is None:
-            ref = self.poster.post(channel, msg.text, msg.blocks, key=f"{skey}:root")
-            channel, ts = ref.channel, ref.ts
-        else:
-            channel = rec.get("channel") or channel
-            self.poster.update(PostRef(channel, ts), msg.text, msg.blocks)
-        # Each Diagnose button's walk, started by its first click in the summary's thread.
-        for r in shown:
-            if not r.get("prepared"):
-                self.walks.prepare(r["walk_id"], Subject.from_dict(r["target"]).target, channel, ts)
-        version = rec["version"]
-        with self.state.lock(skey, LOCK_S, wait_s=10.0):
-            now_rec = self.state.get(skey) or rec
-            now_rec["channel"], now_rec["ts"] = channel, ts
-            now_rec["shown"] = max(int(now_rec.get("shown", 0)), version)
-            for wid in {r["walk_id"] for r in shown}:
-                for row in now_rec["rows"].values():
-                    if row["walk_id"] == wid:
-                        row["prepared"] = True
-            self.state.set(skey, now_rec, SUMMARY_TTL_S)
+        self.storm.post(hour, self.walks.cluster_name)
+
+    # --- incidents end: the stale sweep -----------------------------------------------------------
+
+    def sweep_due(self) -> bool:
+        """True for one caller per sweep period across every replica (and across restarts)."""
+        every = self.sweep_every_s
+        slot = int(self.clock() // every)
+        return self.state.set_if_absent(f"{self.prefix}sweep:{slot}", 1, every * 2)
+
+    def sweep(self) -> list[str]:
+        """Close as stale every open incident Alertmanager has said nothing of for the stale time;
+        the sync keys of those whose root must now say so."""
+        now = self.clock()
+        keys: list[str] = []
+        for shard in range(INDEX_SHARDS):
+            shard_key = f"{self.prefix}open:{shard}"
+            gone: dict[str, str] = {}
+            for subject_key, incident_id in dict(self.state.get(shard_key) or {}).items():
+                with self.state.lock(f"{self.prefix}{subject_key}", LOCK_S, wait_s=10.0):
+                    inc = self._load(subject_key)
+                    if inc is None or inc.id != incident_id or not inc.open:
+                        gone[subject_key] = incident_id
+                        continue
+                    closed = stale(inc, now, self.settings.stale_s)
+                    if closed is None:
+                        continue
+                    self._store(closed)
+                    gone[subject_key] = incident_id
+                    keys.append(self.storm.row(closed) if closed.kind == "summary" else subject_key)
+                self.observer.incident("stale")
+                log.info("incident %s of %s closed as stale", incident_id, subject_key)
+            if gone:
+                self._unindex(shard_key, gone)
+        return list(dict.fromkeys(keys))
+
+    def sweep_and_catch_up(self) -> None:
+        for key in self.sweep():
+            self.catch_up(key)
 
 
-def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text[:3000]}]}
+def _when(alert: Alert) -> tuple[str, str]:
+    """What identifies one firing of an alert: its fingerprint and when it started."""
+    return alert.fingerprint, alert.starts_at

@@ -25,6 +25,11 @@ How an alert changes an incident (`apply`):
   lines; and a notification that brings news (an alert new, firing again or
   resolved) says no "still firing" besides.
 - a walk at most every `rewalk_s`: a repeat or a new alert past that re-runs it.
+- an open incident older than `renew_s` (a day) that a new alert (or one firing again) comes to is
+  closed as *superseded* and a new one opens, linking it: nobody watches a thread a week old.
+  Alertmanager's repeats of what has been firing all along stay in the old thread.
+- `stale(...)`: an open incident Alertmanager has said nothing of (`heard_at`) for `stale_s`
+  closes as *stale* (a resolve lost to a silence, a restart or a renamed rule).
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ TRUNCATED = "truncated"  # left out of the notification by Alertmanager (`trunca
 # A gateway's (bot/cluster/alert_forward.py): queued for its cluster's agent, or no cluster to go to.
 FORWARDED = "forwarded"
 UNKNOWN_CLUSTER = "unknown_cluster"
+# A firing whose resolve (same fingerprint and startsAt) came first: remembered, it opens nothing.
+LATE_FIRING = "late_firing"
 DECISIONS = (
     OPENED,
     NEW_ALERT,
@@ -67,13 +74,22 @@ DECISIONS = (
     TRUNCATED,
     FORWARDED,
     UNKNOWN_CLUSTER,
+    LATE_FIRING,
 )
+
+# How an incident closed (the root says which).
+CLOSED_RESOLVED = "resolved"
+CLOSED_STALE = "stale"
+CLOSED_SUPERSEDED = "superseded"
+DAY_S = 86400.0
+HEARD_EVERY_S = 60.0  # how precisely an incident's last word from Alertmanager is kept
 
 
 @dataclass(frozen=True)
 class Policy:
     rewalk_s: float
     duplicate_s: float
+    renew_s: float = DAY_S  # an open incident older than this gets a new root for new alerts
 
 
 @dataclass
@@ -105,6 +121,10 @@ class Incident:
     walked_at: float | None = None
     verdict: dict[str, Any] | None = None
     verdict_walk: str | None = None  # the walk the verdict is from: walk_id differs while one runs
+    heard_at: float | None = None  # when Alertmanager last said anything of it (stale past this)
+    closed_as: str | None = None  # CLOSED_RESOLVED, CLOSED_STALE or CLOSED_SUPERSEDED
+    previous: dict[str, str] | None = None  # the superseded incident: {"id", "channel", "ts"}
+    next_id: str | None = None  # a superseded incident's successor
 
     @property
     def open(self) -> bool:
@@ -155,6 +175,10 @@ class Incident:
             "walked_at": self.walked_at,
             "verdict": self.verdict,
             "verdict_walk": self.verdict_walk,
+            "heard_at": self.heard_at,
+            "closed_as": self.closed_as,
+            "previous": self.previous,
+            "next_id": self.next_id,
         }
 
     @classmethod
@@ -178,7 +202,15 @@ class Incident:
             walked_at=d.get("walked_at"),
             verdict=d.get("verdict"),
             verdict_walk=d.get("verdict_walk"),
+            heard_at=d.get("heard_at"),
+            closed_as=d.get("closed_as"),
+            previous=d.get("previous"),
+            next_id=d.get("next_id"),
         )
+
+    @property
+    def last_heard(self) -> float:
+        return self.opened_at if self.heard_at is None else self.heard_at
 
 
 @dataclass(frozen=True)
@@ -189,6 +221,7 @@ class Change:
     closed: bool = False
     rewalk: bool = False
     shown_changed: bool = False  # the root (or the storm summary's row) shows something new
+    replaced: Incident | None = None  # an open incident this one superseded (closed, to be stored apart)
 
 
 def _state(alert: Alert, now: float) -> AlertState:
@@ -248,13 +281,26 @@ def apply(
 ) -> Change:
     """How these alerts (all about `subject`) change its incident."""
     alerts = list(alerts)
+    replaced: Incident | None = None
+    old = current is not None and current.open and now - current.opened_at >= policy.renew_s
+    if old and current is not None and any(_news(current, a) for a in alerts):
+        replaced = supersede(current, now)
+        current = None
     if current is None or not current.open:
         firing = [a for a in alerts if a.firing]
         if not firing:
             return Change(None, tuple(NO_INCIDENT for _ in alerts))
         inc = Incident(new_incident_id(), subject, now, {a.fingerprint: _state(a, now) for a in firing})
-        return Change(inc, tuple(OPENED if a.firing else NO_INCIDENT for a in alerts), opened=True)
+        inc.heard_at = now
+        if replaced is not None:
+            replaced.next_id = inc.id
+            inc.previous = {"id": replaced.id, **(replaced.root or {})}
+        return Change(
+            inc, tuple(OPENED if a.firing else NO_INCIDENT for a in alerts), opened=True, replaced=replaced
+        )
     inc = replace(current, alerts=dict(current.alerts), outbox=list(current.outbox))
+    if now - current.last_heard >= HEARD_EVERY_S:
+        inc.heard_at = now  # to the minute: a stale time is hours, and duplicates stay writes-free
     decisions: list[str] = []
     events: dict[tuple[str, str], list[Alert]] = {}  # (decision, alert name) → its alerts, in order
     shown_change = False
@@ -298,6 +344,7 @@ def apply(
     closed = all(s.status == "resolved" for s in inc.alerts.values())
     if closed:
         inc.closed_at = ended((a for a in alerts if not a.firing), inc.opened_at, now)
+        inc.closed_as = CLOSED_RESOLVED
     rewalk = (
         wants_walk
         and not closed
@@ -315,3 +362,36 @@ def apply(
     return Change(
         inc if changed else None, tuple(decisions), closed=closed, rewalk=rewalk, shown_changed=shown_change
     )
+
+
+def _news(current: Incident, alert: Alert) -> bool:
+    """A firing that is not the incident's own still firing: a new alert, or one firing again (a
+    repeat of what has been firing all along stays in the thread that has followed it)."""
+    st = current.alerts.get(alert.fingerprint)
+    return alert.firing and (st is None or st.status != "firing")
+
+
+def supersede(current: Incident, now: float) -> Incident:
+    """The open incident a new root replaces (it is more than a day old): closed, the root says so."""
+    old = replace(current, alerts=dict(current.alerts), outbox=list(current.outbox))
+    old.closed_at, old.closed_as, old.walk_due = now, CLOSED_SUPERSEDED, False
+    old.version += 1
+    old.queue_line(f":arrow_right: new alerts on this subject go to a new thread · {when(now)}")
+    return old
+
+
+def stale(current: Incident, now: float, stale_s: float) -> Incident | None:
+    """The incident closed as stale when Alertmanager has said nothing of it for `stale_s`, else None."""
+    if not current.open or now - current.last_heard < stale_s:
+        return None
+    inc = replace(current, alerts=dict(current.alerts), outbox=list(current.outbox))
+    inc.closed_at, inc.closed_as, inc.walk_due = now, CLOSED_STALE, False
+    inc.version += 1
+    hours = (now - current.last_heard) / 3600
+    inc.queue_line(
+        f":hourglass: Alertmanager has said nothing of this incident for {hours:.1f} h "
+        f"(GPUBOT_ALERT_STALE_HOURS): closed as stale · {when(now)}"
+    )
+    if inc.kind == "summary":
+        inc.outbox.clear()
+    return inc

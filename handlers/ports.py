@@ -147,8 +147,8 @@ class NoObserver:
 class AlertObserver(Protocol):
     """What the alert service reports (gpubot_alerts_total and gpubot_alert_incidents_total)."""
 
-    def alert(self, status: str, decision: str) -> None:
-        """One alert of a webhook ("firing"/"resolved") and what was decided for it."""
+    def alert(self, status: str, decision: str, count: int = 1) -> None:
+        """`count` alerts of a webhook ("firing"/"resolved") and what was decided for them."""
         ...
 
     def incident(self, event: str) -> None:
@@ -159,7 +159,7 @@ class AlertObserver(Protocol):
 class NoAlertObserver:
     """The default AlertObserver: records nothing."""
 
-    def alert(self, status: str, decision: str) -> None:
+    def alert(self, status: str, decision: str, count: int = 1) -> None:
         pass
 
     def incident(self, event: str) -> None:

@@ -245,25 +245,44 @@ def test_refusals_change_nothing(
     assert counter("gpubot_alert_webhooks_total", code=str(status)) >= 1
 
 
-def test_ten_thousand_alerts_over_one_mib_get_413_and_change_nothing(
-    bot: Any, slack: FakeSlack, store: RedisState
-) -> None:
-    many = [
-        alert("GPUXidError", summary="Xid 79 " + "x" * 60, Hostname="gpu-7", gpu=str(i))
-        for i in range(10_000)
-    ]
-    data = body(many)
-    assert len(data) > 1 << 20
-    # The answer comes from the headers alone: send them and the body's start, then read it.
+def _head_answer(bot: Any, data: bytes, token: str | None) -> str:
+    """The answer to the headers and the body's start (a refusal comes from the headers alone)."""
     port = int(bot.url.rsplit(":", 1)[1])
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
         head = (
-            f"POST /alertmanager HTTP/1.1\r\nHost: gpubot\r\nAuthorization: Bearer {TOKEN}\r\n"
+            f"POST /alertmanager HTTP/1.1\r\nHost: gpubot\r\n{auth}"
             f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
         )
         conn.sendall(head.encode() + data[:65536])
-        answer = conn.recv(4096).decode()
-    assert answer.startswith("HTTP/1.1 413"), answer
+        return conn.recv(4096).decode()
+
+
+def test_bodies_over_the_alert_limit_get_413_counted_and_change_nothing(
+    bot: Any, slack: FakeSlack, store: RedisState
+) -> None:
+    # Over GPUBOT_ALERT_MAX_BODY_MIB (16 MiB): 10,000 alerts with 1.7 kB descriptions.
+    many = [
+        alert("GPUXidError", summary="Xid 79 " + "x" * 1700, Hostname="gpu-7", gpu=str(i))
+        for i in range(10_000)
+    ]
+    data = body(many)
+    assert len(data) > 16 << 20
+    refused = counter("gpubot_alert_webhooks_total", code="413")
+    assert _head_answer(bot, data, TOKEN).startswith("HTTP/1.1 413")
+    # Without the token the 1 MiB limit of every other path holds: nobody else may send megabytes.
+    assert _head_answer(bot, data[: 2 << 20], None).startswith("HTTP/1.1 413")
+    assert counter("gpubot_alert_webhooks_total", code="413") == refused + 2
+    # Every refusal of the server's own is counted for the webhook too: a chunked body (411).
+    chunked = counter("gpubot_alert_webhooks_total", code="411")
+    port = int(bot.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(
+            f"POST /alertmanager HTTP/1.1\r\nHost: gpubot\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n".encode()
+        )
+        assert conn.recv(4096).decode().startswith("HTTP/1.1 411")
+    assert counter("gpubot_alert_webhooks_total", code="411") == chunked + 1
     assert _store_keys(store) == [] and not slack.calls_to("chat.postMessage")
 
 

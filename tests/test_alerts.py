@@ -74,6 +74,11 @@ def test_the_receiver_example_is_a_valid_alertmanager_config_with_a_bearer_webho
     [hook] = next(r for r in doc["receivers"] if r["name"] == "gpubot")["webhook_configs"]
     assert hook["url"].endswith("/alertmanager") and hook["send_resolved"] is True
     assert hook["http_config"]["authorization"]["type"] == "Bearer"
+    # max_alerts is set, and that many alerts of up to 3 kB each fit gpubot's alert body limit: a
+    # notification over it would be refused whole, and Alertmanager does not retry a 413.
+    from bot.slack.alert_webhook import MAX_BODY_MIB
+
+    assert hook["max_alerts"] > 0 and hook["max_alerts"] * 3000 < MAX_BODY_MIB << 20
     # Every route grouping keeps the labels gpubot maps subjects from (handlers/alert_subjects.py).
     from handlers.alert_subjects import NODE_LABELS
 

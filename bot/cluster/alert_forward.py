@@ -30,13 +30,12 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from bot.cluster.kinds import ALERTS, alerts_request
 from bot.cluster.routing import ago
 from bot.cluster.streams import ClusterSeen, ClusterStreams, StreamsUnavailable
-from handlers.alert_notes import say_hourly, tell_left_out
-from handlers.alert_payload import Alert, AlertBatch
+from handlers.alert_notes import NOTE_EVERY_S, say_hourly, tell_left_out
+from handlers.alert_payload import Alert, AlertBatch, alert_dict
 from handlers.alerts import AlertSettings
 from handlers.escape import escape
 from handlers.incidents import FORWARDED, TRUNCATED, UNKNOWN_CLUSTER
@@ -46,18 +45,10 @@ log = logging.getLogger("gpubot.gateway")
 
 CLUSTER_LABEL = "cluster"
 NO_LABEL = ""  # the unrouted group of alerts without a cluster label
-
-
-def alert_dict(alert: Alert) -> dict[str, Any]:
-    """An alert as Alertmanager's payload has it (what the agent parses again)."""
-    return {
-        "status": alert.status,
-        "labels": dict(alert.labels),
-        "annotations": dict(alert.annotations),
-        "fingerprint": alert.fingerprint,
-        "startsAt": alert.starts_at,
-        "endsAt": alert.ends_at,
-    }
+UNKNOWN_NOTE = "alert:unknown-clusters-note"  # the hourly note on cluster names nobody serves
+UNKNOWN_NAMES = "alert:unknown-clusters"  # the names seen since it was last said
+NAMES_KEPT = 500
+NAMES_SHOWN_MAX = 2000
 
 
 class AlertForwarder:
@@ -105,8 +96,7 @@ class AlertForwarder:
         except StreamsUnavailable as err:
             raise StateUnavailable(str(err)) from None
         if batch.truncated:  # the gateway's to say: the alerts left out name no cluster
-            for _ in range(batch.truncated):
-                self.observer.alert(batch.status, TRUNCATED)
+            self.observer.alert(batch.status, TRUNCATED, batch.truncated)
             self.submit(
                 "note on alerts left out",
                 tell_left_out,
@@ -126,14 +116,24 @@ class AlertForwarder:
                 self.submit(
                     f"note on alerts queued for silent {cluster!r}", self._silent, cluster, alerts, silent
                 )
+        unknown: dict[str, list[Alert]] = {}
         for named, alerts in unrouted.items():
             for a in alerts:
                 self.observer.alert(a.status, UNKNOWN_CLUSTER)
             why = self._why(named, known)
-            log.error("%d alert(s) kept in gpubot:alerts:unrouted: %s", len(alerts), why)
-            self.submit(
-                f"note on unrouted alerts of {named!r}", self._note, named, alerts, why, named in known
+            if named in known or len(unrouted) == 1:
+                log.error("%d alert(s) kept in gpubot:alerts:unrouted: %s", len(alerts), why)
+            if named in known:  # its agents are too old: said per cluster (there are few)
+                self.submit(f"note on unrouted alerts of {named!r}", self._note, named, alerts, why, True)
+            else:
+                unknown[named] = alerts
+        if len(unrouted) > 1:  # one line for the webhook, not one per cluster name
+            log.error(
+                "alerts for %d cluster names kept in gpubot:alerts:unrouted (none served by an agent)",
+                len(unknown),
             )
+        if unknown:  # 300 cluster names nobody serves: one note listing them, not 300
+            self.submit("note on alerts for unknown clusters", self._note_unknown, unknown, sorted(known))
         return []
 
     def catch_up(self, key: str) -> None:
@@ -188,6 +188,29 @@ class AlertForwarder:
             f"in `gpubot:alerts:unrouted`{fix}. Said at most once an hour per cluster name."
         )
         say_hourly(self.state, self.poster, self.settings.channel, f"alert:unrouted-note:{named[:63]}", text)
+
+    def _note_unknown(self, unknown: dict[str, list[Alert]], known: list[str]) -> None:
+        """One note at most an hour for every cluster name nobody serves, listing the names (those
+        that arrived while the last note was fresh are kept for the next one)."""
+        with self.state.lock(UNKNOWN_NAMES, 10.0, wait_s=5.0):
+            names = list(dict.fromkeys([*(self.state.get(UNKNOWN_NAMES) or []), *unknown]))[:NAMES_KEPT]
+            self.state.set(UNKNOWN_NAMES, names, 2 * NOTE_EVERY_S)
+        count = sum(len(a) for a in unknown.values())
+        shown = ", ".join("(no `cluster` label)" if n == NO_LABEL else f"`{escape(n[:63])}`" for n in names)
+        if len(shown) > NAMES_SHOWN_MAX:
+            shown = shown[:NAMES_SHOWN_MAX].rsplit(", ", 1)[0] + ", …"
+        listed = ", ".join(f"`{escape(k)}`" for k in known) or "none yet"
+        text = (
+            f":warning: {count} alert(s) went to no cluster: they name {len(names)} cluster(s) no agent "
+            f"serves ({shown}; registered: {listed}). They are kept in `gpubot:alerts:unrouted`; set each "
+            "alert's `cluster` label (Prometheus `external_labels`) to a cluster whose agent runs. Said at "
+            "most once an hour for all such names."
+        )
+        if self.state.set_if_absent(UNKNOWN_NOTE, 1, NOTE_EVERY_S):
+            self.state.delete(UNKNOWN_NAMES)
+            self.poster.post(
+                self.settings.channel, text, [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+            )
 
     def _silent(self, cluster: str, alerts: list[Alert], silent_s: float) -> None:
         """Said in the alert channel once an hour per cluster, as a command for it is answered at once."""

@@ -202,7 +202,7 @@ def build_gateway(
             silent_s=cfg.agent_silent_s,
             clock=lambda: gw.clock(),
         )
-        gw.alerts = AlertWebhook(forwarder, cfg.alert_token, gw.submit)
+        gw.alerts = AlertWebhook(forwarder, cfg.alert_token, gw.submit, max_body_mib=cfg.alert_max_body_mib)
 
     @app.command("/gpu")
     def on_gpu(ack: Ack, command: dict[str, Any]) -> None:

@@ -177,6 +177,13 @@ def run_digest_part(
     return handle
 
 
+def _positive(value: Any) -> float:
+    seconds = float(value)
+    if not 0 < seconds < 1e9:  # NaN, a negative or absurd time from the stream: not a time
+        raise ValueError(f"{value!r} is not a number of seconds")
+    return seconds
+
+
 def _alert_settings(raw: Any) -> AlertSettings:
     if not isinstance(raw, dict) or not isinstance(raw.get("channel"), str) or not raw["channel"]:
         raise BadRequest("the request has no alert settings with a channel")
@@ -186,6 +193,8 @@ def _alert_settings(raw: Any) -> AlertSettings:
             rewalk_s=float(raw.get("rewalk_s", 30 * 60)),
             max_threads_per_hour=int(raw.get("max_threads_per_hour", 10)),
             duplicate_s=float(raw.get("duplicate_s", 60)),
+            # A gateway of an older version sends no stale time: the default, 12 h.
+            stale_s=_positive(raw.get("stale_s", 12 * 3600)),
         )
     except (TypeError, ValueError) as err:
         raise BadRequest(f"the alert settings are not numbers: {err}") from None

@@ -115,7 +115,15 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
     cluster = cfg.cluster_name
 
     def make_alerts(settings: AlertSettings) -> AlertService:
-        return AlertService(leased, service, directory, settings, observer=MetricsObserver(), cluster=cluster)
+        return AlertService(
+            leased,
+            service,
+            directory,
+            settings,
+            observer=MetricsObserver(),
+            cluster=cluster,
+            sweep_on_receive=True,  # no sweep timer in an agent: its alert requests run the sweep
+        )
 
     handlers = agent_handlers(cluster, service, buttons, publish_part, timing.lease_s, make_alerts)
     return Agent(

@@ -60,6 +60,8 @@ class Config:
     alert_rewalk_minutes: int = 30
     alert_max_threads_per_hour: int = 10
     alert_duplicate_seconds: int = 60
+    alert_stale_hours: float = 12.0
+    alert_max_body_mib: int = 16
     # Many clusters (bot/cluster/): how often agents heartbeat, when their unacknowledged work is
     # taken over, when the gateway calls an agent silent, how long request streams are kept.
     heartbeat_s: float = 10.0
@@ -224,6 +226,7 @@ def load_config(
         ("GPUBOT_ALERT_REWALK_MINUTES", "alert_rewalk_minutes", 0, 1440),
         ("GPUBOT_ALERT_MAX_THREADS_PER_HOUR", "alert_max_threads_per_hour", 0, 1000),
         ("GPUBOT_ALERT_DUPLICATE_SECONDS", "alert_duplicate_seconds", 0, 3600),
+        ("GPUBOT_ALERT_MAX_BODY_MIB", "alert_max_body_mib", 1, 256),
     ):
         if (v := get(name)) is not None:
             if not v.isdigit() or not low <= int(v) <= high:
@@ -245,6 +248,17 @@ def load_config(
                     f"{name} must be a number of seconds from {lowest:g} to {highest:g}, got {v!r}"
                 )
             kw[key] = seconds
+    if (v := get("GPUBOT_ALERT_STALE_HOURS")) is not None:
+        try:
+            hours = float(v)
+        except ValueError:
+            hours = -1.0
+        # From a second (the tests) to 30 days (when an incident's record is forgotten anyway).
+        if not 1 / 3600 <= hours <= 720:
+            raise ConfigError(
+                f"GPUBOT_ALERT_STALE_HOURS must be a number of hours from 0.0003 to 720, got {v!r}"
+            )
+        kw["alert_stale_hours"] = hours
     if (v := get("GPUBOT_STREAM_MAXLEN")) is not None:
         if not v.isdigit() or not 100 <= int(v) <= 10_000_000:
             raise ConfigError(f"GPUBOT_STREAM_MAXLEN must be a whole number from 100 to 10000000, got {v!r}")

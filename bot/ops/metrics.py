@@ -67,8 +67,8 @@ ACTIONS = frozenset(
     }
 )
 ALERT_STATUSES = frozenset({"firing", "resolved"})
-ALERT_EVENTS = frozenset({"thread_opened", "summarized", "closed", "rewalk", "slack_failed"})
-WEBHOOK_CODES = frozenset({"200", "400", "401", "404", "405", "411", "413", "503"})
+ALERT_EVENTS = frozenset({"thread_opened", "summarized", "closed", "stale", "rewalk", "slack_failed"})
+WEBHOOK_CODES = frozenset({"200", "400", "401", "404", "405", "408", "411", "413", "431", "503"})
 SOURCE_ERROR_KINDS = frozenset({"forbidden", "not_found", "unavailable", "bad_input"})
 DIGEST_SUCCESS = frozenset({"posted", "all_clear"})
 DIGEST_OUTCOMES = DIGEST_SUCCESS | {"skipped", "failed"}
@@ -192,10 +192,10 @@ def record_kubernetes_api_error(kind: str) -> None:
     KUBE_ERRORS.labels(kind if kind in SOURCE_ERROR_KINDS else OTHER).inc()
 
 
-def record_alert(status: str, decision: str) -> None:
+def record_alert(status: str, decision: str, count: int = 1) -> None:
     ALERTS.labels(
         status if status in ALERT_STATUSES else OTHER, decision if decision in DECISIONS else OTHER
-    ).inc()
+    ).inc(max(0, count))
 
 
 def record_alert_incident(event: str) -> None:

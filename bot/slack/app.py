@@ -31,6 +31,7 @@ from bot.ops import metrics
 from bot.ops.config import Config
 from bot.ops.logs import walk_scope
 from bot.ops.secrets import mask_text
+from bot.slack.alert_sweeper import AlertSweeper
 from bot.slack.alert_webhook import AlertWebhook
 from bot.slack.node_actions import ClusterNodeActions
 from bot.sources.opener import Sources
@@ -78,8 +79,8 @@ class MetricsObserver:
     def scope(self, walk_id: str | None) -> AbstractContextManager[None]:
         return walk_scope(walk_id)
 
-    def alert(self, status: str, decision: str) -> None:
-        metrics.record_alert(status, decision)
+    def alert(self, status: str, decision: str, count: int = 1) -> None:
+        metrics.record_alert(status, decision, count)
 
     def incident(self, event: str) -> None:
         metrics.record_alert_incident(event)
@@ -112,6 +113,7 @@ class GpuBot:
     cfg: Config
     slack_up: Callable[[], bool] = lambda: True
     alerts: AlertWebhook | None = None  # POST /alertmanager, when GPUBOT_ALERT_TOKEN is set
+    sweeper: AlertSweeper | None = None  # closes stale incidents, with the alerts
     pending: set[Future[None]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -157,6 +159,8 @@ class GpuBot:
         return True, "ready"
 
     def shutdown(self, wait: bool = True) -> None:
+        if self.sweeper is not None:
+            self.sweeper.stop()
         self.pool.shutdown(wait=wait, cancel_futures=not wait)
 
 
@@ -241,6 +245,7 @@ def alert_settings(cfg: Config) -> AlertSettings:
         rewalk_s=cfg.alert_rewalk_minutes * 60,
         max_threads_per_hour=cfg.alert_max_threads_per_hour,
         duplicate_s=cfg.alert_duplicate_seconds,
+        stale_s=cfg.alert_stale_hours * 3600,
     )
 
 
@@ -281,7 +286,8 @@ def build_app(
         alerts = AlertService(
             state, service, ClusterDirectory(sources.cluster), alert_settings(cfg), observer=MetricsObserver()
         )
-        bot.alerts = AlertWebhook(alerts, cfg.alert_token, bot.submit)
+        bot.alerts = AlertWebhook(alerts, cfg.alert_token, bot.submit, max_body_mib=cfg.alert_max_body_mib)
+        bot.sweeper = AlertSweeper(alerts, bot.submit)
 
     @app.command("/gpu")
     def on_gpu(ack: Ack, command: dict[str, Any]) -> None:

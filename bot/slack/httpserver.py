@@ -55,6 +55,11 @@ class Limits:
     max_connections: int = 512
     max_body: int = 1 << 20
     max_header_bytes: int = 32 << 10
+    # A request's own body limit (path, lower-case headers), else `max_body`: Alertmanager's
+    # notifications run to megabytes, and only a sender with the alert token may send that much.
+    body_limit: Callable[[str, Mapping[str, str]], int | None] | None = None
+    # Told (path, status) of each request refused before its route ran: the alert webhook counts them.
+    on_refusal: Callable[[str, int], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -181,6 +186,7 @@ class _Handler(BaseHTTPRequestHandler):
         except _TooLarge:
             self.close_connection = True
             self.refusals.note("refused requests with oversized headers", "431")
+            self._tell_refusal(431)  # counted before the answer: who reads the answer sees the count
             self._send(431, b"request header fields too large\n")
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
@@ -212,7 +218,18 @@ class _Handler(BaseHTTPRequestHandler):
         """The body's end is unknown or the request is hostile: answer and close the connection."""
         self.close_connection = True
         self.refusals.note(kind, f"{status} {text.strip()}")
+        self._tell_refusal(status)  # counted before the answer: who reads the answer sees the count
         self._send(status, text.encode())
+
+    def _tell_refusal(self, status: int) -> None:
+        """`on_refusal` (path, status), when the request line was read far enough to have a path."""
+        path = getattr(self, "path", None)
+        if self.limits.on_refusal is None or not isinstance(path, str):
+            return
+        try:
+            self.limits.on_refusal(urlsplit(path).path, status)
+        except Exception:  # a counter of ours failing must not cost the answer
+            log.error("counting a refusal failed", exc_info=True)
 
     def _read_body(self) -> bytes | None:
         """The body by its Content-Length, within the limits; None when refused (and answered)."""
@@ -226,7 +243,11 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if not cl and self.command in ("GET", "HEAD"):
             return b""
-        length, refusal = body_length(cl, self.limits.max_body)
+        max_body = self.limits.max_body
+        if self.limits.body_limit is not None:
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            max_body = self.limits.body_limit(urlsplit(self.path).path, headers) or max_body
+        length, refusal = body_length(cl, max_body)
         if refusal is not None:
             self._refuse(refusal[0], refusal[1], "refused bad Content-Length")
             return None

@@ -75,8 +75,6 @@ def start_http(bot: Front, host: str, port: int, *, events: bool) -> HttpServer:
     if events:
         assert bot.cfg.slack_signing_secret is not None  # load_config(http=True) checked it
         routes[("POST", EVENTS_PATH)] = SlackEvents(gate(bot), bot.cfg.slack_signing_secret)
-    if bot.alerts is not None:  # in Socket Mode too: Alertmanager needs no public Slack endpoint
-        routes[("POST", ALERTS_PATH)] = bot.alerts
     cfg = bot.cfg
     limits = Limits(
         header_s=cfg.http_timeout_s,
@@ -84,6 +82,9 @@ def start_http(bot: Front, host: str, port: int, *, events: bool) -> HttpServer:
         write_s=cfg.http_timeout_s,
         max_connections=cfg.http_max_connections,
     )
+    if bot.alerts is not None:  # in Socket Mode too: Alertmanager needs no public Slack endpoint
+        routes[("POST", ALERTS_PATH)] = bot.alerts
+        limits = bot.alerts.limits(limits)
     return start_server(routes, host, port, limits)
 
 
