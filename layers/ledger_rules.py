@@ -184,9 +184,10 @@ def _node_faults(
         repaired = False
         for ev in sorted(by_node.get(node, []), key=lambda e: e.at):
             if ev.kind == "uncordon":
-                repaired, repairs = True, repairs + (1 if faults else 0)
+                repaired = bool(faults)  # returned to service after a fault
                 continue
             if not faults or repaired or ev.at - faults[-1] >= CASCADE_S:
+                repairs += 1 if repaired else 0  # a repair counts when a fault followed it
                 faults.append(ev.at)
             repaired = False
         n, how = len(faults), "witnessed"

@@ -162,6 +162,17 @@ def _row(node: str, gpu: dict[str, Any], ev: dict[str, Any] | None, rules: list[
     return ["'" + c if c[:1] in ("=", "+", "-", "@") else c for c in cells]
 
 
+def alert_event(labels: dict[str, str], starts_at: float, node: str) -> Event | None:
+    """The ledger entry an Alertmanager alert about an Xid stands for (dcgm-exporter's labels: `UUID`,
+    `gpu`, and the Xid in `xid`, `err_code` or the alert's value label), or None when it names none."""
+    raw = labels.get("xid") or labels.get("XID") or labels.get("err_code") or ""
+    if not raw.isdigit():
+        return None
+    gpu = labels.get("UUID") or labels.get("uuid") or ""
+    name = labels.get("alertname", "alert")
+    return Event(node, "xid", starts_at, gpu=gpu, xid=int(raw), source="alert", detail=f"alert {name}")
+
+
 def gpu_nodes(cluster: Cluster) -> list[str]:
     """The GPU nodes' names (a failed list raises SourceError: there is no fleet without it)."""
     return sorted(o.name(n) for n in cluster.list_nodes() if o.is_gpu_node(n))
