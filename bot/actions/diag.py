@@ -29,9 +29,10 @@ from layers.diagjob import (
 )
 from layers.facts import objects as o
 from layers.facts.dcgmdiag import DiagOutputError, DiagReport, read_job_log
+from layers.facts.hosts import selector_for
 from layers.facts.ledgerevents import Event
 from layers.facts.ledgerfacts import GpuId
-from layers.sources import Cluster, K8sObject, SourceError
+from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
 
 UNSCHEDULABLE_GRACE_S = 120.0  # the scheduler said no for this long: the Job will not start
 
@@ -269,3 +270,29 @@ def record(ledger: Ledger, out: DiagOutcome, gpu_uuids: dict[int, str], actor: s
         ledger.record(out.node, events, gpus, now=now)
     except LedgerUnavailable as err:
         out.notes.append(f"result not written to the ledger: {err}")
+
+
+def gpu_uuids(telemetry: Telemetry, node: str) -> dict[int, str]:
+    """GPU index -> UUID from the node's DCGM series, so each result is filed under its GPU."""
+    try:
+        samples = telemetry.instant("DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_GPU_TEMP", selector_for([node]))
+    except TelemetryError:
+        return {}
+    return {
+        int(s.labels["gpu"]): s.labels.get("UUID", "") for s in samples if s.labels.get("gpu", "").isdigit()
+    }
+
+
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def own_namespace(configured: str | None, path: str = SERVICE_ACCOUNT_NAMESPACE) -> str:
+    """gpubot's namespace: GPUBOT_DIAG_NAMESPACE, else the pod's service account's, else `gpubot`."""
+    if configured:
+        return configured
+    try:
+        with open(path, encoding="utf-8") as f:
+            found = f.read().strip()
+    except OSError:
+        found = ""
+    return found or "gpubot"

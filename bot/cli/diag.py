@@ -12,27 +12,13 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from bot.cli.args import EXIT_BACKEND, EXIT_INPUT, UsageError
 
-SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-def own_namespace(cfg: Any, path: str = SERVICE_ACCOUNT_NAMESPACE) -> str:
-    """gpubot's namespace: GPUBOT_DIAG_NAMESPACE, else the pod's service account's, else `gpubot`."""
-    if cfg.diag_namespace:
-        return str(cfg.diag_namespace)
-    try:
-        found = Path(path).read_text(encoding="utf-8").strip()
-    except OSError:
-        found = ""
-    return found or "gpubot"
-
 
 def cmd_diag(args: argparse.Namespace) -> int:
-    from bot.actions.diag import plan, record, run
+    from bot.actions.diag import gpu_uuids, own_namespace, plan, record, run
     from bot.cli.actions import cli_actor
     from bot.cli.node import open_ledger_for
     from bot.ops.config import load_config
@@ -58,7 +44,7 @@ def cmd_diag(args: argparse.Namespace) -> int:
             jobs,
             node,
             args.level,
-            namespace=own_namespace(cfg),
+            namespace=own_namespace(cfg.diag_namespace),
             image=cfg.diag_image,
             requested_by=cli_actor(),
             confirmed=2 if args.confirm else 1,
@@ -80,7 +66,7 @@ def cmd_diag(args: argparse.Namespace) -> int:
     print(confirmation(node, args.level, p.gpus, p.hostengine), file=sys.stderr)
     out = run(src.cluster, jobs, p, progress=_progress())
     ledger = open_ledger_for(args, cfg)
-    record(ledger, out, _gpu_indexes(src, node), cli_actor(), src.telemetry.now())
+    record(ledger, out, gpu_uuids(src.telemetry, node), cli_actor(), src.telemetry.now())
     return _print_outcome(out, args.format)
 
 
@@ -88,20 +74,6 @@ def _jobs(cluster: Any) -> Any:
     from bot.actions.diag_kube import KubeJobs
 
     return KubeJobs(cluster.api_client, getattr(cluster, "server", cluster.source))
-
-
-def _gpu_indexes(src: Any, node: str) -> dict[int, str]:
-    """GPU index -> UUID from the node's DCGM series, so the ledger files each result under its GPU."""
-    from layers.facts.hosts import selector_for
-    from layers.sources import TelemetryError
-
-    try:
-        samples = src.telemetry.instant("DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_GPU_TEMP", selector_for([node]))
-    except TelemetryError:
-        return {}
-    return {
-        int(s.labels["gpu"]): s.labels.get("UUID", "") for s in samples if s.labels.get("gpu", "").isdigit()
-    }
 
 
 def _progress() -> Callable[[str], None] | None:

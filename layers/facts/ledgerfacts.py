@@ -201,3 +201,20 @@ def observe_node(ctx: WalkContext, node: str) -> Observation:
         if ev.gpu and ev.gpu not in obs.gpus:
             obs.gpus[ev.gpu] = GpuId(ev.gpu)
     return obs
+
+
+def fleet_state_events(telemetry: Telemetry, hostmap: HostMap, now: float) -> list[Event]:
+    """The digest's witness for the ledger: every GPU whose row-remap failure flag was set in 7 days,
+    or whose remaps wait for a reset in the last 24 h (two fleet-wide reads of the few non-zero series).
+    Raises TelemetryError when the source is down."""
+    events: list[Event] = []
+    for metric, window, kind, detail in (
+        (ROW_REMAP_FAILURE, WEEK_S, "row_remap_failure", "DCGM_FI_DEV_ROW_REMAP_FAILURE=1"),
+        (ROW_REMAP_PENDING, DAY_S, "remapped_rows", "pending: DCGM_FI_DEV_ROW_REMAP_PENDING=1"),
+    ):
+        for s in telemetry.max_over_time(metric, window, above=0):
+            node = hostmap.node_of(s.labels)
+            gpu = s.labels.get("UUID") or s.labels.get("uuid") or ""
+            if node and gpu:
+                events.append(Event(node, kind, now, gpu=gpu, source="dcgm", detail=detail))
+    return events
