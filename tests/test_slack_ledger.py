@@ -230,3 +230,21 @@ def test_digest_section_lists_offenders_with_three_buttons() -> None:
     ]
     assert actions["elements"][0]["value"] == "digest-20261129T102000Z|dgx-a100-07"
     assert len(json.dumps(blocks)) < 13000 and len(blocks) <= 50
+
+
+def test_walks_write_the_ledger_after_layer_5_and_never_fail() -> None:
+    from bot.slack.ledger_walks import LedgerObserver
+    from handlers.ports import NoObserver
+    from layers.findings import LayerResult, Severity, Target, WalkResult
+
+    seen: list[str] = []
+    obs = LedgerObserver(NoObserver(), seen.append)
+    card = LayerResult(5, Severity.OK, None)
+    obs.walk_finished(WalkResult(Target("ml", "p", "gpu-7"), (card,)))
+    obs.walk_finished(WalkResult(Target("ml", "p", "gpu-8"), (LayerResult(1, Severity.OK, None),)))
+    assert seen == ["gpu-7"]
+
+    def broken(node: str) -> None:
+        raise RuntimeError("redis down")
+
+    LedgerObserver(NoObserver(), broken).walk_finished(WalkResult(Target("ml", "p", "gpu-7"), (card,)))

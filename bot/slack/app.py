@@ -34,6 +34,7 @@ from bot.ops.secrets import mask_text
 from bot.slack.alert_webhook import AlertWebhook
 from bot.slack.ledger_open import bot_ledger
 from bot.slack.ledger_slack import post_node_ledger, register_diagnostics
+from bot.slack.ledger_walks import LedgerObserver, walk_recorder
 from bot.slack.node_actions import ClusterNodeActions
 from bot.sources.opener import Sources
 from handlers.alert_subjects import ClusterDirectory
@@ -227,7 +228,7 @@ def build_services(
         _open_walk(sources, settings),
         retention_s=cfg.state_retention_days * 86400 if cfg.state_retention_days else RETENTION_S,
         cluster_name=cfg.cluster_name,
-        observer=observer or MetricsObserver(),
+        observer=LedgerObserver(observer or MetricsObserver(), walk_recorder(cfg, sources, bot_ledger(cfg))),
         claim_s=claim_s,
     )
     operators = Operators(cfg.operators, cfg.operator_groups, group_members(client))
