@@ -355,3 +355,28 @@ def test_gpubot_node_on_every_bundled_scenario_gpu_node(capsys: pytest.CaptureFi
         assert json.loads(out)["node"] == nodes[-1]
         ran += 1
     assert ran >= 8
+
+
+def test_gpubot_node_reads_a_must_gather_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bundle gives the ledger what its objects, logs and series show, as the scenario did."""
+    from bot.actions.bundle_writer import collect_bundle
+    from bot.sources.kube import KubeCluster
+    from bot.sources.scenario import build_sources
+    from tests.fakes.kube_api import serve
+
+    f = lf.fleet("ledger-bundle")
+    f.gpu_series(lf.NODE, "a100", 8)
+    for minutes in (30, 200, 400, 700, 1300):
+        lf.plugin_xid(f, lf.NODE, 2, 79, minutes)
+    from bot.sources.scenario import load_scenario
+
+    snap, telemetry = build_sources(load_scenario(lf.write(f, tmp_path)))
+    out = tmp_path / "b.tar.gz"
+    with serve(snap) as api:
+        collect_bundle(KubeCluster.from_config(api.kubeconfig), telemetry, out, node=lf.NODE)
+    code, text, err = _run(capsys, "node", lf.NODE, "--bundle", str(out), "--format", "json")
+    assert code == 0, err
+    doc = json.loads(text)
+    gpu = next(g for g in doc["gpus"] if g["uuid"] == uuid_of(lf.NODE, 2))
+    assert [e["xid"] for e in gpu["events"] if e["kind"] == "xid"] == [79] * 5
+    assert gpu["rules"][0]["reason"] == REPEAT_FATAL_XID

@@ -19,7 +19,6 @@ from bot.actions.diag import JobClient, gpu_uuids, plan, record, run
 from bot.ledger.service import node_report
 from bot.ledger.store import Ledger
 from bot.ops.config import Config
-from bot.slack.ledger_chart import timeline_png
 from bot.sources.opener import Sources
 from handlers.clicks import Click, click_from_payload
 from handlers.escape import escape
@@ -51,6 +50,8 @@ def post_node_ledger(
             channel, user, f":x: the ledger of `{escape(node)}` could not be read: {escape(str(err))}"
         )
         return
+    from bot.slack.ledger_chart import timeline_png  # matplotlib: loaded on the first `/gpu node`, not at start
+
     data = rep.to_dict()
     png = timeline_png(data, rep.now)
     name = f"ledger-{node}.png" if png else None
