@@ -13,10 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
-from layers.facts.ledgerevents import DAY_S, Event, WindowCount, coalesce
+from layers.facts.ledgerevents import DAY_S, Event, WindowCount, coalesce, parse_time
 from layers.facts.ledgerfacts import GpuId, Observation, observe_node
 from layers.facts.ownerflow import running_flow
 from layers.ledger_rules import DEFAULT_RULES, Hit, Rule, evaluate
@@ -31,14 +30,14 @@ def node_events(node: K8sObject) -> list[Event]:
     (the `node.kubernetes.io/unschedulable` taint's time)."""
     name = o.name(node)
     notes = o.annotations_of(node)
-    at = sig.line_time(notes.get(CORDONED_AT, ""), 0.0)
+    at = parse_time(notes.get(CORDONED_AT))
     if at is not None and notes.get(CORDONED_BY) and o.is_unschedulable(node):
         reason = notes.get(CORDON_REASON, "")
         return [Event(name, "cordon", at, source="gpubot", actor=notes[CORDONED_BY], detail=reason)]
     events: list[Event] = []
     if o.is_unschedulable(node):
         for taint in (node.get("spec") or {}).get("taints") or []:
-            added = sig.line_time(str(taint.get("timeAdded") or ""), 0.0)
+            added = parse_time(taint.get("timeAdded"))
             if taint.get("key") == UNSCHEDULABLE_TAINT and added is not None:
                 events.append(
                     Event(name, "cordon", added, source="kubernetes", detail="cordoned, not by gpubot")

@@ -380,3 +380,97 @@ def test_gpubot_node_reads_a_must_gather_bundle(tmp_path: Path, capsys: pytest.C
     gpu = next(g for g in doc["gpus"] if g["uuid"] == uuid_of(lf.NODE, 2))
     assert [e["xid"] for e in gpu["events"] if e["kind"] == "xid"] == [79] * 5
     assert gpu["rules"][0]["reason"] == REPEAT_FATAL_XID
+
+
+def test_an_xid_alert_is_the_walks_entry_seen_again(tmp_path: Path, ledger: Ledger) -> None:
+    """Alertmanager's webhook (payload version 4) through the receiver the bot wraps around its
+    alert service: the incident goes first, the ledger gets the alert as one more witness."""
+    from bot.slack.ledger_alerts import LedgerReceiver
+    from handlers.alert_payload import AlertBatch, parse_payload
+
+    f = lf.fleet("ledger-alert")
+    lf.plugin_xid(f, lf.NODE, 2, 79, 45)
+    report(f, tmp_path, ledger)  # a walk saw the plugin's line 45 minutes ago
+    payload = {
+        "version": "4",
+        "status": "firing",
+        "receiver": "gpubot",
+        "groupKey": '{}:{alertname="GPUXidError"}',
+        "externalURL": "http://alertmanager:9093",
+        "alerts": [
+            {
+                "status": "firing",
+                "labels": {
+                    "alertname": "GPUXidError",
+                    "Hostname": lf.NODE,
+                    "UUID": uuid_of(lf.NODE, 2),
+                    "gpu": "2",
+                    "xid": "79",
+                },
+                "annotations": {},
+                "startsAt": "2026-11-29T09:29:30Z",  # 2.5 minutes after the plugin's line
+                "endsAt": "0001-01-01T00:00:00Z",
+                "fingerprint": "a1b2c3d4e5f60718",
+            },
+            {
+                "status": "firing",
+                "labels": {"alertname": "GPUHighTemp", "Hostname": lf.NODE},
+                "annotations": {},
+                "startsAt": "2026-11-29T09:29:30Z",
+                "endsAt": "0001-01-01T00:00:00Z",
+                "fingerprint": "b1b2c3d4e5f60718",
+            },
+        ],
+    }
+    received: list[AlertBatch] = []
+
+    class Inner:
+        def receive(self, batch: AlertBatch) -> list[str]:
+            received.append(batch)
+            return []
+
+        def catch_up(self, key: str) -> None:
+            pass
+
+    LedgerReceiver(Inner(), ledger, lambda what, fn, *args: fn(*args)).receive(
+        parse_payload(json.dumps(payload))
+    )
+    assert len(received) == 1
+    stored, _ = ledger.read(lf.NODE, now=lf.NOW.timestamp())
+    (xid,) = [e for e in stored if e.kind == "xid"]
+    assert xid.witnesses == ("device-plugin", "alert") and xid.xid == 79
+
+
+def test_cordons_say_who(tmp_path: Path) -> None:
+    f = lf.fleet("ledger-cordons")
+    node = f.node(lf.NODE)
+    node["spec"]["unschedulable"] = True
+    node["metadata"].setdefault("annotations", {}).update(
+        {
+            "gpubot/cordoned-by": "U04K2M9QX7A",
+            "gpubot/cordon-reason": "Xid 79 on GPU 2",
+            "gpubot/cordoned-at": "2026-11-29T09:30:00Z",
+        }
+    )
+    other = f.node("a100-train-04")
+    other["spec"]["unschedulable"] = True
+    other["spec"]["taints"] = [
+        {
+            "key": "node.kubernetes.io/unschedulable",
+            "effect": "NoSchedule",
+            "timeAdded": "2026-11-28T22:00:00Z",
+        }
+    ]
+    path = lf.write(f, tmp_path)
+    src = open_sources(CFG, scenario=str(path))
+    rep = node_report(CFG, src.cluster, src.telemetry, Ledger(MemoryBackend(), 90), lf.NODE)
+    (ev,) = rep.to_dict()["events"]
+    assert (ev["kind"], ev["actor"], ev["detail"], ev["at"]) == (
+        "cordon",
+        "U04K2M9QX7A",
+        "Xid 79 on GPU 2",
+        "2026-11-29T09:30:00Z",
+    )
+    rep2 = node_report(CFG, src.cluster, src.telemetry, Ledger(MemoryBackend(), 90), "a100-train-04")
+    (ev2,) = rep2.to_dict()["events"]
+    assert (ev2["kind"], ev2["source"], ev2["at"]) == ("cordon", "kubernetes", "2026-11-28T22:00:00Z")

@@ -32,6 +32,7 @@ from bot.ops.config import Config
 from bot.ops.logs import walk_scope
 from bot.ops.secrets import mask_text
 from bot.slack.alert_webhook import AlertWebhook
+from bot.slack.ledger_alerts import LedgerReceiver
 from bot.slack.ledger_open import bot_ledger
 from bot.slack.ledger_slack import post_node_ledger, register_diagnostics
 from bot.slack.ledger_walks import LedgerObserver, walk_recorder
@@ -284,7 +285,9 @@ def build_app(
         alerts = AlertService(
             state, service, ClusterDirectory(sources.cluster), alert_settings(cfg), observer=MetricsObserver()
         )
-        bot.alerts = AlertWebhook(alerts, cfg.alert_token, bot.submit)
+        bot.alerts = AlertWebhook(
+            LedgerReceiver(alerts, bot_ledger(cfg), bot.submit), cfg.alert_token, bot.submit
+        )
 
     @app.command("/gpu")
     def on_gpu(ack: Ack, command: dict[str, Any]) -> None:

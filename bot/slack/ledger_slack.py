@@ -50,7 +50,9 @@ def post_node_ledger(
             channel, user, f":x: the ledger of `{escape(node)}` could not be read: {escape(str(err))}"
         )
         return
-    from bot.slack.ledger_chart import timeline_png  # matplotlib: loaded on the first `/gpu node`, not at start
+    from bot.slack.ledger_chart import (
+        timeline_png,
+    )  # matplotlib: loaded on the first `/gpu node`, not at start
 
     data = rep.to_dict()
     png = timeline_png(data, rep.now)

@@ -13,24 +13,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 DAY_S = 86400
 WEEK_S = 7 * DAY_S
-
-Kind = Literal[
-    "xid", "remapped_rows", "row_remap_failure", "unhealthy", "cordon", "uncordon", "bundle", "diag"
-]
-KINDS: tuple[str, ...] = (
-    "xid",
-    "remapped_rows",
-    "row_remap_failure",
-    "unhealthy",
-    "cordon",
-    "uncordon",
-    "bundle",
-    "diag",
-)
 
 # The same Xid reported by two witnesses (the plugin's log line, DCGM's gauge, an alert's startsAt)
 # lands within minutes: within this much of an entry it is that entry, seen again.
@@ -42,6 +28,18 @@ DAY_KINDS = frozenset({"remapped_rows"})
 # A fault's cascade (Xid 48 then 64 a second later, marked unhealthy at once) is one fault of the
 # node: REPEAT_NODE_FAULTS counts faults at least this far apart, or with a repair between them.
 CASCADE_S = 600
+
+
+def parse_time(text: str | None) -> float | None:
+    """Unix seconds of an RFC 3339 time as Kubernetes and Alertmanager write them
+    (`2026-11-29T09:29:30Z`, fractions and offsets too); None when it is not one."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when.timestamp() if when.tzinfo is not None and when.year > 1 else None
 
 
 def iso(at: float) -> str:
