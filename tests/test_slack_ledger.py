@@ -248,3 +248,24 @@ def test_walks_write_the_ledger_after_layer_5_and_never_fail() -> None:
         raise RuntimeError("redis down")
 
     LedgerObserver(NoObserver(), broken).walk_finished(WalkResult(Target("ml", "p", "gpu-7"), (card,)))
+
+
+def test_one_diagnostic_per_node_across_replicas_with_a_short_lease(
+    slack: FakeSlack, kube: tuple[FakeKubeAPI, Any]
+) -> None:
+    from bot.slack.ledger_slack import DIAG_LEASE, LEASE_S
+
+    api, telemetry = kube
+    buttons, _ = _buttons(slack, api, telemetry)
+    # Another replica holds the node's lease (its Job not created yet): this click waits its turn.
+    assert buttons.state.set_if_absent(DIAG_LEASE.format(lf.NODE), "U0OTHER:job", LEASE_S)
+    assert buttons.handle(_click(DiagValue(lf.NODE, 2, 1).encode())) == "busy"
+    assert not api.jobs.created and LEASE_S <= 60
+    buttons.state.delete(DIAG_LEASE.format(lf.NODE))
+    player = _kubelet(api, job_log("r1_pass.json"))
+    assert buttons.handle(_click(DiagValue(lf.NODE, 1, 1).encode())) == "done"
+    player.join()
+    time.sleep(0.01)
+    assert buttons.state.get(DIAG_LEASE.format(lf.NODE)) is None  # released when done
+    result = slack.calls_to("chat.postMessage")[-1]
+    assert "Run level 3" in json.dumps(result.params)  # a pass offers the long run next

@@ -37,6 +37,7 @@ from layers.sources import SourceError
 
 log = logging.getLogger("gpubot.ledger")
 DIAG_LEASE = "diag:running:{}"
+LEASE_S = 60.0  # held at most this long, renewed while the Job runs: a dead holder blocks no one for long
 
 
 def post_node_ledger(
@@ -140,27 +141,33 @@ class DiagButtons:
                 thread_ts=where,
             )
             return "refused"
-        lease = DIAG_LEASE.format(value.node)
-        if not self.state.set_if_absent(lease, click.user, p.manifest["spec"]["activeDeadlineSeconds"] + 300):
+        lease, holder = DIAG_LEASE.format(value.node), f"{click.user}:{p.manifest['metadata']['name']}"
+        if not self.state.set_if_absent(lease, holder, LEASE_S):
             self.poster.post(
                 click.channel,
                 f":hourglass: a diagnostic already runs on *{escape(value.node)}*",
                 thread_ts=where,
             )
             return "busy"
-        try:
-            return self._run(click, p, where, jobs)
-        finally:
-            self.state.delete(lease)
 
-    def _run(self, click: Click, p: Any, where: str | None, jobs: JobClient) -> str:
+        def renew(_: str) -> None:
+            self.state.extend(lease, holder, LEASE_S)
+
+        try:
+            return self._run(click, p, where, jobs, renew)
+        finally:
+            self.state.extend(lease, holder, 0.001)  # released if still ours (compare-and-expire)
+
+    def _run(
+        self, click: Click, p: Any, where: str | None, jobs: JobClient, renew: Callable[[str], None]
+    ) -> str:
         node, job = p.manifest["metadata"]["annotations"]["gpubot/diag-node"], p.manifest["metadata"]["name"]
         started = diag_started(
             node, p.level, job, click.user, confirmation(node, p.level, p.gpus, p.hostengine)
         )
         ref = self.poster.post(click.channel, started, thread_ts=where)
         where = where or ref.ts
-        out = run(self.sources.cluster, jobs, p, poll_s=self.poll_s)
+        out = run(self.sources.cluster, jobs, p, poll_s=self.poll_s, progress=renew)
         uuids = gpu_uuids(self.sources.telemetry, node)
         names = {i: f"GPU {i} ({u})" for i, u in uuids.items()}
         msg = diag_result_message(node, p.level, job, out.report, out.failure, names, out.notes)
