@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from bot.ledger.service import alert_event
 from bot.ledger.store import Ledger, LedgerUnavailable
@@ -22,10 +23,24 @@ NODE_LABELS = ("node", "kubernetes_node", "Hostname", "hostname")
 
 
 class LedgerReceiver:
+    """A transparent proxy of the alert service: what it does not define itself (the service's
+    clock, its settings) is the service's, read and set alike."""
+
+    __slots__ = ("inner", "ledger", "submit")
+
     def __init__(self, inner: Receiver, ledger: Ledger, submit: Callable[..., None]) -> None:
         self.inner = inner
         self.ledger = ledger
         self.submit = submit
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in LedgerReceiver.__slots__:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.inner, name, value)
 
     def receive(self, batch: AlertBatch) -> list[str]:
         behind = self.inner.receive(batch)  # the incident first: the ledger never delays or fails it
