@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from handlers.escape import escape
-from layers.facts.target import BadTarget, parse_pod_ref
+from layers.facts.target import BadTarget, check_object_name, parse_pod_ref
 
 USAGE = (
     "*Usage*\n"
@@ -20,6 +20,7 @@ USAGE = (
     "the same, on one of several clusters\n"
     "• `/gpu clusters`: the clusters this bot serves, with their agents' last heartbeat\n"
     "• `/gpu digest`: post the GPU fleet digest now, in this channel\n"
+    "• `/gpu node <node>`: the node's GPU ledger (30 days of events, the repeat-offender and RMA rules met)\n"
     "• `/gpu help`: this message"
 )
 
@@ -58,11 +59,18 @@ class Help:
 
 
 @dataclass(frozen=True)
+class Node:
+    """`/gpu node NODE`: the node's ledger (handlers/ledger_blocks.py)."""
+
+    node: str
+
+
+@dataclass(frozen=True)
 class Clusters:
     pass
 
 
-Command = Why | Digest | Help | Clusters
+Command = Why | Digest | Help | Clusters | Node
 
 
 def check_cluster(name: str) -> str:
@@ -138,6 +146,13 @@ def parse_command(text: str | None) -> Command:
         if args:
             raise CommandError(f"`digest` takes no arguments, got {' '.join(args)}")
         return Digest()
+    if verb == "node":
+        if len(args) != 1:
+            raise CommandError(f"`node` takes one node name, got {len(args)}")
+        try:
+            return Node(check_object_name(args[0], "node"))
+        except BadTarget as err:
+            raise CommandError(str(err)) from None
     if verb == "clusters":
         if args:
             raise CommandError(f"`clusters` takes no arguments, got {' '.join(args)}")

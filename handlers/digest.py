@@ -30,6 +30,7 @@ from handlers.blocks import (
 )
 from handlers.digest_owners import needs_person_blocks, needs_person_text, owner_lines
 from handlers.escape import escape
+from handlers.ledger_blocks import offender_blocks
 from handlers.ports import Attachment, PostFailed, PostRef, SlackPoster, StateStore
 from layers.digest import (
     ALLOCATABLE_BELOW_CAPACITY,
@@ -236,6 +237,10 @@ def digest_message(digest: Digest, did: str, day: str | None = None, cluster: st
         size += cost
         shown += 1
     hidden = len(digest.flagged) - shown
+    # The ledger's section (handlers/ledger_blocks.py), in the blocks and bytes left.
+    blocks += offender_blocks(
+        digest.offenders, did, MAX_BLOCKS - 2 - len(blocks), MESSAGE_BUDGET + 1500 - size
+    )
     if hidden or len(digest.notes) > 3:
         name = f"gpu-digest-{day}.txt"
         attachments.append((name, digest_table(digest)))

@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from layers.facts import draslices
 from layers.facts import objects as o
@@ -106,7 +107,8 @@ class FlaggedNode:
 
     @property
     def weight(self) -> tuple[int, int]:
-        return max(_WEIGHT[r] for r in self.reasons), sum(_WEIGHT[r] for r in self.reasons)
+        # Reasons added beside the three (the ledger's, layers/digest_ledger.py) weigh as a capacity gap.
+        return max(_WEIGHT.get(r, 2) for r in self.reasons), sum(_WEIGHT.get(r, 2) for r in self.reasons)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -139,6 +141,7 @@ class Digest:
     notes: tuple[str, ...] = ()
     rows_read: bool = True  # False: remapped rows were not readable, their zeros mean "unknown"
     hostmap: HostMap = field(default_factory=HostMap, compare=False, repr=False)
+    offenders: tuple[Any, ...] = ()  # the ledger's rules met (layers/digest_ledger.py Offender)
 
     @property
     def generated_iso(self) -> str:
@@ -151,6 +154,7 @@ class Digest:
             "flagged": [f.to_dict() for f in self.flagged],
             "metrics": {"source": self.metrics_source, "error": self.metrics_error},
             "notes": list(self.notes),
+            "offenders": [x.to_dict() for x in self.offenders],
         }
 
 

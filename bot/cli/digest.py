@@ -30,6 +30,7 @@ def register(
 
 
 def cmd_digest(args: argparse.Namespace) -> int:
+    from bot.slack.ledger_open import ledger_digest
     from bot.sources.opener import sources_from_args
     from handlers.digest import digest_id, digest_message, digest_table
     from layers.digest import collect_digest
@@ -42,6 +43,7 @@ def cmd_digest(args: argparse.Namespace) -> int:
             raise ConfigError("--post needs GPUBOT_DIGEST_CHANNEL: the channel id (C…) or name to post to")
     src = sources_from_args(cfg, args)
     digest = collect_digest(src.cluster, src.telemetry, operator_namespace=cfg.operator_namespace)
+    digest = ledger_digest(cfg, src.cluster, src.telemetry, digest, offline=src.offline)
     did = digest_id(digest)
     if args.format == "json":
         print(json.dumps(digest.to_dict(), indent=2, ensure_ascii=False))

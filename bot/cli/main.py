@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-from bot.cli import actions, demo, digest, serve, why
+from bot.cli import actions, demo, diag, digest, node, serve, why
 from bot.cli.args import (
     EXIT_BACKEND,
     EXIT_BUG,
@@ -32,7 +32,7 @@ from layers.sources import SourceError, TelemetryError
 
 # One module per command (or a few that belong together), each with `register` and `COMMANDS`;
 # listed in the order `gpubot --help` shows them.
-COMMAND_MODULES: tuple[ModuleType, ...] = (why, demo, actions, digest, serve)
+COMMAND_MODULES: tuple[ModuleType, ...] = (why, demo, actions, digest, node, diag, serve)
 
 
 def build_parser() -> Parser:

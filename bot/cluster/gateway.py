@@ -225,6 +225,13 @@ def build_gateway(
             )
             run = "now-" + uuid.uuid4().hex[:12]
             gw.submit("digest", roots.post_now, channel, user, run)
+        else:
+            # `/gpu node` reads one cluster's ledger: served by `serve --role all` (docs/ledger.md).
+            ack(
+                text="`/gpu node` is answered by a single-cluster bot (serve --role all), not yet through "
+                "the gateway: run `gpubot node NODE` in the cluster",
+                response_type="ephemeral",
+            )
 
     @app.action(button_actions or BUTTON_ACTIONS)
     def on_button(ack: Ack, body: dict[str, Any]) -> None:

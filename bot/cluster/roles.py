@@ -81,6 +81,7 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
     from bot.cluster.once import OncePoster
     from bot.slack.app import MetricsObserver, build_services
     from bot.slack.digest_post import publish_digest
+    from bot.slack.ledger_open import ledger_digest
     from handlers.alert_subjects import ClusterDirectory
     from handlers.alerts import AlertService, AlertSettings
     from layers.digest import collect_digest
@@ -95,7 +96,7 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
 
     def collect() -> Any:
         digest = collect_digest(sources.cluster, sources.telemetry, operator_namespace=cfg.operator_namespace)
-        return digest, sources.telemetry
+        return ledger_digest(cfg, sources.cluster, sources.telemetry, digest), sources.telemetry
 
     def publish_part(run: str, channel: str, day: str, thread_ts: str) -> object:
         return publish_digest(

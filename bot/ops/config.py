@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from bot.ops.ledger_settings import DEFAULT_DIAG_IMAGE, ledger_settings
 from handlers.commands import CLUSTER_NAME
 
 
@@ -69,6 +70,15 @@ class Config:
     agent_silent_s: float = 30.0
     stream_maxlen: int = 10_000
     digest_part_wait_s: float = 300.0
+    # The ledger and the diagnostics (bot/ops/ledger_settings.py).
+    ledger_retention_days: int = 90
+    ledger_repeat_fatal_xid: int = 5
+    ledger_repeat_node_faults: int = 5
+    ledger_repeat_app_xid: int = 2
+    diag_enabled: bool = False
+    diag_image: str = DEFAULT_DIAG_IMAGE
+    diag_namespace: str | None = None  # gpubot's own (the pod's service account namespace) when unset
+    diag_hostengine: str | None = None  # the operator's standalone nv-hostengine; found when unset
 
     @property
     def tz(self) -> ZoneInfo:
@@ -263,6 +273,7 @@ def load_config(
         if not v.isdigit() or not 100 <= int(v) <= 10_000_000:
             raise ConfigError(f"GPUBOT_STREAM_MAXLEN must be a whole number from 100 to 10000000, got {v!r}")
         kw["stream_maxlen"] = int(v)
+    kw.update(ledger_settings(get, ConfigError))
     cfg = Config(**kw)  # type: ignore[arg-type]
     if cfg.alert_token and not cfg.alert_channel:
         raise ConfigError(

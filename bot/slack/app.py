@@ -33,6 +33,10 @@ from bot.ops.logs import walk_scope
 from bot.ops.secrets import mask_text
 from bot.slack.alert_sweeper import AlertSweeper
 from bot.slack.alert_webhook import AlertWebhook
+from bot.slack.ledger_alerts import LedgerReceiver
+from bot.slack.ledger_open import bot_ledger
+from bot.slack.ledger_slack import post_node_ledger, register_diagnostics
+from bot.slack.ledger_walks import LedgerObserver, walk_recorder
 from bot.slack.node_actions import ClusterNodeActions
 from bot.sources.opener import Sources
 from handlers.alert_subjects import ClusterDirectory
@@ -40,7 +44,7 @@ from handlers.alerts import AlertService, AlertSettings
 from handlers.blocks import CORDON, DESCEND, JUMP, MUST_GATHER, UNCORDON, WALK_ALL
 from handlers.buttons import Buttons, NodeActions
 from handlers.clicks import click_from_payload, walk_id_of
-from handlers.commands import CommandError, Digest, Why, answer_now, parse_command, usage_reply
+from handlers.commands import CommandError, Digest, Node, Why, answer_now, parse_command, usage_reply
 from handlers.digest import DIAGNOSE
 from handlers.escape import escape
 from handlers.operators import Operators
@@ -229,7 +233,7 @@ def build_services(
         _open_walk(sources, settings),
         retention_s=cfg.state_retention_days * 86400 if cfg.state_retention_days else RETENTION_S,
         cluster_name=cfg.cluster_name,
-        observer=observer or MetricsObserver(),
+        observer=LedgerObserver(observer or MetricsObserver(), walk_recorder(cfg, sources, bot_ledger(cfg))),
         claim_s=claim_s,
     )
     operators = Operators(cfg.operators, cfg.operator_groups, group_members(client))
@@ -286,7 +290,12 @@ def build_app(
         alerts = AlertService(
             state, service, ClusterDirectory(sources.cluster), alert_settings(cfg), observer=MetricsObserver()
         )
-        bot.alerts = AlertWebhook(alerts, cfg.alert_token, bot.submit, max_body_mib=cfg.alert_max_body_mib)
+        bot.alerts = AlertWebhook(
+            LedgerReceiver(alerts, bot_ledger(cfg), bot.submit),
+            cfg.alert_token,
+            bot.submit,
+            max_body_mib=cfg.alert_max_body_mib,
+        )
         bot.sweeper = AlertSweeper(alerts, bot.submit)
 
     @app.command("/gpu")
@@ -317,6 +326,13 @@ def build_app(
         elif isinstance(cmd, Digest):
             ack(text="posting the GPU fleet digest in this channel…", response_type="ephemeral")
             bot.submit("the digest", post_digest_now, bot, sources, channel, user, asker=(channel, user))
+        elif isinstance(cmd, Node):
+            ack(text=f"reading the ledger of {escape(cmd.node)}…", response_type="ephemeral")
+            ledger = bot_ledger(cfg)
+            args = (cfg, sources, ledger, poster, channel, user, cmd.node)
+            bot.submit(f"ledger of {cmd.node}", post_node_ledger, *args, asker=(channel, user))
+
+    register_diagnostics(app, bot.submit, cfg, sources, state, poster, group_members(app.client))
 
     @app.action(BUTTON_ACTIONS)
     def on_button(ack: Ack, body: dict[str, Any]) -> None:
@@ -340,6 +356,7 @@ def post_digest_now(bot: GpuBot, sources: Sources, channel: str, user: str | Non
     import time
 
     from bot.slack.digest_post import DigestFailed, publish_digest
+    from bot.slack.ledger_open import ledger_digest
     from bot.slack.scheduler import digest_day
     from handlers.ports import PostFailed
 
@@ -347,7 +364,7 @@ def post_digest_now(bot: GpuBot, sources: Sources, channel: str, user: str | Non
         digest = fleet.collect_digest(
             sources.cluster, sources.telemetry, operator_namespace=bot.cfg.operator_namespace
         )
-        return digest, sources.telemetry
+        return ledger_digest(bot.cfg, sources.cluster, sources.telemetry, digest), sources.telemetry
 
     try:
         published = publish_digest(

@@ -160,12 +160,13 @@ def _start_digest(bot: GpuBot, sources: Sources, cfg: Config) -> BackgroundSched
     """The daily digest, when GPUBOT_DIGEST_CHANNEL is set (exactly once a day across replicas)."""
     if not cfg.digest_channel:
         return None
+    from bot.slack.ledger_open import ledger_digest
     from bot.slack.scheduler import DigestJob, start_scheduler
     from layers.digest import collect_digest
 
     def collect() -> tuple[Digest, Telemetry]:
         digest = collect_digest(sources.cluster, sources.telemetry, operator_namespace=cfg.operator_namespace)
-        return digest, sources.telemetry
+        return ledger_digest(cfg, sources.cluster, sources.telemetry, digest), sources.telemetry
 
     job = DigestJob(
         collect=collect,

@@ -113,6 +113,16 @@ class SnapshotCluster(ListReads):
             key = (str(inv.get("namespace") or ""), str(inv.get("kind") or ""), str(inv.get("name") or ""))
             self._events_by_object[key].append(obj)
 
+    def remove(self, group: str, kind: str, namespace: str, name: str) -> K8sObject | None:
+        """Take an object out (a deleted Job and its pods, in the fake API); None when absent."""
+        with self._lock:
+            obj = self._named.pop((group, kind, namespace, name), None)
+            if obj is not None:
+                self._by_kind[(group, kind)] = [o for o in self._by_kind[(group, kind)] if o is not obj]
+                if kind == "Pod" and group == "":
+                    self._pods_by_node = None
+            return obj
+
     def _kind(self, group: str, kind: str) -> list[K8sObject]:
         """A kind's objects in the API server's list order: by "namespace/name", as etcd keys sort."""
         if (group, kind) in self._unsorted:

@@ -70,6 +70,17 @@ def unhealthy_device(line: str) -> str | None:
     return ALL_DEVICES if _ALL_DEVICES.search(line) else UNNAMED_DEVICE
 
 
+def xid_event(line: str) -> tuple[int, str | None] | None:
+    """(Xid, device or None) of a line where the plugin acted on an Xid; None for any other line.
+    The ledger (layers/facts/ledgerfacts.py) records each such line with its own time."""
+    m = _XID_CRITICAL.search(line)
+    if not m or _UNKNOWN_DEVICE.search(line):
+        return None
+    named = _UUID_FIELD.search(line)
+    device = (named.group("dev") if named else (m.group("dev") or "")).rstrip(".:") or None
+    return int(m.group("xid")), device
+
+
 @dataclass
 class PluginLog:
     """What the device plugin's log says about one node."""

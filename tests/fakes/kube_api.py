@@ -27,6 +27,7 @@ import pytest
 from bot.sources.selectors import node_named, parse_field_selector, parse_label_selector
 from bot.sources.snapshot import SnapshotCluster
 from layers.sources import K8sObject, SourceError
+from tests.fakes.kube_jobs import JobController
 from tests.fakes.managed_fields import manager_of, record_update
 
 TOKEN = "gpubot-test-token"
@@ -54,6 +55,7 @@ RESOURCES = (
     Resource("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",)),
     Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",)),
     Resource("", "v1", "persistentvolumes", "PersistentVolume", False, ("pv",)),
+    Resource("batch", "v1", "jobs", "Job", True),
     Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False),
     Resource("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False),
     Resource("nvidia.com", "v1alpha1", "nvidiadrivers", "NVIDIADriver", False, ("nvd",)),
@@ -70,7 +72,7 @@ RESOURCES = (
 _BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 # Groups a cluster may not serve: an older Kubernetes has no DRA, and no DRA driver no CRD.
 DRA_GROUPS = frozenset({"resource.k8s.io", "resource.nvidia.com"})
-BUILT_IN_GROUPS = frozenset({"", "apps", "node.k8s.io", "resource.k8s.io"})
+BUILT_IN_GROUPS = frozenset({"", "apps", "batch", "node.k8s.io", "resource.k8s.io"})
 # Field labels the API server accepts beyond metadata.name/metadata.namespace (others are a 400).
 _FIELD_LABELS = {"resourceslices": frozenset({"spec.driver", "spec.nodeName", "spec.pool.name"})}
 _PATH = re.compile(
@@ -141,6 +143,7 @@ class FakeKubeAPI:
         self.faults: list[Fault] = []
         self._lock = threading.Lock()
         self._rv = 1000
+        self.jobs = JobController(snapshot)  # batch/v1 Jobs: create, get, delete, and their pods
         handler = type("Handler", (_Handler,), {"api": self})
         self._server = _Server(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -239,6 +242,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:
         self._handle("PATCH")
 
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
     def _handle(self, method: str) -> None:
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
@@ -272,7 +281,9 @@ class _Handler(BaseHTTPRequestHandler):
         plural = (m["plural"] + (f"/{m['sub']}" if m["sub"] else "")) if m else path
         group = (m["group"] or "") if m else ""
         ns = m["ns"] if m else None
-        verb = {"PATCH": "patch"}.get(method, "get" if m and m["name"] else "list")
+        verb = {"PATCH": "patch", "POST": "create", "DELETE": "delete"}.get(
+            method, "get" if m and m["name"] else "list"
+        )
         if code == 403:
             scope = f'in the namespace "{ns}"' if ns else "at the cluster scope"
             message = (
@@ -312,6 +323,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._log(m["ns"] or "", m["name"], req.query)
         elif req.method == "PATCH" and res.plural == "nodes" and m["name"]:
             self._patch_node(m["name"], req)
+        elif res.plural == "jobs" and req.method in ("POST", "DELETE"):
+            code, payload = self.api.jobs.handle(req.method, m["ns"] or "", m["name"], req.body, req.query)
+            self._send(code, payload)
         elif req.method != "GET":
             self._status(405, "MethodNotAllowed", f"{req.method} is not supported by the fake")
         elif m["name"]:
@@ -495,7 +509,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "singularName": r.kind.lower(),
                 "namespaced": r.namespaced,
                 "kind": r.kind,
-                "verbs": ["get", "list"] + (["patch"] if r.plural == "nodes" else []),
+                "verbs": ["get", "list"]
+                + (["patch"] if r.plural == "nodes" else [])
+                + (["create", "delete"] if r.plural == "jobs" else []),
                 "shortNames": list(r.short),
             }
             for r in listed
