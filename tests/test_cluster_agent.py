@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from bot.cluster.kinds import why_request
-from bot.cluster.leases import LeaseKeeper, LeasingStore
+from bot.slack.leases import LeaseKeeper, LeasingStore
 from bot.cluster.streams import DEAD, REQUESTS, ClusterStreams, Request
 from bot.slack.state import RedisState, redis_client
 from tests.cluster_harness import cluster_scenario, fresh_cluster, inprocess_agent

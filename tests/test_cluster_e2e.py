@@ -152,14 +152,14 @@ def holder_pid(redis_url: str, cluster: str) -> int:
 
 
 def layer_one_recorded(slack: FakeSlack, redis_url: str, channel: str) -> bool:
-    """Layer 1 is in the thread and its claim says "done" (posted and recorded)."""
+    """Layer 1 is in the thread and marked posted (a durable fact, not its claim)."""
     layer1 = [c for c in posts(slack, channel) if str(c.params["text"]).startswith("Layer 1 (")]
     if not layer1:
         return False
     blocks = layer1[0].params["blocks"]
     walk_id = next(e["value"] for b in blocks if b["type"] == "actions" for e in b["elements"])
     r = redis.Redis.from_url(redis_url, decode_responses=True)
-    return r.get(f"gpubot:walk:{walk_id}:claim:layer:1") == '"done"'
+    return r.get(f"gpubot:walk:{walk_id}:posted:1") is not None
 
 
 def one_walk_each(slack: FakeSlack, channel: str) -> None:

@@ -86,7 +86,7 @@ class DyingPoster:
 
 
 class DyingState(RedisState):
-    """The real Redis state store, dying before it marks a key (a layer's claim "done", a part done)."""
+    """The real Redis state store, dying before it marks a key (a layer "posted", a part done)."""
 
     def __init__(self, url: str, killer: Killer, channel_of: Callable[[str], str | None]) -> None:
         super().__init__(url)
@@ -153,7 +153,7 @@ def test_a_walk_and_a_digest_part_taken_over_after_any_post_have_each_message_on
         "C0ONCEROOT": ("walkonceroot01", ("C0ONCEROOT", "gpubot: ")),
         "C0ONCEL1": ("walkoncel10001", ("C0ONCEL1", "Layer 1 (")),
         "C0ONCEL5": ("walkoncel50001", ("C0ONCEL5", "Layer 5 (")),
-        "C0ONCEL5DONE": ("walkoncel5done", ("C0ONCEL5DONE", "walk:walkoncel5done:claim:layer:5")),
+        "C0ONCEL5DONE": ("walkoncel5done", ("C0ONCEL5DONE", "walk:walkoncel5done:posted:5")),
     }
     part_channels = {"C0ONCEPART": "post", "C0ONCEPARTDONE": "mark"}
     run_of = {ch: f"run-{ch.lower()}" for ch in part_channels}

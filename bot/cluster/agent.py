@@ -40,10 +40,10 @@ from dataclasses import dataclass
 
 from bot.cluster import stream_metrics as metrics
 from bot.cluster.kinds import BadRequest, delivery
-from bot.cluster.leases import LeaseKeeper
 from bot.cluster.once import OncePoster
 from bot.cluster.streams import ClusterStreams, Entry, Request, StreamsUnavailable
 from bot.ops.logs import walk_scope
+from bot.slack.leases import LeaseKeeper
 from handlers.escape import escape
 from handlers.ports import StateStore, StateUnavailable
 

@@ -77,10 +77,10 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
     short renewed claims (leases), fed by the cluster's stream."""
     from bot.cluster.agent import Agent, AgentTiming, consumer_name
     from bot.cluster.kinds import agent_handlers
-    from bot.cluster.leases import LeaseKeeper, LeasingStore
     from bot.cluster.once import OncePoster
     from bot.slack.app import MetricsObserver, build_services
     from bot.slack.digest_post import publish_digest
+    from bot.slack.leases import LeaseKeeper, LeasingStore
     from handlers.alert_subjects import ClusterDirectory
     from handlers.alerts import AlertService, AlertSettings
     from layers.digest import collect_digest

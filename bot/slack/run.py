@@ -40,6 +40,17 @@ log = logging.getLogger("gpubot.serve")
 T = TypeVar("T")
 
 
+def leased(state: Any) -> Any:
+    """The store whose short claims (a walk's layer leases) are renewed while their work runs, so a
+    replica SIGKILLed mid-walk frees them within the lease (bot/slack/leases.py)."""
+    from bot.slack.leases import LeaseKeeper, LeasingStore
+    from handlers.walks import CLAIM_S
+
+    keeper = LeaseKeeper(state, CLAIM_S)
+    keeper.start()
+    return LeasingStore(state, keeper)
+
+
 def run_bot(args: argparse.Namespace) -> int:
     """Start the bot from `gpubot serve`'s arguments and serve until SIGTERM or SIGINT; 0 when stopped."""
     from bot.ops.config import load_config
@@ -62,6 +73,7 @@ def run_bot(args: argparse.Namespace) -> int:
         state, note = open_state(cfg.redis_url)
     except StateUnavailable as err:
         raise SourceError("unavailable", f"state store: {err}") from None
+    state = leased(state)
     assert cfg.slack_bot_token is not None  # load_config(need_slack=True) checked it
     poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
     bot = with_bot_token(cfg, lambda: build_app(cfg, sources, state, poster, client=poster.client))

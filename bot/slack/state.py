@@ -17,9 +17,10 @@ from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import LockError, RedisError
+from redis.exceptions import RedisError
 from redis.retry import Retry
 
+from bot.slack.renewer import LOCK_LEASE_S, LockRenewer
 from handlers.ports import JSONValue, LockNotAcquired, StateStore, StateUnavailable
 
 __all__ = ["MemoryState", "RedisState", "StateUnavailable", "open_state", "redis_client", "shown_url"]
@@ -75,6 +76,14 @@ def redis_client(
     return redis.Redis.from_url(url, **options)  # type: ignore[arg-type]
 
 
+# Compare-and-delete: a lock that expired and was taken by someone else is not ours to release.
+_DELETE_IF_SAME = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
 # Compare-and-renew in one step: a lease that expired and was taken by someone else is not ours to renew.
 _EXTEND_IF_SAME = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -98,6 +107,7 @@ class RedisState:
             self._redis = redis_client(url, **link)
         except (ValueError, RedisError) as err:
             raise StateUnavailable(f"Redis URL {self.shown} is not usable: {_short(err)}") from None
+        self._renewer = LockRenewer(self)
 
     def __repr__(self) -> str:
         return f"RedisState({self.shown!r})"
@@ -139,27 +149,31 @@ class RedisState:
 
     @contextmanager
     def lock(self, name: str, timeout_s: float, wait_s: float = 10.0) -> Iterator[None]:
-        # redis-py's Lock: SET NX PX with a random token, released by a Lua compare-and-delete,
-        # so a holder that outlived its timeout cannot release someone else's lock.
-        # Polled every 5 ms (redis-py sleeps 100 ms by default): a webhook waits on a busy subject in
-        # milliseconds, not a tenth of a second.
-        lk = self._redis.lock(
-            self._key("lock:" + name), timeout=timeout_s, sleep=0.005, blocking_timeout=wait_s
-        )
-        got = self._do(f"take lock {name}", lambda: lk.acquire(blocking=True))
-        if not got:
-            raise LockNotAcquired(f"lock {name} is held elsewhere (waited {wait_s:g}s)")
+        # SET NX PX with a random token, released by a Lua compare-and-delete, so a holder that outlived
+        # its lease cannot release someone else's lock. The key lives at most LOCK_LEASE_S and is
+        # renewed while the holder's work runs (the renewer thread): a holder SIGKILLed at any point
+        # frees it within the lease, never after `timeout_s` (which may be minutes).
+        # Polled every 5 ms: a webhook waits on a busy subject in milliseconds, not a tenth of a second.
+        key = self._key("lock:" + name)
+        token = uuid.uuid4().hex
+        lease = min(timeout_s, LOCK_LEASE_S)
+        deadline = time.monotonic() + wait_s
+        while not self._do(f"take lock {name}", lambda: self._redis.set(key, token, px=_ms(lease), nx=True)):
+            if time.monotonic() >= deadline:
+                raise LockNotAcquired(f"lock {name} is held elsewhere (waited {wait_s:g}s)")
+            time.sleep(0.005)
+        self._renewer.hold(key, token, lease, time.monotonic() + timeout_s)
         try:
             yield
         finally:
-            try:
-                lk.release()
-            except LockError:
-                pass  # expired while held: another holder may have it now, nothing to release
-            except RedisError as err:
-                raise StateUnavailable(
-                    f"Redis at {self.shown} failed to release lock {name}: {_short(err)}"
-                ) from None
+            self._renewer.drop(key, token)
+            self._do(f"release lock {name}", lambda: self._redis.eval(_DELETE_IF_SAME, 1, key, token))
+
+    def renew_raw(self, key: str, token: str, lease_s: float) -> bool:
+        """Renew a raw key (a lock) while it still holds `token`; the renewer's one call."""
+        return bool(
+            self._do(f"renew {key}", lambda: self._redis.eval(_EXTEND_IF_SAME, 1, key, token, _ms(lease_s)))
+        )
 
     def ping(self) -> bool:
         return bool(self._do("answer PING", self._redis.ping))
