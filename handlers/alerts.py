@@ -232,9 +232,10 @@ class AlertService:
                     )
                     return
                 walk = self._catch_up(key)
-        except LockNotAcquired:
-            log.warning("incident of %s: another replica is still posting it; it will catch up", key)
-            return
+        except LockNotAcquired as err:
+            # The lock is a renewed lease (a dead holder's lapses within 30 s): a holder still at it
+            # after the wait is alive. Raised, not dropped: a queue consumer leaves its entry pending.
+            raise StateUnavailable(f"incident of {key}: {err}") from None
         if walk is not None:
             self._walk(key, *walk)
 

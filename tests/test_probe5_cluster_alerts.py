@@ -41,7 +41,7 @@ from bot.cluster.streams import UNROUTED, ClusterStreams
 from bot.slack.transport import start_http
 from handlers.alerts import AlertSettings
 from tests.alertmanager import payload
-from tests.cluster_harness import cluster_scenario, inprocess_agent, inprocess_gateway
+from tests.cluster_harness import SIGNER, cluster_scenario, inprocess_agent, inprocess_gateway
 from tests.fakes.slack_api import FakeSlack
 from tests.services import RedisServer
 from tests.slack_harness import action_body, dispatch, posts, wait_for
@@ -143,7 +143,7 @@ def _register(
 ) -> None:
     """The heartbeat an agent of `cluster` left `seen_ago_s` ago (as bot/cluster/agent.py writes it)."""
     client = redis.Redis(connection_pool=r.connection_pool)
-    ClusterStreams(client, clock=lambda: time.time() - seen_ago_s).heartbeat(
+    ClusterStreams(client, clock=lambda: time.time() - seen_ago_s, signer=SIGNER).heartbeat(
         cluster, "agent-0", version, kinds
     )
 

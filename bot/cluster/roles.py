@@ -36,6 +36,7 @@ def _redis_settings(cfg: Config, args: argparse.Namespace) -> Config:
 
 
 def _streams(cfg: Config) -> Any:
+    from bot.cluster.signing import RequestSigner
     from bot.cluster.streams import ClusterStreams
     from bot.slack.state import redis_client, shown_url
 
@@ -43,7 +44,13 @@ def _streams(cfg: Config) -> Any:
     client = redis_client(
         cfg.redis_url, ca_bundle=cfg.redis_ca_bundle, password=cfg.redis_password, ride_out_restarts=True
     )
-    return ClusterStreams(client, shown=shown_url(cfg.redis_url), maxlen=cfg.stream_maxlen)
+    assert cfg.request_key is not None  # load_config(role=…) requires it
+    return ClusterStreams(
+        client,
+        shown=shown_url(cfg.redis_url),
+        maxlen=cfg.stream_maxlen,
+        signer=RequestSigner(cfg.request_key),
+    )
 
 
 @dataclass

@@ -22,6 +22,8 @@ from typing import Any
 import redis
 from redis.exceptions import RedisError, ResponseError
 
+from bot.cluster.signing import RequestSigner
+
 REQUESTS = "gpubot:requests:{}"
 DEAD = "gpubot:dead:{}"
 UNROUTED = "gpubot:alerts:unrouted"  # alerts the gateway could send to no cluster, with why
@@ -85,13 +87,22 @@ class Entry:
     deliveries: int  # 1 on first delivery; each XAUTOCLAIM adds one
     request: Request | None
     problem: str | None = None
+    forged: str | None = None  # why its signature does not hold (bot/cluster/signing.py)
 
     @classmethod
-    def of(cls, entry_id: str, fields: Mapping[str, str], deliveries: int) -> Entry:
+    def of(
+        cls, entry_id: str, fields: Mapping[str, str], deliveries: int, forged: str | None = None
+    ) -> Entry:
+        if forged is not None:  # not read at all: nothing in it is trusted
+            return cls(entry_id, dict(fields), deliveries, None, forged, forged)
         try:
             return cls(entry_id, dict(fields), deliveries, Request.from_fields(fields))
         except ValueError as err:
             return cls(entry_id, dict(fields), deliveries, None, str(err))
+
+    @property
+    def nonce(self) -> str:
+        return self.fields.get("nonce", "")
 
 
 @dataclass(frozen=True)
@@ -133,8 +144,11 @@ class ClusterStreams:
         shown: str = "redis",
         maxlen: int = DEFAULT_MAXLEN,
         clock: Callable[[], float] = time.time,
+        signer: RequestSigner | None = None,
     ) -> None:
         self.redis = client
+        # Signs what is queued and checks what is read; None only in tests of the bare commands.
+        self.signer = signer
         self.shown = shown
         self.maxlen = maxlen
         self.clock = clock
@@ -152,12 +166,19 @@ class ClusterStreams:
     def queue(self, cluster: str, request: Request) -> str:
         """XADD the request to the cluster's stream (trimmed, approximately, to `maxlen`)."""
         key = REQUESTS.format(cluster)
+        fields = request.fields()
+        if self.signer is not None:
+            fields = self.signer.sign(key, fields)
         return str(
             self._do(
                 f"queue on {key}",
-                lambda: self.redis.xadd(key, request.fields(), maxlen=self.maxlen, approximate=True),  # type: ignore[arg-type]
+                lambda: self.redis.xadd(key, fields, maxlen=self.maxlen, approximate=True),  # type: ignore[arg-type]
             )
         )
+
+    def _entry(self, key: str, entry_id: str, fields: Mapping[str, str], deliveries: int) -> Entry:
+        forged = self.signer.check(key, fields) if self.signer is not None else None
+        return Entry.of(entry_id, fields, deliveries, forged)
 
     def keep_unrouted(self, fields: dict[str, str]) -> None:
         """Keep what no cluster could take (`XRANGE gpubot:alerts:unrouted - +`), trimmed like the dead."""
@@ -229,7 +250,7 @@ class ClusterStreams:
             for entry_id, fields in items:
                 if fields is None:  # trimmed away while pending
                     continue
-                entries.append(Entry.of(entry_id, fields, 1))
+                entries.append(self._entry(key, entry_id, fields, 1))
         return entries
 
     def claim(self, cluster: str, consumer: str, min_idle_s: float, count: int) -> list[Entry]:
@@ -252,7 +273,7 @@ class ClusterStreams:
         for entry_id, fields in items:
             if not fields:
                 continue
-            entries.append(Entry.of(entry_id, fields, self.deliveries(cluster, entry_id)))
+            entries.append(self._entry(key, entry_id, fields, self.deliveries(cluster, entry_id)))
         return entries
 
     def deliveries(self, cluster: str, entry_id: str) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from bot.ops.redisconfig import RedisConfigError, redis_fields, role_needs
 from handlers.commands import CLUSTER_NAME
 
 
@@ -67,6 +68,16 @@ class Config:
     agent_silent_s: float = 30.0
     stream_maxlen: int = 10_000
     digest_part_wait_s: float = 300.0
+    # Redis's shape and the request key (bot/ops/redisconfig.py).
+    redis_mode: str = "single"
+    redis_sentinels: tuple[tuple[str, int], ...] = ()
+    redis_sentinel_master: str | None = None
+    redis_sentinel_password: str | None = field(default=None, repr=False)
+    request_key: str | None = field(default=None, repr=False)
+
+    @property
+    def uses_redis(self) -> bool:
+        return bool(self.redis_url) or self.redis_mode == "sentinel"
 
     @property
     def tz(self) -> ZoneInfo:
@@ -249,6 +260,10 @@ def load_config(
         if not v.isdigit() or not 100 <= int(v) <= 10_000_000:
             raise ConfigError(f"GPUBOT_STREAM_MAXLEN must be a whole number from 100 to 10000000, got {v!r}")
         kw["stream_maxlen"] = int(v)
+    try:
+        kw.update(redis_fields(get))
+    except RedisConfigError as err:
+        raise ConfigError(str(err)) from None
     cfg = Config(**kw)  # type: ignore[arg-type]
     if cfg.alert_token and not cfg.alert_channel:
         raise ConfigError(
@@ -257,8 +272,8 @@ def load_config(
         )
     if role not in ROLES:
         raise ConfigError(f"the role must be one of {', '.join(ROLES)}, got {role!r}")
-    if role != "all" and not cfg.redis_url:
-        raise ConfigError(f"REDIS_URL is not set: the {role} reaches the other side through Redis Streams")
+    if (missing := role_needs(role, cfg.redis_url, cfg.redis_mode, cfg.request_key)) is not None:
+        raise ConfigError(missing)
     if role != "all" and cfg.heartbeat_s >= cfg.claim_idle_s:
         raise ConfigError("GPUBOT_HEARTBEAT_SECONDS must be below GPUBOT_CLAIM_IDLE_SECONDS")
     if role == "agent":

@@ -67,7 +67,9 @@ class LockRenewer:
             for key, token, lease in due:
                 try:
                     if not self._store.renew_raw(key, token, lease):
-                        log.warning("lock %s expired while held: another holder may have it", key)
-                        self.drop(key, token)
+                        with self._cond:  # released meanwhile (the usual case), or lapsed while held
+                            lapsed = self._held.pop((key, token), None) is not None
+                        if lapsed:
+                            log.warning("lock %s expired while held: another holder may have it", key)
                 except Exception as err:  # Redis down: the lease may lapse, the work goes on
                     log.warning("lock %s not renewed: %s", key, err)
