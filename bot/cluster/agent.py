@@ -208,7 +208,8 @@ class Agent:
     def process(self, entry: Entry) -> str:
         """Run one entry; returns what became of it (also the gpubot_stream_requests_total outcome)."""
         outcome = self._process(entry)
-        kind = entry.request.kind if entry.request else "unreadable"
+        # A forged entry's kind is whatever its writer chose: not trusted as a label either.
+        kind = entry.request.kind if entry.request and outcome != "forged" else "unreadable"
         metrics.record_request(self.cluster, kind, outcome)
         return outcome
 

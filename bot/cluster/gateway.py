@@ -185,7 +185,8 @@ def build_gateway(
     app = bolt_app(cfg, client, token_verification)
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpubot-gateway")
     roots = DigestRoots(cfg, state, streams, poster, gpubot_version())
-    gw = Gateway(app, streams, state, poster, cfg, roots, pool)
+    # Heartbeats are in Redis's clock (TIME): read against it, never this machine's.
+    gw = Gateway(app, streams, state, poster, cfg, roots, pool, clock=streams.now)
     if cfg.alert_token and cfg.alert_channel:
         from bot.cluster.alert_forward import AlertForwarder
         from bot.slack.alert_webhook import AlertWebhook

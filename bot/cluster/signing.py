@@ -16,8 +16,8 @@ any channel: the attacker chose the channel.
 from __future__ import annotations
 
 import hashlib
-import math
 import hmac
+import math
 import secrets
 from collections.abc import Mapping
 

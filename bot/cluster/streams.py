@@ -13,6 +13,7 @@ gateway's business.
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -116,6 +117,10 @@ class ClusterSeen:
     kinds: tuple[str, ...] = ()
 
     def silent_for(self, now: float) -> float:
+        """Seconds since the heartbeat by `now` (Redis's clock, as the heartbeat's); infinite when the
+        value cannot be a heartbeat (NaN, or ahead of Redis's clock): never "0 s ago" for a bad one."""
+        if not math.isfinite(self.last_seen) or self.last_seen - now > FUTURE_SLACK_S:
+            return math.inf
         return max(0.0, now - self.last_seen)
 
 
@@ -128,6 +133,17 @@ class QueueStats:
     pending: int  # delivered, not yet acknowledged
     oldest_pending_age_s: float  # 0 when nothing is pending
     dead: int
+
+
+FUTURE_SLACK_S = 5.0  # a heartbeat ahead of Redis's own clock by more than this was not written by TIME
+_NOW = "@now@"
+# The heartbeat's time is Redis's: TIME, then the write, in one script.
+_HEARTBEAT = """
+local t = redis.call('TIME')
+local now = string.format('%d.%03d', t[1], math.floor(tonumber(t[2]) / 1000))
+local value = string.gsub(ARGV[2], '"@now@"', now, 1)
+return redis.call('HSET', KEYS[1], ARGV[1], value)
+"""
 
 
 def _entry_ms(entry_id: str) -> int:
@@ -207,10 +223,21 @@ class ClusterStreams:
     # --- the agent's side -----------------------------------------------------------------------
 
     def heartbeat(self, cluster: str, agent: str, version: str, kinds: tuple[str, ...]) -> None:
+        """`last_seen` is Redis's own clock (TIME, inside the script that writes it), never the agent's:
+        an agent whose clock runs fast, then dies, must not read "0 s ago" for as long as it ran ahead."""
         value = json.dumps(
-            {"version": version, "last_seen": round(self.clock(), 3), "agent": agent, "kinds": list(kinds)}
+            {"version": version, "last_seen": _NOW, "agent": agent, "kinds": list(kinds)},
+            separators=(",", ":"),
         )
-        self._do(f"heartbeat into {CLUSTERS}", lambda: self.redis.hset(CLUSTERS, cluster, value))
+        self._do(
+            f"heartbeat into {CLUSTERS}",
+            lambda: self.redis.eval(_HEARTBEAT, 1, CLUSTERS, cluster, value),  # type: ignore[no-untyped-call]
+        )
+
+    def now(self) -> float:
+        """Redis's clock (TIME): what heartbeats are written in, so what they are read against."""
+        secs, micros = self._do("read the time", lambda: self.redis.time())
+        return float(secs) + float(micros) / 1e6
 
     def ensure_group(self, cluster: str) -> None:
         """Create the stream and its group `agents` from the stream's start (requests queued before any
