@@ -117,6 +117,7 @@ class Agent:
         self._lock = threading.Condition()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"gpubot-agent-{cluster}")
         self.redis_up = False
+        self.beat_error: str | None = "no heartbeat written yet"  # readiness: an ACL may refuse HSET
 
     # --- the loops ---------------------------------------------------------------------------
 
@@ -165,9 +166,14 @@ class Agent:
         while True:
             try:
                 if time.monotonic() - last_beat >= self.timing.heartbeat_s:
-                    self.streams.heartbeat(
-                        self.cluster, self.consumer, self.version, tuple(sorted(self.handlers))
-                    )
+                    try:
+                        self.streams.heartbeat(
+                            self.cluster, self.consumer, self.version, tuple(sorted(self.handlers))
+                        )
+                    except StreamsUnavailable as err:
+                        self.beat_error = str(err)
+                        raise
+                    self.beat_error = None
                     last_beat = time.monotonic()
                 with self._lock:
                     live = list(self._active)

@@ -21,6 +21,8 @@ a kubeconfig.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 import uuid
@@ -47,6 +49,7 @@ from handlers.ports import SlackPoster, StateStore, StateUnavailable
 from handlers.walkstate import Walk, new_walk_id, walk_key
 
 log = logging.getLogger("gpubot.gateway")
+_ME = f"{socket.gethostname()}-{os.getpid()}"
 
 QUEUE_DOWN = (
     ":x: the request could not be queued: the bot's Redis is unreachable ({}). Try again in a moment."
@@ -76,9 +79,13 @@ class Gateway:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def ready(self) -> tuple[bool, str]:
+        """Ready when Redis takes its writes, not only its PING: an ACL user without XADD, a replica
+        that became read-only, queue nothing."""
         try:
             self.state.ping()
+            self.state.set(f"readyz:gateway:{_ME}", {"at": time.time()}, 60)
             self.streams.clusters()
+            self.streams.check_gateway_writes()
         except (StateUnavailable, StreamsUnavailable) as err:
             return False, f"Redis: {err}"
         if not self.slack_up():

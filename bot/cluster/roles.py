@@ -15,6 +15,7 @@ import argparse
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -56,7 +57,7 @@ def _streams(cfg: Config) -> Any:
 @dataclass
 class AgentFront:
     """/healthz, /readyz and /metrics of an agent: it serves nothing from Slack (no `app`, no alerts).
-    Ready when its state store answers and its stream loop reaches Redis."""
+    Ready when Redis takes what an agent writes: the state store, its heartbeat, its acknowledgements."""
 
     agent: Any
     state: Any
@@ -68,14 +69,22 @@ class AgentFront:
         self.agent.poster.ephemeral(channel, user, text)
 
     def ready(self) -> tuple[bool, str]:
+        from bot.cluster.streams import StreamsUnavailable
         from handlers.ports import StateUnavailable
 
         try:
             self.state.ping()
+            self.state.set(f"readyz:agent:{self.agent.consumer}", {"at": time.time()}, 60)
         except StateUnavailable as err:
             return False, f"state store: {err}"
         if not self.agent.redis_up:
             return False, "Redis streams: not reachable yet"
+        if self.agent.beat_error is not None:
+            return False, f"heartbeat: {self.agent.beat_error}"
+        try:
+            self.agent.streams.check_agent_writes(self.agent.cluster)
+        except StreamsUnavailable as err:
+            return False, f"Redis streams: {err}"
         return True, "ready"
 
 

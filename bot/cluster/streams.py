@@ -29,6 +29,7 @@ REQUESTS = "gpubot:requests:{}"
 DEAD = "gpubot:dead:{}"
 UNROUTED = "gpubot:alerts:unrouted"  # alerts the gateway could send to no cluster, with why
 CLUSTERS = "gpubot:clusters"
+PROBE = "gpubot:readyz"  # the gateway's readiness write (a stream kept at one entry)
 GROUP = "agents"
 DEFAULT_MAXLEN = 10_000
 DEAD_MAXLEN = 1_000
@@ -202,6 +203,19 @@ class ClusterStreams:
             f"keep in {UNROUTED}",
             lambda: self.redis.xadd(UNROUTED, fields, maxlen=DEAD_MAXLEN, approximate=True),  # type: ignore[arg-type]
         )
+
+    def check_gateway_writes(self) -> None:
+        """What readiness means for a gateway: it can XADD (an ACL without it queues nothing). One
+        entry in a stream of its own, trimmed to one: the requests streams are left alone."""
+        self._do(
+            f"write {PROBE}",
+            lambda: self.redis.xadd(PROBE, {"probe": "gateway"}, maxlen=1, approximate=False),
+        )
+
+    def check_agent_writes(self, cluster: str) -> None:
+        """An agent's: it can acknowledge on its stream (XACK of an id that never exists changes nothing)."""
+        key = REQUESTS.format(cluster)
+        self._do(f"acknowledge on {key}", lambda: self.redis.xack(key, GROUP, "0-1"))
 
     def clusters(self) -> dict[str, ClusterSeen]:
         raw = self._do(f"read {CLUSTERS}", lambda: self.redis.hgetall(CLUSTERS))
