@@ -39,16 +39,13 @@ def _redis_settings(cfg: Config, args: argparse.Namespace) -> Config:
 def _streams(cfg: Config) -> Any:
     from bot.cluster.signing import RequestSigner
     from bot.cluster.streams import ClusterStreams
-    from bot.slack.state import redis_client, shown_url
+    from bot.slack.redisconn import RedisTarget, connect
 
-    assert cfg.redis_url is not None  # load_config(role=…) requires it
-    client = redis_client(
-        cfg.redis_url, ca_bundle=cfg.redis_ca_bundle, password=cfg.redis_password, ride_out_restarts=True
-    )
-    assert cfg.request_key is not None  # load_config(role=…) requires it
+    target = RedisTarget.of(cfg)
+    assert target.configured and cfg.request_key is not None  # load_config(role=…) requires both
     return ClusterStreams(
-        client,
-        shown=shown_url(cfg.redis_url),
+        connect(target, ride_out_restarts=True),
+        shown=target.shown,
         maxlen=cfg.stream_maxlen,
         signer=RequestSigner(cfg.request_key),
     )
@@ -166,12 +163,18 @@ def serve_role(args: argparse.Namespace) -> int:
         from bot.sources.opener import sources_from_args
 
         sources = sources_from_args(cfg, args)
+    from bot.cluster.agent import AgentTiming
+    from bot.slack.redisconn import NotThisMode, RedisTarget
+    from bot.slack.renewer import LOCK_LEASE_S
+
+    # An agent's locks lapse as fast as its leases: well before its entries can be taken over.
+    lease = min(LOCK_LEASE_S, AgentTiming(claim_idle_s=cfg.claim_idle_s).lease_s)
     try:
-        state, note = open_state(
-            cfg.redis_url, ca_bundle=cfg.redis_ca_bundle, password=cfg.redis_password, ride_out_restarts=True
-        )
+        state, note = open_state(None, target=RedisTarget.of(cfg), ride_out_restarts=True, lock_lease_s=lease)
     except StateUnavailable as err:
         raise SourceError("unavailable", f"state store: {err}") from None
+    except NotThisMode as err:
+        raise ConfigError(str(err)) from None
     streams = _streams(cfg)
     assert cfg.slack_bot_token is not None
     poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)

@@ -69,10 +69,15 @@ def run_bot(args: argparse.Namespace) -> int:
 
         cfg = replace(cfg, redis_url=check_url("--redis-url", args.redis_url, ("redis", "rediss", "unix")))
     sources = sources_from_args(cfg, args)
+    from bot.ops.config import ConfigError
+    from bot.slack.redisconn import NotThisMode, RedisTarget
+
     try:
-        state, note = open_state(cfg.redis_url)
+        state, note = open_state(None, target=RedisTarget.of(cfg))
     except StateUnavailable as err:
         raise SourceError("unavailable", f"state store: {err}") from None
+    except NotThisMode as err:
+        raise ConfigError(str(err)) from None
     state = leased(state)
     assert cfg.slack_bot_token is not None  # load_config(need_slack=True) checked it
     poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
