@@ -163,14 +163,13 @@ def serve_role(args: argparse.Namespace) -> int:
         from bot.sources.opener import sources_from_args
 
         sources = sources_from_args(cfg, args)
-    from bot.cluster.agent import AgentTiming
+    from bot.slack.leases import lease_of
     from bot.slack.redisconn import NotThisMode, RedisTarget
-    from bot.slack.renewer import LOCK_LEASE_S
 
-    # An agent's locks lapse as fast as its leases: well before its entries can be taken over.
-    lease = min(LOCK_LEASE_S, AgentTiming(claim_idle_s=cfg.claim_idle_s).lease_s)
     try:
-        state, note = open_state(None, target=RedisTarget.of(cfg), ride_out_restarts=True, lock_lease_s=lease)
+        # An agent's locks lapse as fast as its leases: well before its entries can be taken over.
+        target = RedisTarget.of(cfg)
+        state, note = open_state(None, target=target, ride_out_restarts=True, lock_lease_s=lease_of(cfg))
     except StateUnavailable as err:
         raise SourceError("unavailable", f"state store: {err}") from None
     except NotThisMode as err:

@@ -32,6 +32,7 @@ from bot.ops.config import Config
 from bot.ops.logs import walk_scope
 from bot.ops.secrets import mask_text
 from bot.slack.alert_webhook import AlertWebhook
+from bot.slack.leases import lease_of
 from bot.slack.node_actions import ClusterNodeActions
 from bot.sources.opener import Sources
 from handlers.alert_subjects import ClusterDirectory
@@ -45,7 +46,7 @@ from handlers.escape import escape
 from handlers.operators import Operators
 from handlers.ports import SlackPoster, StateStore, StateUnavailable, WalkObserver
 from handlers.telling import unexpected
-from handlers.walks import CLAIM_S, RETENTION_S, WalkService
+from handlers.walks import RETENTION_S, WalkService
 from handlers.walkstate import new_walk_id
 from layers import digest as fleet
 from layers.facts.context import Settings, WalkContext
@@ -214,7 +215,7 @@ def build_services(
     *,
     node_actions: NodeActions | None = None,
     observer: WalkObserver | None = None,
-    claim_s: float = CLAIM_S,
+    claim_s: float | None = None,
 ) -> tuple[WalkService, Buttons]:
     """The walk service and the button handlers over these sources: the single process and a
     cluster's agent (bot/cluster/agent.py) run requests through exactly these."""
@@ -226,7 +227,7 @@ def build_services(
         retention_s=cfg.state_retention_days * 86400 if cfg.state_retention_days else RETENTION_S,
         cluster_name=cfg.cluster_name,
         observer=observer or MetricsObserver(),
-        claim_s=claim_s,
+        claim_s=claim_s or lease_of(cfg),
     )
     operators = Operators(cfg.operators, cfg.operator_groups, group_members(client))
     buttons = Buttons(service, operators, node_actions or ClusterNodeActions(sources, cfg, state))

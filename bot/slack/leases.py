@@ -24,9 +24,18 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
+from bot.ops.config import Config
 from handlers.ports import JSONValue, StateStore, StateUnavailable
+from handlers.walkclaims import CLAIM_S
 
 log = logging.getLogger("gpubot.leases")
+
+
+def lease_of(cfg: Config) -> float:
+    """How long a claim or lock of this process lasts unrenewed: the walk's CLAIM_S, shorter where
+    GPUBOT_CLAIM_IDLE_SECONDS is (an agent's leases lapse well before its entries are taken over)."""
+    return min(CLAIM_S, cfg.claim_idle_s / 2)
+
 
 MAX_HOLD_S = 15 * 60.0  # a claim taken outside any work() is renewed this long at most
 
