@@ -4,7 +4,9 @@ Redis is the broker: `gpubot:requests:<cluster>` is a Stream trimmed with
 `MAXLEN ~`, read by the consumer group `agents` (XREADGROUP, XACK); entries a
 dead agent took stay in the group's pending-entry list until another agent
 (or its restart) takes them over with XAUTOCLAIM. An entry that failed too
-often is copied to `gpubot:dead:<cluster>` and acknowledged in one MULTI.
+often is copied to `gpubot:dead:<cluster>`, then acknowledged: two steps safe
+to repeat, since on a Redis Cluster the two streams are in different hash
+slots and no command or MULTI may span them. Every command here names one key.
 Agents heartbeat into the hash `gpubot:clusters` (one JSON field per cluster).
 Nothing here decides what a request means: that is the agent's and the
 gateway's business.
@@ -33,6 +35,7 @@ PROBE = "gpubot:readyz"  # the gateway's readiness write (a stream kept at one e
 GROUP = "agents"
 DEFAULT_MAXLEN = 10_000
 DEAD_MAXLEN = 1_000
+BURY_LOOKBACK = 50  # a re-burial looks for its first copy among this many newest dead entries
 
 
 class StreamsUnavailable(Exception):
@@ -138,6 +141,7 @@ class QueueStats:
 
 FUTURE_SLACK_S = 5.0  # a heartbeat ahead of Redis's own clock by more than this was not written by TIME
 _NOW = "@now@"
+_TIME = "return redis.call('TIME')"
 # The heartbeat's time is Redis's: TIME, then the write, in one script.
 _HEARTBEAT = """
 local t = redis.call('TIME')
@@ -250,7 +254,9 @@ class ClusterStreams:
 
     def now(self) -> float:
         """Redis's clock (TIME): what heartbeats are written in, so what they are read against."""
-        secs, micros = self._do("read the time", lambda: self.redis.time())
+        # Asked of the node that holds the heartbeats (a script keyed on them): on a Redis Cluster,
+        # the same clock that wrote them.
+        secs, micros = self._do("read the time", lambda: self.redis.eval(_TIME, 1, CLUSTERS))
         return float(secs) + float(micros) / 1e6
 
     def ensure_group(self, cluster: str) -> None:
@@ -341,8 +347,13 @@ class ClusterStreams:
         self._do(f"acknowledge {entry_id} on {key}", lambda: self.redis.xack(key, GROUP, entry_id))
 
     def bury(self, cluster: str, entry: Entry, reason: str) -> None:
-        """Copy the entry to `gpubot:dead:<cluster>` with why, and acknowledge it, in one transaction."""
-        key, dead = REQUESTS.format(cluster), DEAD.format(cluster)
+        """Copy the entry to `gpubot:dead:<cluster>` with why, then acknowledge it.
+
+        Two steps, not one MULTI: the two streams lie in different hash slots of a Redis Cluster
+        (CROSSSLOT). Safe to repeat instead: an agent that dies between them leaves the entry
+        pending, its redelivery buries it again, and the copy already made (same `entry` field,
+        looked up among the dead stream's newest) is not made twice."""
+        dead = DEAD.format(cluster)
         fields = {
             **entry.fields,
             "entry": entry.entry_id,
@@ -350,13 +361,16 @@ class ClusterStreams:
             "deliveries": str(entry.deliveries),
         }
 
-        def run() -> None:
-            pipe = self.redis.pipeline(transaction=True)
-            pipe.xadd(dead, fields, maxlen=DEAD_MAXLEN, approximate=True)  # type: ignore[arg-type]
-            pipe.xack(key, GROUP, entry.entry_id)
-            pipe.execute()
+        def copied() -> bool:
+            recent: list[Any] = self.redis.xrevrange(dead, count=BURY_LOOKBACK) or []  # type: ignore[assignment]
+            return any((f or {}).get("entry") == entry.entry_id for _id, f in recent)
 
-        self._do(f"move {entry.entry_id} to {dead}", run)
+        if entry.deliveries == 1 or not self._do(f"read {dead}", copied):
+            self._do(
+                f"move {entry.entry_id} to {dead}",
+                lambda: self.redis.xadd(dead, fields, maxlen=DEAD_MAXLEN, approximate=True),  # type: ignore[arg-type]
+            )
+        self.ack(cluster, entry.entry_id)
 
     # --- observing ------------------------------------------------------------------------------
 
