@@ -469,7 +469,12 @@ def test_an_agent_has_its_cluster_the_clusterrole_and_only_the_bot_token(helm: s
 
     plain = {k: v["value"] for k, v in env.items() if "value" in v and "$(" not in str(v["value"])}
     cfg = load_config(
-        {**plain, "SLACK_BOT_TOKEN": "xoxb-1", "REDIS_URL": "rediss://redis.example:6380/0", "GPUBOT_REQUEST_KEY": "k" * 32},
+        {
+            **plain,
+            "SLACK_BOT_TOKEN": "xoxb-1",
+            "REDIS_URL": "rediss://redis.example:6380/0",
+            "GPUBOT_REQUEST_KEY": "k" * 32,
+        },
         need_slack=True,
         role="agent",
     )

@@ -26,6 +26,7 @@ import redis
 from redis.exceptions import RedisError, ResponseError
 
 from bot.cluster.signing import RequestSigner
+from bot.slack.redisconn import riding_out
 
 REQUESTS = "gpubot:requests:{}"
 DEAD = "gpubot:dead:{}"
@@ -177,7 +178,7 @@ class ClusterStreams:
 
     def _do(self, what: str, call: Callable[[], Any]) -> Any:
         try:
-            return call()
+            return riding_out(self.redis, call)
         except RedisError as err:
             text = " ".join(str(err).split())[:300] or type(err).__name__
             raise StreamsUnavailable(f"Redis at {self.shown} failed to {what}: {text}") from None
@@ -282,7 +283,10 @@ class ClusterStreams:
         """New entries for this consumer (XREADGROUP >), waiting up to `block_ms` for one."""
         key = REQUESTS.format(cluster)
         try:
-            got = self.redis.xreadgroup(GROUP, consumer, {key: ">"}, count=count, block=block_ms)
+            got = riding_out(
+                self.redis,
+                lambda: self.redis.xreadgroup(GROUP, consumer, {key: ">"}, count=count, block=block_ms),
+            )
         except ResponseError as err:
             if self._group_gone(err):  # Redis restarted without the stream (no AOF): make it again
                 self._groups.discard(key)
@@ -306,7 +310,9 @@ class ClusterStreams:
         key = REQUESTS.format(cluster)
         idle_ms = max(1, int(min_idle_s * 1000))
         try:
-            got = self.redis.xautoclaim(key, GROUP, consumer, idle_ms, "0-0", count=count)
+            got = riding_out(
+                self.redis, lambda: self.redis.xautoclaim(key, GROUP, consumer, idle_ms, "0-0", count=count)
+            )
         except ResponseError as err:
             if self._group_gone(err):
                 self._groups.discard(key)

@@ -20,18 +20,54 @@ seconds (`ride_out_restarts`, gateways and agents), then fail with one line.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ClusterDownError, RedisClusterException, RedisError, ResponseError, TryAgainError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from bot.ops.config import Config
+
+T = TypeVar("T")
+
+
+# What a cluster client raises while its nodes restart or a shard fails over (RedisClusterException is
+# not a RedisError); one server's client rides these out with its own retry.
+SWITCHING = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    RedisClusterException,
+    ClusterDownError,
+    TryAgainError,
+)
+RIDE_OUT_S = 2.5
+
+
+def riding_out(client: Any, call: Callable[[], T]) -> T:
+    """`call()`, sent again for up to RIDE_OUT_S while a Redis Cluster is switching (nodes restarting,
+    a shard failing over: the slots are learned again); at once for any other client. What still
+    fails is raised as a RedisError, so callers turn it into their one line."""
+    if not isinstance(client, RedisCluster):
+        return call()
+    deadline = time.monotonic() + RIDE_OUT_S
+    wait = 0.05
+    while True:
+        try:
+            return call()
+        except SWITCHING as err:
+            if time.monotonic() + wait > deadline:
+                if isinstance(err, RedisError):
+                    raise
+                raise redis.ConnectionError(str(err)) from None
+            time.sleep(wait)
+            wait = min(0.5, wait * 2)
 
 
 class NotThisMode(ValueError):

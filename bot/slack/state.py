@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 import redis
 from redis.exceptions import RedisError
 
-from bot.slack.redisconn import RedisTarget, check_not_cluster, connect, shown_url
+from bot.slack.redisconn import RedisTarget, check_not_cluster, connect, riding_out, shown_url
 from bot.slack.renewer import LOCK_LEASE_S, LockRenewer
 from handlers.ports import JSONValue, LockNotAcquired, StateStore, StateUnavailable
 
@@ -109,7 +109,7 @@ class RedisState:
 
     def _do(self, what: str, call: Callable[[], T]) -> T:
         try:
-            return call()
+            return riding_out(self._redis, call)
         except RedisError as err:
             raise StateUnavailable(f"Redis at {self.shown} failed to {what}: {_short(err)}") from None
 
