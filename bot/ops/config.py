@@ -76,10 +76,6 @@ class Config:
     request_key: str | None = field(default=None, repr=False)
 
     @property
-    def uses_redis(self) -> bool:
-        return bool(self.redis_url) or self.redis_mode == "sentinel"
-
-    @property
     def tz(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
 
