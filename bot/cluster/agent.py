@@ -47,6 +47,7 @@ from bot.ops.logs import walk_scope
 from bot.slack.leases import LeaseKeeper
 from handlers.escape import escape
 from handlers.ports import StateStore, StateUnavailable
+from handlers.walkclaims import CLAIM_S
 
 log = logging.getLogger("gpubot.agent")
 
@@ -77,8 +78,9 @@ class AgentTiming:
 
     @property
     def lease_s(self) -> float:
-        """A dead agent's leases must expire before its entries become claimable."""
-        return self.claim_idle_s / 2
+        """A dead agent's leases must expire before its entries become claimable, and within the
+        spec's minute whatever the claim-idle time (bot/slack/leases.py `lease_of`: the same)."""
+        return min(CLAIM_S, self.claim_idle_s / 2)
 
     @property
     def tick_s(self) -> float:
