@@ -219,12 +219,6 @@ class SentinelSet:
         """SENTINEL FAILOVER: the replica is promoted, the old primary turns replica."""
         redis.Redis(host=HOST, port=self.sentinel_ports[0]).execute_command("SENTINEL", "FAILOVER", MASTER)
 
-    def kill_primary(self) -> None:
-        """SIGKILL of the data node that is primary now: the Sentinels must notice and elect."""
-        port = self.master_port()
-        i = self.data_ports.index(port)
-        _stop(self.data[i], kill=True)
-
     def stop(self) -> None:
         for proc in [*self.sentinels, *self.data]:
             _stop(proc)

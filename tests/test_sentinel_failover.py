@@ -41,15 +41,11 @@ def _env(base: dict[str, str], s: SentinelSet) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("switch", ["sentinel-failover", "primary-killed"])
 def test_a_failover_mid_burst_answers_every_request_once(
-    sentinels: SentinelSet, slack: FakeSlack, tmp_path: Path, switch: str
+    sentinels: SentinelSet, slack: FakeSlack, tmp_path: Path
 ) -> None:
-    """SENTINEL FAILOVER (a planned switch: nothing may be refused) or the primary SIGKILLed (the
-    Sentinels need a second or two to agree: requests meanwhile may be told they could not be
-    queued, within 3 s; none acknowledged as queued is lost or walked twice)."""
+    """SENTINEL FAILOVER, a planned switch: nothing may be refused, nothing lost or walked twice."""
     s = sentinels
-    slack.reset()
     scenario = cluster_scenario(tmp_path, "sen-1")
     gw = BotProcess(
         ["--role", "gateway"], _env(gateway_env(slack.url, s.url), s), tmp_path / "gw.log", ready=False
@@ -70,10 +66,7 @@ def test_a_failover_mid_burst_answers_every_request_once(
         acks: list[tuple[float, str]] = []
         for i in range(REQUESTS):
             if i == SWITCH_AT:
-                if switch == "sentinel-failover":
-                    s.failover()
-                else:
-                    s.kill_primary()
+                s.failover()
             started = time.monotonic()
             status, body = gw.command("why ml/trainer-0", channel=f"C0SEN{i:02d}")
             acks.append(
@@ -86,10 +79,7 @@ def test_a_failover_mid_burst_answers_every_request_once(
         queued = [i for i, (_, text) in enumerate(acks) if text.startswith("walking the layers")]
         refused = [i for i, (_, text) in enumerate(acks) if "could not be queued" in text]
         assert len(queued) + len(refused) == REQUESTS, acks
-        if switch == "sentinel-failover":
-            assert len(queued) == REQUESTS, [acks[i] for i in refused]  # refused writes were retried
-        else:
-            assert len(queued) >= REQUESTS - 15, acks  # only while no master is elected
+        assert len(queued) == REQUESTS, [acks[i] for i in refused]  # refused writes were retried
 
         def walked(i: int) -> bool:
             return any(str(c.params["text"]).startswith("Layer 5 (") for c in posts(slack, f"C0SEN{i:02d}"))
@@ -106,8 +96,7 @@ def test_a_failover_mid_burst_answers_every_request_once(
             roots = [c for c in posts(slack, channel) if not c.params.get("thread_ts")]
             fives = [c for c in posts(slack, channel) if str(c.params["text"]).startswith("Layer 5 (")]
             assert (len(roots), len(fives)) == (1, 1), channel
-        for i in refused:  # told "not queued": at most walked once (an XADD in flight at the budget's end)
-            assert len([c for c in posts(slack, f"C0SEN{i:02d}") if not c.params.get("thread_ts")]) <= 1
+
         assert agent.proc.poll() is None and gw.proc.poll() is None  # followed it without a restart
     finally:
         stop_together([p for p in procs if p.proc.poll() is None])
