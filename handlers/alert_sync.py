@@ -22,7 +22,7 @@ from handlers.alert_payload import AlertBatch
 from handlers.alert_records import ARCHIVE, IncidentRecords
 from handlers.alert_storm import STORM
 from handlers.incidents import Incident
-from handlers.ports import LockNotAcquired, PostRef
+from handlers.ports import LockNotAcquired, PostRef, StateUnavailable
 from handlers.walkstate import WalkGone, new_walk_id
 
 log = logging.getLogger("gpubot.alerts")
@@ -78,9 +78,10 @@ class SlackSync(IncidentRecords, ABC):
                     )
                     return
                 walk = self._catch_up(key)
-        except LockNotAcquired:
-            log.warning("incident of %s: another replica is still posting it; it will catch up", key)
-            return
+        except LockNotAcquired as err:
+            # The lock is a renewed lease (a dead holder's lapses within 30 s): a holder still at it
+            # after the wait is alive. Raised, not dropped: a queue consumer leaves its entry pending.
+            raise StateUnavailable(f"incident of {key}: {err}") from None
         if walk is not None:
             self._walk(key, *walk)
 

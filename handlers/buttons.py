@@ -232,10 +232,9 @@ class Buttons:
         if layer is None:
             self._tell(click, "there is no layer to go to from here: the walk has reached its end.")
             return NOTHING
-        # The stored result says done even when its claim could not be kept (see WalkService).
-        if layer in self.service.results(walk.walk_id) or not self._claim(
-            walk, f"layer:{layer}", click.user, self.service.claim_s
-        ):
+        # Posted is a durable fact; a claim is a lease: another click still running the layer is
+        # waited for, one whose replica died is taken over once its lease lapses (WalkService).
+        if not self.service.take_layer(walk, layer, click.user):
             self._tell(click, f"layer {layer} has already been run for this walk: see the thread.")
             return REPEATED
         self._audit(walk, click, f"{verb} layer {layer}")

@@ -4,7 +4,8 @@ A walk is a target (a pod, or a node from the digest), the channel and root
 message of its thread, and the layers done so far with their results. Every
 piece lives in the state store under the walk id, one key per layer, so a
 click on any replica, after any restart, continues the same walk; a layer is
-claimed with `set_if_absent` before it runs, so two clicks never run it twice.
+claimed (a lease, handlers/walkclaims.py) before it runs, so two clicks never
+run it twice, and a holder that died frees it within the lease.
 
 `/gpu why` and the buttons take the same path: `start` then `follow`,
 `descend`, `jump` or `walk_all`, each layer posted in the thread as it
@@ -14,10 +15,8 @@ walk with its id.
 
 What a walk says besides its layers (audit lines, failures, answers to whoever
 asked) is handlers/telling.py's `Teller` (`self.tell`); where a navigation
-button goes next is handlers/walkstate.py's. What is left is a little past 400
-lines on purpose: it is one class, and every method reads or writes the same
-walk keys and claims in the state store; cut in two (say, running and
-posting), each half would need the other's keys and locks.
+button goes next is handlers/walkstate.py's; claims, leases and the posted
+marks are handlers/walkclaims.py's `LayerClaims` (`self.claims`).
 """
 
 from __future__ import annotations
@@ -28,20 +27,20 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from handlers.blocks import Message, layer_message, node_in_question, root_message
+from handlers.blocks import layer_message, node_in_question, root_message
 from handlers.commands import usage_reply
 from handlers.escape import escape
 from handlers.ports import (
-    Attachment,
     NoObserver,
-    PostRef,
     SlackPoster,
     StateStore,
     StateUnavailable,
     WalkObserver,
 )
-from handlers.telling import Teller, said, unexpected
-from handlers.walkstate import Walk, WalkGone, layer_from_dict, layer_to_dict, new_walk_id
+from handlers.telling import Teller, unexpected
+from handlers.walkclaims import CLAIM_S, LayerClaims
+from handlers.walkrecords import STORE_DOWN, WalkRecords
+from handlers.walkstate import Walk, layer_to_dict, new_walk_id
 from layers.facts.context import WalkContext
 from layers.findings import LayerResult, Target, WalkResult
 from layers.sources import SourceError
@@ -50,16 +49,14 @@ from layers.walk import LAYERS, run_layer
 log = logging.getLogger("gpubot.walks")
 
 RETENTION_S = 14 * 24 * 3600
-# A claim outlives the longest layer run; a crashed replica's claim expires so the layer can run again.
-CLAIM_S = 15 * 60
+__all__ = ["CLAIM_S", "RETENTION_S", "WalkService"]
 
-STORE_DOWN = "the bot's state store (Redis) is unreachable"
 
 # Opens a fresh context for a target (reads the pod or node; SourceError when it cannot).
 OpenWalk = Callable[[Target], WalkContext]
 
 
-class WalkService:
+class WalkService(WalkRecords):
     """Runs walks and keeps their state; posts through the SlackPoster port."""
 
     def __init__(
@@ -85,36 +82,7 @@ class WalkService:
         self.retention_s = retention_s
         self.cluster_name = cluster_name
         self.clock = clock
-
-    # --- keys ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _key(walk_id: str, *parts: object) -> str:
-        return ":".join(["walk", walk_id, *(str(p) for p in parts)])
-
-    # --- reading --------------------------------------------------------------------------
-
-    def load(self, walk_id: str) -> Walk:
-        raw = self.state.get(self._key(walk_id))
-        if raw is None:
-            raise WalkGone(
-                f"this walk ({walk_id}) is no longer known: walks are kept {self.retention_s // 86400} days; "
-                "run /gpu why again"
-            )
-        return Walk.from_dict(raw)
-
-    def results(self, walk_id: str) -> dict[int, LayerResult]:
-        """Layers done so far, in the order they completed."""
-        found: list[tuple[float, LayerResult]] = []
-        for n in LAYERS:
-            raw = self.state.get(self._key(walk_id, "layer", n))
-            if raw is not None:
-                result, at = layer_from_dict(raw)
-                found.append((at, result))
-        return {r.layer: r for _, r in sorted(found, key=lambda p: (p[0], p[1].layer))}
-
-    def walk_result(self, walk: Walk) -> WalkResult:
-        return WalkResult(target=walk.target, layers=tuple(self.results(walk.walk_id).values()))
+        self.claims = LayerClaims(state, retention_s, claim_s, clock)
 
     # --- starting ---------------------------------------------------------------------------
 
@@ -204,49 +172,6 @@ class WalkService:
         """A walk of this cluster created now, its root not posted yet."""
         return Walk(walk_id, target, channel, requester, None, thread_ts, self.clock(), self.cluster_name)
 
-    def _store_answers(self, channel: str, user: str | None, walk_id: str, thread_ts: str | None) -> bool:
-        """Checked before anything is posted: a walk whose state cannot be kept is not started."""
-        try:
-            up = self.state.ping()
-            why = "it did not answer PING"
-        except StateUnavailable as err:
-            up, why = False, str(err)
-        if not up:
-            log.error("walk %s not started: state store unreachable: %s", walk_id, why)
-            self.tell.ephemeral(
-                channel,
-                user,
-                f":x: {STORE_DOWN}, so walk `{walk_id}` was not started: {escape(why)}. Try again in a "
-                "moment; if it persists, check REDIS_URL and the Redis service.",
-                thread_ts,
-            )
-        return up
-
-    def _stopped(self, walk: Walk, ran: list[LayerResult], err: Exception) -> None:
-        """The walk broke off once its root was posted: the requester (the store failed) or the
-        thread (anything else) is told, and the root says so instead of "walking…"."""
-        if isinstance(err, StateUnavailable):
-            why = f"{STORE_DOWN} (walk `{walk.walk_id}`): {err}"
-            log.error("walk %s stopped: %s", walk.walk_id, err)
-            self.tell.ephemeral(
-                walk.channel,
-                walk.requester,
-                f":x: walk `{walk.walk_id}` stopped: {escape(STORE_DOWN)}: {escape(str(err))}. Layers "
-                "already in the thread stand; run /gpu why again once it is back.",
-            )
-        else:
-            why = f"{said(err)} (walk `{walk.walk_id}`)"
-            self.tell.say_failure(walk, walk.requester, "the walk stopped", err)
-        if walk.root_ts is None:
-            return
-        msg = root_message(
-            WalkResult(walk.target, tuple(ran)), walk.requester, self.cluster_name, stopped=why
-        )
-        try:
-            self.poster.update(PostRef(walk.channel, walk.root_ts), msg.text, msg.blocks)
-        except Exception as again:
-            log.error("walk %s: could not mark the root message stopped: %s", walk.walk_id, again)
-
     def node_walk(self, walk_id: str, node: str, channel: str, thread_ts: str | None) -> Walk:
         """The walk behind a digest row's buttons: one per digest and node, created on first click."""
         return self.prepare(walk_id, Target(namespace=None, pod=None, node=node), channel, thread_ts)
@@ -261,26 +186,29 @@ class WalkService:
 
     def claim(self, walk_id: str, name: str, who: str | None, ttl_s: int | float | None = None) -> bool:
         """Take `name` for this walk exactly once (across replicas)."""
-        value = {"by": who, "at": self.clock()}
-        return self.state.set_if_absent(self._key(walk_id, "claim", name), value, ttl_s or self.retention_s)
+        return self.claims.claim(walk_id, name, who, ttl_s)
 
     def release(self, walk_id: str, name: str) -> None:
-        self.state.delete(self._key(walk_id, "claim", name))
+        self.claims.release(walk_id, name)
 
     def release_quietly(self, walk_id: str, name: str) -> None:
-        """Free a claim once the action is over; a store that fails here is logged (the claim expires)."""
-        try:
-            self.release(walk_id, name)
-        except StateUnavailable as err:
-            log.warning("walk %s: claim %s not released (it will expire): %s", walk_id, name, err)
+        self.claims.release_quietly(walk_id, name)
+
+    def take_layer(self, walk: Walk, layer: int, who: str | None) -> bool:
+        """This caller now holds the layer (False: it is posted, by this run or another); a holder
+        still running it is waited for, one that died is taken over once its lease lapses."""
+        return self.claims.take_layer(
+            walk.walk_id, layer, who, lambda: self.claims.posted(walk.walk_id, layer)
+        )
 
     def _run_one(
         self, walk: Walk, layer: int, ctx: WalkContext | None, *, claimed: bool = False
     ) -> tuple[LayerResult | None, WalkContext | None]:
         """Run and post one layer unless someone else has it; (None, ctx) when it was taken."""
         name = f"layer:{layer}"
-        if not claimed and not self.claim(walk.walk_id, name, walk.requester, self.claim_s):
-            return None, ctx
+        if not claimed and not self.take_layer(walk, layer, walk.requester):
+            # Posted by another holder meanwhile (waited for): its result is this walk's too.
+            return self.results(walk.walk_id).get(layer), ctx
         try:
             if ctx is None:
                 ctx = self.open_walk(walk.target)
@@ -320,10 +248,9 @@ class WalkService:
             )
             return
         try:
-            # The claim now stands for "done": keep it as long as the walk.
-            self.state.set(self._key(walk.walk_id, "claim", f"layer:{layer}"), "done", self.retention_s)
+            self.claims.mark_posted(walk.walk_id, layer)  # a durable fact, not the lease it ran under
         except StateUnavailable as err:  # the stored result still marks the layer done
-            log.warning("walk %s: layer %s's claim not kept (it will expire): %s", walk.walk_id, layer, err)
+            log.warning("walk %s: layer %s not marked posted: %s", walk.walk_id, layer, err)
 
     def run_layers(self, walk: Walk, layers: Iterable[int], *, claimed: bool = False) -> list[LayerResult]:
         """Run these layers in order, each once; `claimed` when the caller already took the (single) layer."""
@@ -352,12 +279,9 @@ class WalkService:
         with self.observer.scope(walk.walk_id):
             done = self.results(walk.walk_id)
             for n, result in done.items():
-                # Stored but never marked posted ("done"): its agent died between the two. Its claim
-                # (a lease) has expired, so it can be taken: post it now rather than lose it.
-                claim = self._key(walk.walk_id, "claim", f"layer:{n}")
-                if self.state.get(claim) != "done" and self.claim(
-                    walk.walk_id, f"layer:{n}", walk.requester, self.claim_s
-                ):
+                # Stored but never marked posted: its agent died between the two. Its claim (a
+                # lease) lapses, so it can be taken: post it now rather than lose it.
+                if not self.claims.posted(walk.walk_id, n) and self.take_layer(walk, n, walk.requester):
                     log.info("walk %s: layer %s was stored but not posted: posting it", walk.walk_id, n)
                     self._keep_and_post(walk, result)
             layer: int | None = 1
@@ -384,7 +308,7 @@ class WalkService:
             while layer is not None and layer in LAYERS and layer not in done:
                 result, ctx = self._run_one(walk, layer, ctx)
                 if result is None:
-                    break  # another click took this layer (or it failed and said so)
+                    break  # it failed and said so
                 ran.append(result)
                 done.add(layer)
                 layer = result.next_layer
@@ -393,28 +317,3 @@ class WalkService:
         finally:
             if running:
                 self.update_root(walk, running=False)
-
-    # --- posting -----------------------------------------------------------------------------
-
-    def update_root(self, walk: Walk, *, running: bool) -> None:
-        if walk.root_ts is None:
-            return
-        try:
-            result = self.walk_result(walk)
-        except StateUnavailable as err:  # never hide the error being handled behind a second one
-            log.warning("walk %s: root message not updated, state store unreachable: %s", walk.walk_id, err)
-            return
-        msg = root_message(result, walk.requester, self.cluster_name, running=running)
-        try:
-            self.poster.update(PostRef(walk.channel, walk.root_ts), msg.text, msg.blocks)
-        except Exception as err:  # the track is cosmetic; the layer messages carry the findings
-            log.warning("walk %s: could not update the root message: %s", walk.walk_id, err)
-
-    def _post_layer(self, walk: Walk, msg: Message, key: str) -> None:
-        try:
-            # Keyed, as the root is: a retry, or an agent taking over the walk, finds it posted.
-            self.poster.post(walk.channel, msg.text, msg.blocks, thread_ts=walk.thread, key=key)
-            for name, content in msg.attachments:
-                self.poster.upload(walk.channel, Attachment(name, content), thread_ts=walk.thread)
-        except Exception as err:
-            self.tell.report_failure(walk, f"could not post {msg.text}", err)

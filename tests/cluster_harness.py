@@ -19,6 +19,7 @@ import yaml
 
 from bot.cluster.gateway import Gateway, build_gateway
 from bot.cluster.roles import build_agent
+from bot.cluster.signing import RequestSigner
 from bot.cluster.streams import ClusterStreams
 from bot.ops.config import Config, load_config
 from bot.slack.post import Poster
@@ -36,6 +37,11 @@ FAST = {
 }
 
 
+# What gateway and agents sign and check every queued request with (GPUBOT_REQUEST_KEY).
+REQUEST_KEY = "test-request-key-0123456789abcdef0123456789abcdef"
+SIGNER = RequestSigner(REQUEST_KEY)
+
+
 def cluster_scenario(folder: Path, cluster: str, prefix: str = "") -> Path:
     """The Slack harness's Xid 79 scenario with every node renamed `<prefix>gpu-N`: each cluster its own data."""
     text = yaml.safe_dump(scenario_doc(), sort_keys=False)
@@ -47,13 +53,15 @@ def cluster_scenario(folder: Path, cluster: str, prefix: str = "") -> Path:
 
 
 def agent_env(slack_url: str, redis_url: str, cluster: str, **extra: str) -> dict[str, str]:
-    env = bot_env(slack_url, REDIS_URL=redis_url, GPUBOT_CLUSTER_NAME=cluster, **FAST)
+    env = bot_env(
+        slack_url, REDIS_URL=redis_url, GPUBOT_CLUSTER_NAME=cluster, GPUBOT_REQUEST_KEY=REQUEST_KEY, **FAST
+    )
     env.update(extra)
     return env
 
 
 def gateway_env(slack_url: str, redis_url: str, **extra: str) -> dict[str, str]:
-    env = bot_env(slack_url, REDIS_URL=redis_url, **FAST)
+    env = bot_env(slack_url, REDIS_URL=redis_url, GPUBOT_REQUEST_KEY=REQUEST_KEY, **FAST)
     env.update(extra)
     return env
 
@@ -64,7 +72,7 @@ class InProcessAgent:
     def __init__(self, cfg: Config, sources: Any, redis_url: str, slack_url: str) -> None:
         self.state = RedisState(redis_url)
         self.client = redis_client(redis_url)
-        self.streams = ClusterStreams(self.client, shown="test", maxlen=cfg.stream_maxlen)
+        self.streams = ClusterStreams(self.client, shown="test", maxlen=cfg.stream_maxlen, signer=SIGNER)
         self.poster = Poster(BOT_TOKEN, slack_url, backoff_s=0.01)
         self.agent = build_agent(cfg, sources, self.state, self.streams, self.poster)
         self._stop = threading.Event()
@@ -105,7 +113,7 @@ def inprocess_agent(
 def inprocess_gateway(slack_url: str, redis_url: str, **extra: str) -> Gateway:
     cfg = load_config(gateway_env(slack_url, redis_url, **extra), need_slack=True, http=True, role="gateway")
     poster = Poster(BOT_TOKEN, slack_url, backoff_s=0.01)
-    streams = ClusterStreams(redis_client(redis_url), shown="test", maxlen=cfg.stream_maxlen)
+    streams = ClusterStreams(redis_client(redis_url), shown="test", maxlen=cfg.stream_maxlen, signer=SIGNER)
     return build_gateway(cfg, RedisState(redis_url), streams, poster, client=poster.client)
 
 

@@ -21,6 +21,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import ClassVar
+
+import redis
 
 from bot.sources.openmetrics import write_openmetrics
 from bot.sources.series import SeriesData
@@ -120,9 +123,16 @@ class RedisServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.aof_dir = aof_dir
 
+    mode = "single"
+    # What a gpubot process needs besides REDIS_URL (tests/redis_topologies.py): nothing.
+    env: ClassVar[dict[str, str]] = {}
+
     @property
     def url(self) -> str:
         return f"redis://{HOST}:{self.port}/0"
+
+    def client(self, decode: bool = True) -> redis.Redis:
+        return redis.Redis.from_url(self.url, decode_responses=decode)
 
     def _args(self) -> list[str]:
         args = ["--port", str(self.port), "--bind", HOST, "--save", ""]

@@ -308,7 +308,8 @@ class BotProcess:
         if ready:
             self.wait_ready()
 
-    def wait_ready(self, timeout: float = 20.0) -> None:
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        # Generous: a start-up is seconds alone, far more on a loaded 2-core CI machine.
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

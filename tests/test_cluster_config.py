@@ -11,11 +11,18 @@ import pytest
 from bot.ops.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
-AGENT = {"SLACK_BOT_TOKEN": "xoxb-1-2-abc", "REDIS_URL": "redis://r:6379/0", "GPUBOT_CLUSTER_NAME": "eu-1"}
+KEY = "k" * 32
+AGENT = {
+    "SLACK_BOT_TOKEN": "xoxb-1-2-abc",
+    "REDIS_URL": "redis://r:6379/0",
+    "GPUBOT_CLUSTER_NAME": "eu-1",
+    "GPUBOT_REQUEST_KEY": KEY,
+}
 GATEWAY = {
     "SLACK_BOT_TOKEN": "xoxb-1-2-abc",
     "SLACK_APP_TOKEN": "xapp-1-A-1-x",
     "REDIS_URL": "redis://r:6379/0",
+    "GPUBOT_REQUEST_KEY": KEY,
 }
 
 

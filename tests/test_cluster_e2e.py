@@ -21,27 +21,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from bot.cluster.streams import GROUP, REQUESTS
 from bot.sources.scenario import build_sources, load_scenario
 from tests.cluster_harness import agent_env, cluster_scenario, gateway_env
 from tests.fakes.kube_api import FakeKubeAPI, serve
 from tests.fakes.slack_api import Call, FakeSlack, serve_slack
+from tests.redis_topologies import RedisClusterServer
 from tests.services import RedisServer
 from tests.slack_harness import BotProcess, posts, start_together, stop_together, told, wait_for
 
 PLUGIN_LOG = r"/pods/nvidia-device-plugin-daemonset-x7k2p/log"
 
 
-@pytest.fixture(scope="module")
-def redis_aof(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    with RedisServer(aof_dir=tmp_path_factory.mktemp("redis-aof")) as server:
+@pytest.fixture(scope="module", params=["single", "cluster"])
+def redis_aof(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One redis-server, or a 3-master Redis Cluster (GPUBOT_REDIS_MODE=cluster): the suite runs on both."""
+    folder = tmp_path_factory.mktemp(f"redis-{request.param}")
+    server: Any = RedisServer(aof_dir=folder) if request.param == "single" else RedisClusterServer(folder)
+    with server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def slack() -> Iterator[FakeSlack]:
+def slack(redis_aof: Any) -> Iterator[FakeSlack]:
+    """Per Redis shape: each run of the suite sees only its own posts."""
     with serve_slack() as fake:
         yield fake
 
@@ -71,17 +75,25 @@ def kube_gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeKubeAPI]:
 class Fleet:
     """The processes of the module: started and restarted by the tests, all stopped at the end."""
 
-    def __init__(self, slack: FakeSlack, redis_url: str, folder: Path, kube_gw: FakeKubeAPI) -> None:
-        self.slack, self.redis_url, self.folder, self.kube_gw = slack, redis_url, folder, kube_gw
+    def __init__(self, slack: FakeSlack, redis: Any, folder: Path, kube_gw: FakeKubeAPI) -> None:
+        self.slack, self.redis_url, self.folder, self.kube_gw = slack, redis.url, folder, kube_gw
+        self.redis_env: dict[str, str] = dict(redis.env)
         self.procs: list[BotProcess] = []
         self.started = 0
 
     def gateway(self, ready: bool = True) -> BotProcess:
-        env = gateway_env(self.slack.url, self.redis_url, KUBECONFIG=self.kube_gw.kubeconfig)
+        # The digest root's check waits 5 s for the parts: on a loaded CI machine they take over 1.5 s.
+        env = gateway_env(
+            self.slack.url,
+            self.redis_url,
+            KUBECONFIG=self.kube_gw.kubeconfig,
+            GPUBOT_DIGEST_PART_WAIT_SECONDS="5",
+            **self.redis_env,
+        )
         return self._start(["--role", "gateway"], env, "gateway", ready)
 
     def agent(self, cluster: str, kube: FakeKubeAPI, name: str, ready: bool = True) -> BotProcess:
-        env = agent_env(self.slack.url, self.redis_url, cluster)
+        env = agent_env(self.slack.url, self.redis_url, cluster, **self.redis_env)
         env.pop("SLACK_SIGNING_SECRET")  # an agent hears nothing from Slack: it needs no signing secret
         return self._start(["--role", "agent", "--kubeconfig", kube.kubeconfig], env, name, ready)
 
@@ -98,13 +110,13 @@ class Fleet:
 @pytest.fixture(scope="module")
 def fleet(
     slack: FakeSlack,
-    redis_aof: RedisServer,
+    redis_aof: Any,
     kube_eu: FakeKubeAPI,
     kube_us: FakeKubeAPI,
     kube_gw: FakeKubeAPI,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, Any]]:
-    f = Fleet(slack, redis_aof.url, tmp_path_factory.mktemp("fleet"), kube_gw)
+    f = Fleet(slack, redis_aof, tmp_path_factory.mktemp("fleet"), kube_gw)
     try:
         # Started together, ready one after the other: the four start-ups overlap.
         procs: dict[str, Any] = {
@@ -115,7 +127,7 @@ def fleet(
         }
         start_together(list(procs.values()))
         procs["fleet"] = f
-        r = redis.Redis.from_url(redis_aof.url, decode_responses=True)
+        r = redis_aof.client()
         wait_for("both clusters registered", lambda: len(r.hgetall("gpubot:clusters")) == 2)
         yield procs
     finally:
@@ -143,23 +155,22 @@ def ack_text(gw: BotProcess, text: str, channel: str, user: str = "U0ASKER") -> 
     return str(json.loads(body)["text"])
 
 
-def holder_pid(redis_url: str, cluster: str) -> int:
+def holder_pid(server: Any, cluster: str) -> int:
     """The pid of the agent holding the cluster's one pending entry (consumer names are host-pid)."""
-    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    r = server.client()
     rows = r.xpending_range(REQUESTS.format(cluster), GROUP, "-", "+", 10)
     assert len(rows) == 1, rows
     return int(str(rows[0]["consumer"]).rsplit("-", 1)[1])
 
 
-def layer_one_recorded(slack: FakeSlack, redis_url: str, channel: str) -> bool:
-    """Layer 1 is in the thread and its claim says "done" (posted and recorded)."""
+def layer_one_recorded(slack: FakeSlack, server: Any, channel: str) -> bool:
+    """Layer 1 is in the thread and marked posted (a durable fact, not its claim)."""
     layer1 = [c for c in posts(slack, channel) if str(c.params["text"]).startswith("Layer 1 (")]
     if not layer1:
         return False
     blocks = layer1[0].params["blocks"]
     walk_id = next(e["value"] for b in blocks if b["type"] == "actions" for e in b["elements"])
-    r = redis.Redis.from_url(redis_url, decode_responses=True)
-    return r.get(f"gpubot:walk:{walk_id}:claim:layer:1") == '"done"'
+    return server.client().get(f"gpubot:walk:{walk_id}:posted:1") is not None
 
 
 def one_walk_each(slack: FakeSlack, channel: str) -> None:
@@ -255,7 +266,7 @@ def test_the_digest_has_one_root_and_one_part_per_cluster(fleet: dict[str, Any],
             for u in slack.calls_to("chat.update")
             if u.params.get("ts") in root_ts and "every cluster's part" in json.dumps(u.params.get("blocks"))
         ],
-        timeout=10,
+        timeout=20,
     )
 
 
@@ -263,21 +274,21 @@ def test_the_digest_has_one_root_and_one_part_per_cluster(fleet: dict[str, Any],
 
 
 def test_an_agent_killed_mid_walk_is_taken_over_and_the_thread_has_one_of_each(
-    fleet: dict[str, Any], slack: FakeSlack, kube_eu: FakeKubeAPI, redis_aof: RedisServer
+    fleet: dict[str, Any], slack: FakeSlack, kube_eu: FakeKubeAPI, redis_aof: Any
 ) -> None:
     """Killed at the worst point: Slack has taken layer 5's message, the agent has not heard so."""
     gw: BotProcess = fleet["gateway"]
     channel = "C0E2EKILL"
     kube_eu.fail(PLUGIN_LOG, delay=1.0, times=1)  # layer 5 waits: time to arm the lost answer
     ack_text(gw, "why eu-1/ml/trainer-0", channel)
-    wait_for("layer 1 recorded", lambda: layer_one_recorded(slack, redis_aof.url, channel))
+    wait_for("layer 1 recorded", lambda: layer_one_recorded(slack, redis_aof, channel))
     slack.lose_answers("chat.postMessage", seconds=20)  # the next post, layer 5's: taken, answer held
     wait_for("layer 5 taken by Slack", lambda: walked(slack, channel))
-    pid = holder_pid(redis_aof.url, "eu-1")
+    pid = holder_pid(redis_aof, "eu-1")
     victim = next(p for k, p in fleet.items() if k.startswith("eu-") and p.proc.pid == pid)
     os.kill(pid, signal.SIGKILL)
     victim.proc.wait(timeout=5)
-    r = redis.Redis.from_url(redis_aof.url)
+    r = redis_aof.client()
     survivor = next(p for k, p in fleet.items() if k.startswith("eu-") and p is not victim)
     wait_for(
         "the walk finished by the other agent",
@@ -292,7 +303,7 @@ def test_an_agent_killed_mid_walk_is_taken_over_and_the_thread_has_one_of_each(
 
 
 def test_a_restarted_agent_and_a_restarted_gateway_lose_nothing(
-    fleet: dict[str, Any], slack: FakeSlack, kube_us: FakeKubeAPI, redis_aof: RedisServer
+    fleet: dict[str, Any], slack: FakeSlack, kube_us: FakeKubeAPI, redis_aof: Any
 ) -> None:
     """us-1's only agent is killed mid-walk; requests queue while it is down and the gateway restarts;
     the agent's restart (a new consumer) finishes its old self's walk and runs the queued ones."""
@@ -300,9 +311,9 @@ def test_a_restarted_agent_and_a_restarted_gateway_lose_nothing(
     channel = "C0E2ERESTART"
     kube_us.fail(PLUGIN_LOG, delay=4.0, times=1)
     ack_text(fleet["gateway"], "why us-1/ml/trainer-0", channel)
-    wait_for("layer 1 recorded", lambda: layer_one_recorded(slack, redis_aof.url, channel))
+    wait_for("layer 1 recorded", lambda: layer_one_recorded(slack, redis_aof, channel))
     old: BotProcess = fleet["us"]
-    assert holder_pid(redis_aof.url, "us-1") == old.proc.pid
+    assert holder_pid(redis_aof, "us-1") == old.proc.pid
     os.kill(old.proc.pid, signal.SIGKILL)
     old.proc.wait(timeout=5)
     f.procs.remove(old)
@@ -325,14 +336,14 @@ def test_a_restarted_agent_and_a_restarted_gateway_lose_nothing(
 
 
 def test_redis_restarted_mid_stream_loses_nothing_and_posts_nothing_twice(
-    fleet: dict[str, Any], slack: FakeSlack, kube_eu: FakeKubeAPI, redis_aof: RedisServer
+    fleet: dict[str, Any], slack: FakeSlack, kube_eu: FakeKubeAPI, redis_aof: Any
 ) -> None:
     gw: BotProcess = fleet["gateway"]
     channels = [f"C0E2EAOF{i}" for i in range(4)]
     kube_eu.fail(PLUGIN_LOG, delay=2.0, times=2)  # two walks in flight, the others waiting in the stream
     for ch in channels:
         ack_text(gw, "why eu-1/ml/trainer-0", ch)
-    r = redis.Redis.from_url(redis_aof.url)
+    r = redis_aof.client()
     wait_for("two in flight", lambda: r.xpending(REQUESTS.format("eu-1"), GROUP)["pending"] >= 2)
     redis_aof.restart(down_s=0.3)
     for ch in channels:

@@ -15,7 +15,7 @@ from bot.cluster.streams import ClusterStreams
 from bot.ops import metrics
 from bot.ops.metrics import REGISTRY
 from bot.slack.state import redis_client
-from tests.cluster_harness import cluster_scenario, fresh_cluster, inprocess_agent
+from tests.cluster_harness import SIGNER, cluster_scenario, fresh_cluster, inprocess_agent
 from tests.fakes.slack_api import FakeSlack, serve_slack
 from tests.services import RedisServer
 from tests.slack_harness import wait_for
@@ -42,7 +42,7 @@ def test_stream_gauges_and_claims_per_cluster(
 ) -> None:
     c, other = fresh_cluster("metrics"), fresh_cluster("other")
     client = redis_client(redis_server.url)
-    streams = ClusterStreams(client, shown="test")
+    streams = ClusterStreams(client, shown="test", signer=SIGNER)
     collector = stream_metrics.register(streams, lambda: [c, other])
     try:
         streams.ensure_group(c)

@@ -31,7 +31,7 @@ from bot.sources.opener import open_sources
 from handlers.alerts import AlertSettings
 from handlers.ports import Attachment, JSONValue, PostRef
 from tests.alertmanager import alert
-from tests.cluster_harness import agent_config, cluster_scenario, fresh_cluster, inprocess_agent
+from tests.cluster_harness import SIGNER, agent_config, cluster_scenario, fresh_cluster, inprocess_agent
 from tests.fakes.slack_api import Call, FakeSlack, serve_slack
 from tests.services import RedisServer
 from tests.slack_harness import BOT_TOKEN, posts, wait_for
@@ -86,7 +86,7 @@ class DyingPoster:
 
 
 class DyingState(RedisState):
-    """The real Redis state store, dying before it marks a key (a layer's claim "done", a part done)."""
+    """The real Redis state store, dying before it marks a key (a layer "posted", a part done)."""
 
     def __init__(self, url: str, killer: Killer, channel_of: Callable[[str], str | None]) -> None:
         super().__init__(url)
@@ -153,7 +153,7 @@ def test_a_walk_and_a_digest_part_taken_over_after_any_post_have_each_message_on
         "C0ONCEROOT": ("walkonceroot01", ("C0ONCEROOT", "gpubot: ")),
         "C0ONCEL1": ("walkoncel10001", ("C0ONCEL1", "Layer 1 (")),
         "C0ONCEL5": ("walkoncel50001", ("C0ONCEL5", "Layer 5 (")),
-        "C0ONCEL5DONE": ("walkoncel5done", ("C0ONCEL5DONE", "walk:walkoncel5done:claim:layer:5")),
+        "C0ONCEL5DONE": ("walkoncel5done", ("C0ONCEL5DONE", "walk:walkoncel5done:posted:5")),
     }
     part_channels = {"C0ONCEPART": "post", "C0ONCEPARTDONE": "mark"}
     run_of = {ch: f"run-{ch.lower()}" for ch in part_channels}
@@ -171,7 +171,7 @@ def test_a_walk_and_a_digest_part_taken_over_after_any_post_have_each_message_on
     cfg = agent_config(slack.url, redis_server.url, c, **QUICK)
     sources = open_sources(cfg, scenario=str(scenario))
     client = redis_client(redis_server.url)
-    streams = ClusterStreams(client, shown="test")
+    streams = ClusterStreams(client, shown="test", signer=SIGNER)
     poster = Poster(BOT_TOKEN, slack.url, backoff_s=0.01)
     # A digest part's thread: the root the gateway would have posted.
     threads = {ch: poster.post(ch, "GPU digest (root)").ts for ch in part_channels}
@@ -214,7 +214,7 @@ def test_an_alert_walk_whose_agent_died_mid_walk_is_finished_once_with_its_verdi
     cfg = agent_config(slack.url, redis_server.url, c, **QUICK)
     scenario = cluster_scenario(tmp_path, c)
     client = redis_client(redis_server.url)
-    streams = ClusterStreams(client, shown="test")
+    streams = ClusterStreams(client, shown="test", signer=SIGNER)
     poster = Poster(BOT_TOKEN, slack.url, backoff_s=0.01)
     sources = open_sources(cfg, scenario=str(scenario))
     victim = build_agent(cfg, sources, RedisState(redis_server.url), streams, DyingPoster(poster, killer))

@@ -19,6 +19,7 @@ from bot.cluster.kinds import why_request
 from bot.cluster.streams import ClusterStreams, StreamsUnavailable
 from bot.slack.state import open_state, redis_client
 from handlers.ports import StateUnavailable
+from tests.cluster_harness import SIGNER
 from tests.services import HOST, free_port
 
 PASSWORD = "tls-test-password-7f3"
@@ -67,7 +68,9 @@ def tls_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
 
 def test_streams_and_state_over_tls_with_a_password(tls_redis: tuple[str, Path]) -> None:
     url, ca = tls_redis
-    streams = ClusterStreams(redis_client(url, ca_bundle=str(ca), password=PASSWORD), shown="rediss")
+    streams = ClusterStreams(
+        redis_client(url, ca_bundle=str(ca), password=PASSWORD), shown="rediss", signer=SIGNER
+    )
     streams.ensure_group("tls-1")
     streams.queue("tls-1", why_request("walktls000001", "ml", "trainer-0", "C0TLS", "U0TLS", "0.2.0"))
     (entry,) = streams.read("tls-1", "agent", 1, 100)
@@ -79,7 +82,9 @@ def test_streams_and_state_over_tls_with_a_password(tls_redis: tuple[str, Path])
 
 def test_without_the_ca_bundle_the_certificate_is_refused_in_one_line(tls_redis: tuple[str, Path]) -> None:
     url, _ = tls_redis
-    streams = ClusterStreams(redis_client(url, password=PASSWORD, timeout_s=2), shown="rediss://127.0.0.1")
+    streams = ClusterStreams(
+        redis_client(url, password=PASSWORD, timeout_s=2), shown="rediss://127.0.0.1", signer=SIGNER
+    )
     with pytest.raises(StreamsUnavailable) as err:
         streams.clusters()
     assert "certificate verify failed" in str(err.value) and "\n" not in str(err.value)

@@ -415,6 +415,8 @@ ROLE_REDIS = [
     "redis.url=rediss://redis.example:6380/0",
     "--set",
     "redis.passwordSecret.name=redis-auth",
+    "--set",
+    "requestKey.existingSecret.name=gpubot-request-key",
 ]
 
 
@@ -467,7 +469,12 @@ def test_an_agent_has_its_cluster_the_clusterrole_and_only_the_bot_token(helm: s
 
     plain = {k: v["value"] for k, v in env.items() if "value" in v and "$(" not in str(v["value"])}
     cfg = load_config(
-        {**plain, "SLACK_BOT_TOKEN": "xoxb-1", "REDIS_URL": "rediss://redis.example:6380/0"},
+        {
+            **plain,
+            "SLACK_BOT_TOKEN": "xoxb-1",
+            "REDIS_URL": "rediss://redis.example:6380/0",
+            "GPUBOT_REQUEST_KEY": "k" * 32,
+        },
         need_slack=True,
         role="agent",
     )
@@ -491,6 +498,12 @@ def test_role_manifests_are_valid(helm: str, role: str) -> None:
         (["--set", "role=agent", "--set", "clusterName=EU_1", *ROLE_REDIS], "role=agent needs clusterName"),
         (["--set", "role=gateway"], "role=gateway needs the Redis the gateway and agents share"),
         (
+            ["--set", "role=gateway", "--set", "redis.url=redis://r:6379/0"],
+            "role=gateway needs requestKey.existingSecret.name",
+        ),
+        (["--set", "redis.mode=sharded"], 'redis.mode must be single, cluster or sentinel, got "sharded"'),
+        (["--set", "redis.mode=sentinel"], "redis.mode=sentinel needs redis.sentinels"),
+        (
             [
                 "--set",
                 "role=agent",
@@ -511,3 +524,35 @@ def test_bad_role_values_stop_with_one_line(helm: str, values: list[str], messag
         [helm, "template", "gpubot", str(CHART), *values], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
+def test_roles_sign_with_the_request_key_and_reach_redis_by_its_mode(helm: str) -> None:
+    docs = render(
+        helm,
+        "--set", "role=agent", "--set", "clusterName=eu-1",
+        "--set", "requestKey.existingSecret.name=gpubot-request-key",
+        "--set", "redis.mode=sentinel", "--set", "redis.sentinels={s0:26379,s1:26379,s2:26379}",
+        "--set", "redis.sentinelMaster=gpubot", "--set", "redis.sentinelPasswordSecret.name=sentinel-auth",
+    )  # fmt: skip
+    env = _env(docs)
+    assert env["GPUBOT_REQUEST_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "gpubot-request-key",
+        "key": "request-key",
+    }
+    assert env["GPUBOT_REDIS_MODE"]["value"] == "sentinel"
+    assert env["REDIS_SENTINELS"]["value"] == "s0:26379,s1:26379,s2:26379"
+    assert env["REDIS_SENTINEL_MASTER"]["value"] == "gpubot"
+    assert env["REDIS_SENTINEL_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "sentinel-auth"
+    from bot.ops.config import load_config
+
+    plain = {k: v["value"] for k, v in env.items() if "value" in v and "$(" not in str(v["value"])}
+    cfg = load_config(
+        {**plain, "SLACK_BOT_TOKEN": "xoxb-1", "GPUBOT_REQUEST_KEY": "k" * 32}, need_slack=True, role="agent"
+    )
+    assert cfg.redis_sentinels == (("s0", 26379), ("s1", 26379), ("s2", 26379))
+
+
+def test_the_in_chart_redis_keeps_an_append_only_file(full_docs: list[dict[str, Any]]) -> None:
+    (sts,) = by_kind(full_docs, "StatefulSet")
+    args = sts["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--appendonly") + 1] == "yes"

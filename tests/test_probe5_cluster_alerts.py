@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -37,7 +36,7 @@ import pytest
 import redis
 
 from bot.cluster.kinds import CLICK, DIGEST_PART, WHY, alerts_request
-from bot.cluster.streams import UNROUTED, ClusterStreams
+from bot.cluster.streams import UNROUTED
 from bot.slack.transport import start_http
 from handlers.alerts import AlertSettings
 from tests.alertmanager import payload
@@ -141,11 +140,11 @@ def test_one_notification_for_two_clusters_each_alert_walked_by_its_own_cluster(
 def _register(
     r: redis.Redis, cluster: str, *, seen_ago_s: float, kinds: tuple[str, ...], version: str
 ) -> None:
-    """The heartbeat an agent of `cluster` left `seen_ago_s` ago (as bot/cluster/agent.py writes it)."""
-    client = redis.Redis(connection_pool=r.connection_pool)
-    ClusterStreams(client, clock=lambda: time.time() - seen_ago_s).heartbeat(
-        cluster, "agent-0", version, kinds
-    )
+    """The heartbeat an agent of `cluster` left `seen_ago_s` ago (the value bot/cluster/streams.py writes,
+    in Redis's clock)."""
+    secs, micros = r.time()
+    value = {"version": version, "last_seen": secs + micros / 1e6 - seen_ago_s, "agent": "agent-0"}
+    r.hset("gpubot:clusters", cluster, json.dumps({**value, "kinds": list(kinds)}))
 
 
 def test_alerts_for_a_silent_cluster_are_queued_and_the_channel_is_told_once(

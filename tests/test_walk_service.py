@@ -206,7 +206,7 @@ def test_a_failed_cordon_is_reported_even_when_its_claim_cannot_be_freed(
 
 def test_layers_are_posted_when_their_bookkeeping_fails(slack: FakeSlack, scenario: Any) -> None:
     state = FlakyState()
-    state.fail("set", r":claim:layer:1$", times=1)  # marking layer 1 done
+    state.fail("set", r":posted:1$", times=1)  # marking layer 1 posted
     state.fail("set", r":layer:5$", times=1)  # storing layer 5's result (layer 1's fault jumps there)
     with running_inprocess_bot(slack.url, scenario, state) as bot:
         root, walk_id = walk_in(bot, slack, "C0KEEP")
@@ -218,8 +218,8 @@ def test_layers_are_posted_when_their_bookkeeping_fails(slack: FakeSlack, scenar
             if "layer 5 ran but could not be stored" in c.params["text"]
         ]
         assert len(lost) == 1 and f"walk `{walk_id}`" in lost[0].params["text"]
-        # Layer 1's stored result still marks it done for a later click, though its claim was not kept.
-        state.inner.delete(f"walk:{walk_id}:claim:layer:1")
+        # Its posted mark, once written (a takeover's resume writes it), answers a later click.
+        state.inner.set(f"walk:{walk_id}:posted:1", {"at": 0}, 60)
         dispatch(
             bot,
             action_body("layer_descend", walk_id, user="U0LATE", channel="C0KEEP", block_id="layer0_actions"),
@@ -319,12 +319,12 @@ def test_resume_runs_what_is_left_and_posts_a_layer_stored_but_never_posted(
         walk = service.load(walk_id)
         # As an agent killed mid-walk leaves it: layer 1 stored and marked posted; layer 5 never run.
         state.delete(f"walk:{walk_id}:layer:5")
-        state.delete(f"walk:{walk_id}:claim:layer:5")
+        state.delete(f"walk:{walk_id}:posted:5")
         assert [r.layer for r in service.resume(walk)] == [5]
         assert len(layer_posts(slack, "C0RESUME", 5)) == 2 and len(layer_posts(slack, "C0RESUME", 1)) == 1
         # Stored but not marked posted (killed between the two): posted on resume, nothing re-run.
-        state.delete(f"walk:{walk_id}:claim:layer:1")
+        state.delete(f"walk:{walk_id}:posted:1")
         assert service.resume(walk) == []
         assert len(layer_posts(slack, "C0RESUME", 1)) == 2
-        assert state.get(f"walk:{walk_id}:claim:layer:1") == "done"
+        assert state.get(f"walk:{walk_id}:posted:1") is not None
         assert service.resume(walk) == [] and len(layer_posts(slack, "C0RESUME", 1)) == 2  # once only

@@ -40,16 +40,18 @@ from dataclasses import dataclass
 
 from bot.cluster import stream_metrics as metrics
 from bot.cluster.kinds import BadRequest, delivery
-from bot.cluster.leases import LeaseKeeper
 from bot.cluster.once import OncePoster
+from bot.cluster.signing import REPLAY_WINDOW_S, age_problem
 from bot.cluster.streams import ClusterStreams, Entry, Request, StreamsUnavailable
 from bot.ops.logs import walk_scope
+from bot.slack.leases import LeaseKeeper
 from handlers.escape import escape
 from handlers.ports import StateStore, StateUnavailable
+from handlers.walkclaims import CLAIM_S
 
 log = logging.getLogger("gpubot.agent")
 
-MAX_FAILURES = 3
+MAX_FAILURES = 5  # the spec: a failed post is tried 5 times, then said once and kept in the dead stream
 DONE_TTL_S = 2 * 86400  # longer than any entry stays pending
 RETRY_S = 1.0  # after Redis failed: wait, then read again (it may be restarting)
 
@@ -76,8 +78,9 @@ class AgentTiming:
 
     @property
     def lease_s(self) -> float:
-        """A dead agent's leases must expire before its entries become claimable."""
-        return self.claim_idle_s / 2
+        """A dead agent's leases must expire before its entries become claimable, and within the
+        spec's minute whatever the claim-idle time (bot/slack/leases.py `lease_of`: the same)."""
+        return min(CLAIM_S, self.claim_idle_s / 2)
 
     @property
     def tick_s(self) -> float:
@@ -116,6 +119,7 @@ class Agent:
         self._lock = threading.Condition()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"gpubot-agent-{cluster}")
         self.redis_up = False
+        self.beat_error: str | None = "no heartbeat written yet"  # readiness: an ACL may refuse HSET
 
     # --- the loops ---------------------------------------------------------------------------
 
@@ -164,9 +168,14 @@ class Agent:
         while True:
             try:
                 if time.monotonic() - last_beat >= self.timing.heartbeat_s:
-                    self.streams.heartbeat(
-                        self.cluster, self.consumer, self.version, tuple(sorted(self.handlers))
-                    )
+                    try:
+                        self.streams.heartbeat(
+                            self.cluster, self.consumer, self.version, tuple(sorted(self.handlers))
+                        )
+                    except StreamsUnavailable as err:
+                        self.beat_error = str(err)
+                        raise
+                    self.beat_error = None
                     last_beat = time.monotonic()
                 with self._lock:
                     live = list(self._active)
@@ -207,11 +216,20 @@ class Agent:
     def process(self, entry: Entry) -> str:
         """Run one entry; returns what became of it (also the gpubot_stream_requests_total outcome)."""
         outcome = self._process(entry)
-        kind = entry.request.kind if entry.request else "unreadable"
+        # A forged entry's kind is whatever its writer chose: not trusted as a label either.
+        kind = entry.request.kind if entry.request and outcome != "forged" else "unreadable"
         metrics.record_request(self.cluster, kind, outcome)
         return outcome
 
     def _process(self, entry: Entry) -> str:
+        if (forged := self._forged(entry)) is not None:
+            # Nothing in it is trusted (the channel, the user): kept for the operators, said nowhere.
+            log.error("entry %s of cluster %s dropped: %s", entry.entry_id, self.cluster, forged)
+            try:
+                self.streams.bury(self.cluster, entry, f"forged: {forged}")
+            except StreamsUnavailable as err:
+                log.error("entry %s could not be moved to the dead stream: %s", entry.entry_id, err)
+            return "forged"
         req = entry.request
         if req is None:
             self._bury(entry, f"not a gpubot request: {entry.problem}")
@@ -259,6 +277,24 @@ class Agent:
             log.warning("request %s done but not marked so: %s", req.request_id, err)
         self._ack(entry)
         return "done"
+
+    def _forged(self, entry: Entry) -> str | None:
+        """Why the entry is not the gateway's own, fresh and first (None: it is)."""
+        if entry.forged is not None:
+            return entry.forged
+        if self.streams.signer is None or entry.request is None:
+            return None
+        if (old := age_problem(entry.request.queued_at, self.clock())) is not None:
+            return old
+        # The nonce names its entry: a redelivery of the same entry passes, a copy in another fails.
+        key = f"request:nonce:{entry.nonce}"
+        try:
+            if self.store.set_if_absent(key, entry.entry_id, 2 * REPLAY_WINDOW_S):
+                return None
+            seen = self.store.get(key)
+        except StateUnavailable as err:
+            raise StreamsUnavailable(f"the nonce of {entry.entry_id} could not be checked: {err}") from None
+        return None if seen == entry.entry_id else f"a replay of entry {str(seen)[:40]}"
 
     def _ack(self, entry: Entry) -> None:
         try:

@@ -55,7 +55,7 @@ class DigestRoots:
     def post_root(self, channel: str, run: str, day: str) -> PostRef:
         """Post the root, queue one part per cluster, and schedule the check for missing parts."""
         seen = self.streams.clusters()
-        now = self.clock()
+        now = self.streams.now()  # heartbeats are in Redis's clock
         silent = {c: i for c, i in seen.items() if i.silent_for(now) > self.cfg.agent_silent_s}
         text, blocks = root_message(day, seen, silent, now)
         ref = self.poster.post(channel, text, blocks)

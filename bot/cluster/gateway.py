@@ -21,11 +21,14 @@ a kubeconfig.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +50,9 @@ from handlers.ports import SlackPoster, StateStore, StateUnavailable
 from handlers.walkstate import Walk, new_walk_id, walk_key
 
 log = logging.getLogger("gpubot.gateway")
+_ME = f"{socket.gethostname()}-{os.getpid()}"
 
+ACK_BUDGET_S = 2.5  # Slack drops an ack after 3 s
 QUEUE_DOWN = (
     ":x: the request could not be queued: the bot's Redis is unreachable ({}). Try again in a moment."
 )
@@ -73,12 +78,20 @@ class Gateway:
     slack_up: Callable[[], bool] = lambda: True
     alerts: Any = None  # POST /alertmanager (bot/cluster/alert_forward.py), with GPUBOT_ALERT_TOKEN
     pending: set[Future[None]] = field(default_factory=set)
+    # The command acks' Redis work, bounded by ACK_BUDGET_S (a stuck call keeps its thread, not the ack).
+    ack_pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=8, thread_name_prefix="gpubot-ack")
+    )
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def ready(self) -> tuple[bool, str]:
+        """Ready when Redis takes its writes, not only its PING: an ACL user without XADD, a replica
+        that became read-only, queue nothing."""
         try:
             self.state.ping()
+            self.state.set(f"readyz:gateway:{_ME}", {"at": time.time()}, 60)
             self.streams.clusters()
+            self.streams.check_gateway_writes()
         except (StateUnavailable, StreamsUnavailable) as err:
             return False, f"Redis: {err}"
         if not self.slack_up():
@@ -95,6 +108,7 @@ class Gateway:
     def shutdown(self, wait: bool = True) -> None:
         self.roots.cancel()
         self.pool.shutdown(wait=wait, cancel_futures=not wait)
+        self.ack_pool.shutdown(wait=False, cancel_futures=True)
 
     # --- commands ---------------------------------------------------------------------------
 
@@ -102,10 +116,27 @@ class Gateway:
         return route(asked, self.streams.clusters(), self.clock(), self.cfg.agent_silent_s)
 
     def why(self, cmd: Why, channel: str, user: str) -> str:
-        """Queue the walk; the ephemeral answer (the ack's text)."""
+        """Queue the walk; the ephemeral answer (the ack's text), within ACK_BUDGET_S whatever Redis does."""
+        return self.within_budget(lambda late: self._why(cmd, channel, user, late))
+
+    def within_budget(self, answer: Callable[[threading.Event], str]) -> str:
+        """`answer(late)` if it is ready within ACK_BUDGET_S, else "could not be queued": Slack drops
+        an ack after 3 s, and a Redis that is switching master or unreachable can take longer than
+        that. `late` is set once the budget is spent, so the work queues nothing after it."""
+        late = threading.Event()
+        fut = self.ack_pool.submit(answer, late)
+        try:
+            return fut.result(timeout=ACK_BUDGET_S)
+        except FutureTimeout:
+            late.set()
+            return QUEUE_DOWN.format(f"Redis did not answer within {ACK_BUDGET_S:g} s")
+
+    def _why(self, cmd: Why, channel: str, user: str, late: threading.Event) -> str:
         try:
             where = self.route(cmd.cluster)
             walk_id = new_walk_id()
+            if late.is_set():
+                return QUEUE_DOWN.format("Redis did not answer in time")
             self.queue(
                 where.cluster, why_request(walk_id, cmd.namespace, cmd.pod, channel, user, self.version)
             )
@@ -119,10 +150,13 @@ class Gateway:
         return f"{text}\n{note}" if note else text
 
     def clusters(self) -> str:
-        try:
-            return clusters_text(self.streams.clusters(), self.clock(), self.cfg.agent_silent_s)
-        except StreamsUnavailable as err:
-            return f":x: the clusters could not be read: {escape(str(err))}"
+        def answer(_late: threading.Event) -> str:
+            try:
+                return clusters_text(self.streams.clusters(), self.clock(), self.cfg.agent_silent_s)
+            except StreamsUnavailable as err:
+                return f":x: the clusters could not be read: {escape(str(err))}"
+
+        return self.within_budget(answer)
 
     def queue(self, cluster: str, request: Request) -> str:
         return self.streams.queue(cluster, request)
@@ -185,7 +219,8 @@ def build_gateway(
     app = bolt_app(cfg, client, token_verification)
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpubot-gateway")
     roots = DigestRoots(cfg, state, streams, poster, gpubot_version())
-    gw = Gateway(app, streams, state, poster, cfg, roots, pool)
+    # Heartbeats are in Redis's clock (TIME): read against it, never this machine's.
+    gw = Gateway(app, streams, state, poster, cfg, roots, pool, clock=streams.now)
     if cfg.alert_token and cfg.alert_channel:
         from bot.cluster.alert_forward import AlertForwarder
         from bot.slack.alert_webhook import AlertWebhook

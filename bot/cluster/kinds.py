@@ -213,8 +213,17 @@ def run_alerts(make: MakeAlerts) -> Callable[[Request], None]:
         alerts = make(_alert_settings(req.body.get("settings")))
         # A store that fails raises here and the entry is retried; a taken-over entry is recorded
         # again as a duplicate delivery, and what its dead agent left unposted is caught up.
+        # A failed Slack post is not acknowledged either: every incident is tried, then the first
+        # failure is raised, so the entry stays pending and its redelivery posts what is missing.
+        failed: list[Exception] = []
         for key in alerts.receive(batch):
-            alerts.catch_up(key)
+            try:
+                alerts.sync(key)
+            except Exception as err:
+                log.error("incident of %s: Slack not brought up to date: %s", key, err)
+                failed.append(err)
+        if failed:
+            raise failed[0]
         if _taken_over.get():
             alerts.finish_walks(batch)
 

@@ -15,6 +15,7 @@ import argparse
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,20 +37,24 @@ def _redis_settings(cfg: Config, args: argparse.Namespace) -> Config:
 
 
 def _streams(cfg: Config) -> Any:
+    from bot.cluster.signing import RequestSigner
     from bot.cluster.streams import ClusterStreams
-    from bot.slack.state import redis_client, shown_url
+    from bot.slack.redisconn import RedisTarget, connect
 
-    assert cfg.redis_url is not None  # load_config(role=…) requires it
-    client = redis_client(
-        cfg.redis_url, ca_bundle=cfg.redis_ca_bundle, password=cfg.redis_password, ride_out_restarts=True
+    target = RedisTarget.of(cfg)
+    assert target.configured and cfg.request_key is not None  # load_config(role=…) requires both
+    return ClusterStreams(
+        connect(target, ride_out_restarts=True),
+        shown=target.shown,
+        maxlen=cfg.stream_maxlen,
+        signer=RequestSigner(cfg.request_key),
     )
-    return ClusterStreams(client, shown=shown_url(cfg.redis_url), maxlen=cfg.stream_maxlen)
 
 
 @dataclass
 class AgentFront:
     """/healthz, /readyz and /metrics of an agent: it serves nothing from Slack (no `app`, no alerts).
-    Ready when its state store answers and its stream loop reaches Redis."""
+    Ready when Redis takes what an agent writes: the state store, its heartbeat, its acknowledgements."""
 
     agent: Any
     state: Any
@@ -61,14 +66,22 @@ class AgentFront:
         self.agent.poster.ephemeral(channel, user, text)
 
     def ready(self) -> tuple[bool, str]:
+        from bot.cluster.streams import StreamsUnavailable
         from handlers.ports import StateUnavailable
 
         try:
             self.state.ping()
+            self.state.set(f"readyz:agent:{self.agent.consumer}", {"at": time.time()}, 60)
         except StateUnavailable as err:
             return False, f"state store: {err}"
         if not self.agent.redis_up:
             return False, "Redis streams: not reachable yet"
+        if self.agent.beat_error is not None:
+            return False, f"heartbeat: {self.agent.beat_error}"
+        try:
+            self.agent.streams.check_agent_writes(self.agent.cluster)
+        except StreamsUnavailable as err:
+            return False, f"Redis streams: {err}"
         return True, "ready"
 
 
@@ -77,10 +90,10 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
     short renewed claims (leases), fed by the cluster's stream."""
     from bot.cluster.agent import Agent, AgentTiming, consumer_name
     from bot.cluster.kinds import agent_handlers
-    from bot.cluster.leases import LeaseKeeper, LeasingStore
     from bot.cluster.once import OncePoster
     from bot.slack.app import MetricsObserver, build_services
     from bot.slack.digest_post import publish_digest
+    from bot.slack.leases import LeaseKeeper, LeasingStore
     from bot.slack.ledger_open import ledger_digest
     from handlers.alert_subjects import ClusterDirectory
     from handlers.alerts import AlertService, AlertSettings
@@ -159,12 +172,17 @@ def serve_role(args: argparse.Namespace) -> int:
         from bot.sources.opener import sources_from_args
 
         sources = sources_from_args(cfg, args)
+    from bot.slack.leases import lease_of
+    from bot.slack.redisconn import NotThisMode, RedisTarget
+
     try:
-        state, note = open_state(
-            cfg.redis_url, ca_bundle=cfg.redis_ca_bundle, password=cfg.redis_password, ride_out_restarts=True
-        )
+        # An agent's locks lapse as fast as its leases: well before its entries can be taken over.
+        target = RedisTarget.of(cfg)
+        state, note = open_state(None, target=target, ride_out_restarts=True, lock_lease_s=lease_of(cfg))
     except StateUnavailable as err:
         raise SourceError("unavailable", f"state store: {err}") from None
+    except NotThisMode as err:
+        raise ConfigError(str(err)) from None
     streams = _streams(cfg)
     assert cfg.slack_bot_token is not None
     poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)

@@ -9,6 +9,7 @@ agent is back), and the asker is told at once how long it has been.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from bot.cluster.streams import ClusterSeen
@@ -34,6 +35,8 @@ class Route:
 
 
 def ago(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "an unknown time"
     s = int(seconds)
     if s < 120:
         return f"{s} s"

@@ -5,7 +5,8 @@ delivered: the group's lag), `gpubot_stream_pending` (delivered, not yet
 acknowledged), `gpubot_stream_oldest_pending_age_seconds`,
 `gpubot_stream_dead` (entries in `gpubot:dead:<cluster>`); and from the agents
 of this process `gpubot_stream_claims_total` (entries taken over from a dead
-or stuck agent), `gpubot_stream_requests_total{kind,outcome}`. The gateway
+or stuck agent), `gpubot_stream_requests_total{kind,outcome}` (outcome `forged`: an
+entry whose signature, age or nonce did not hold, bot/cluster/signing.py). The gateway
 reports every cluster that heartbeats, an agent its own. The cluster label
 only takes validated cluster names; kinds and outcomes are clipped to known
 words.
@@ -26,7 +27,7 @@ from bot.ops.metrics import REGISTRY
 log = logging.getLogger("gpubot.metrics")
 
 KINDS = frozenset({"why", "click", "digest_part", "alert", "unreadable"})
-OUTCOMES = frozenset({"done", "failed", "dead", "repeated", "unknown_kind"})
+OUTCOMES = frozenset({"done", "failed", "dead", "repeated", "unknown_kind", "forged"})
 OTHER = "other"
 
 CLAIMS = Counter(

@@ -4,7 +4,9 @@ Redis is the broker: `gpubot:requests:<cluster>` is a Stream trimmed with
 `MAXLEN ~`, read by the consumer group `agents` (XREADGROUP, XACK); entries a
 dead agent took stay in the group's pending-entry list until another agent
 (or its restart) takes them over with XAUTOCLAIM. An entry that failed too
-often is copied to `gpubot:dead:<cluster>` and acknowledged in one MULTI.
+often is copied to `gpubot:dead:<cluster>`, then acknowledged: two steps safe
+to repeat, since on a Redis Cluster the two streams are in different hash
+slots and no command or MULTI may span them. Every command here names one key.
 Agents heartbeat into the hash `gpubot:clusters` (one JSON field per cluster).
 Nothing here decides what a request means: that is the agent's and the
 gateway's business.
@@ -14,98 +16,30 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis
 from redis.exceptions import RedisError, ResponseError
 
+from bot.cluster.entries import ClusterSeen, Entry, Request
+from bot.cluster.signing import RequestSigner
+from bot.slack.redisconn import riding_out
+
 REQUESTS = "gpubot:requests:{}"
 DEAD = "gpubot:dead:{}"
 UNROUTED = "gpubot:alerts:unrouted"  # alerts the gateway could send to no cluster, with why
 CLUSTERS = "gpubot:clusters"
+PROBE = "gpubot:readyz"  # the gateway's readiness write (a stream kept at one entry)
 GROUP = "agents"
 DEFAULT_MAXLEN = 10_000
 DEAD_MAXLEN = 1_000
+BURY_LOOKBACK = 50  # a re-burial looks for its first copy among this many newest dead entries
 
 
 class StreamsUnavailable(Exception):
     """Redis failed or refused a stream command; one line, never the URL's password."""
-
-
-@dataclass(frozen=True)
-class Request:
-    """What the gateway asks an agent to do: a kind, its JSON body, who to answer (`reply`)."""
-
-    kind: str
-    body: dict[str, Any]
-    request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
-    queued_at: float = field(default_factory=time.time)
-    sender_version: str = ""
-
-    @property
-    def reply(self) -> dict[str, Any]:
-        """Where to say what became of it: channel, user and thread (any may be missing)."""
-        got = self.body.get("reply")
-        return got if isinstance(got, dict) else {}
-
-    def fields(self) -> dict[str, str]:
-        return {
-            "kind": self.kind,
-            "id": self.request_id,
-            "at": f"{self.queued_at:.3f}",
-            "version": self.sender_version,
-            "body": json.dumps(self.body, separators=(",", ":")),
-        }
-
-    @classmethod
-    def from_fields(cls, raw: Mapping[str, str]) -> Request:
-        """ValueError when the entry is not a request (a poison entry: it is buried, not retried)."""
-        kind, rid, body = raw.get("kind"), raw.get("id"), raw.get("body")
-        if not kind or not rid or body is None:
-            raise ValueError("the entry has no kind, id or body")
-        try:
-            parsed = json.loads(body)
-            at = float(raw.get("at") or 0.0)
-        except ValueError as err:
-            raise ValueError(f"the entry's body is not JSON: {err}") from None
-        if not isinstance(parsed, dict):
-            raise ValueError("the entry's body is not a JSON object")
-        return cls(kind, parsed, rid, at, raw.get("version") or "")
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One stream entry as an agent receives it; `request` is None when it could not be read."""
-
-    entry_id: str
-    fields: dict[str, str]
-    deliveries: int  # 1 on first delivery; each XAUTOCLAIM adds one
-    request: Request | None
-    problem: str | None = None
-
-    @classmethod
-    def of(cls, entry_id: str, fields: Mapping[str, str], deliveries: int) -> Entry:
-        try:
-            return cls(entry_id, dict(fields), deliveries, Request.from_fields(fields))
-        except ValueError as err:
-            return cls(entry_id, dict(fields), deliveries, None, str(err))
-
-
-@dataclass(frozen=True)
-class ClusterSeen:
-    """A cluster's last heartbeat in `gpubot:clusters`."""
-
-    name: str
-    version: str
-    last_seen: float
-    agent: str
-    kinds: tuple[str, ...] = ()
-
-    def silent_for(self, now: float) -> float:
-        return max(0.0, now - self.last_seen)
 
 
 @dataclass(frozen=True)
@@ -117,6 +51,17 @@ class QueueStats:
     pending: int  # delivered, not yet acknowledged
     oldest_pending_age_s: float  # 0 when nothing is pending
     dead: int
+
+
+_NOW = "@now@"
+_TIME = "return redis.call('TIME')"
+# The heartbeat's time is Redis's: TIME, then the write, in one script.
+_HEARTBEAT = """
+local t = redis.call('TIME')
+local now = string.format('%d.%03d', t[1], math.floor(tonumber(t[2]) / 1000))
+local value = string.gsub(ARGV[2], '"@now@"', now, 1)
+return redis.call('HSET', KEYS[1], ARGV[1], value)
+"""
 
 
 def _entry_ms(entry_id: str) -> int:
@@ -133,8 +78,11 @@ class ClusterStreams:
         shown: str = "redis",
         maxlen: int = DEFAULT_MAXLEN,
         clock: Callable[[], float] = time.time,
+        signer: RequestSigner | None = None,
     ) -> None:
         self.redis = client
+        # Signs what is queued and checks what is read; None only in tests of the bare commands.
+        self.signer = signer
         self.shown = shown
         self.maxlen = maxlen
         self.clock = clock
@@ -142,7 +90,7 @@ class ClusterStreams:
 
     def _do(self, what: str, call: Callable[[], Any]) -> Any:
         try:
-            return call()
+            return riding_out(self.redis, call)
         except RedisError as err:
             text = " ".join(str(err).split())[:300] or type(err).__name__
             raise StreamsUnavailable(f"Redis at {self.shown} failed to {what}: {text}") from None
@@ -152,12 +100,19 @@ class ClusterStreams:
     def queue(self, cluster: str, request: Request) -> str:
         """XADD the request to the cluster's stream (trimmed, approximately, to `maxlen`)."""
         key = REQUESTS.format(cluster)
+        fields = request.fields()
+        if self.signer is not None:
+            fields = self.signer.sign(key, fields)
         return str(
             self._do(
                 f"queue on {key}",
-                lambda: self.redis.xadd(key, request.fields(), maxlen=self.maxlen, approximate=True),  # type: ignore[arg-type]
+                lambda: self.redis.xadd(key, fields, maxlen=self.maxlen, approximate=True),  # type: ignore[arg-type]
             )
         )
+
+    def _entry(self, key: str, entry_id: str, fields: Mapping[str, str], deliveries: int) -> Entry:
+        forged = self.signer.check(key, fields) if self.signer is not None else None
+        return Entry.of(entry_id, fields, deliveries, forged)
 
     def keep_unrouted(self, fields: dict[str, str]) -> None:
         """Keep what no cluster could take (`XRANGE gpubot:alerts:unrouted - +`), trimmed like the dead."""
@@ -165,6 +120,19 @@ class ClusterStreams:
             f"keep in {UNROUTED}",
             lambda: self.redis.xadd(UNROUTED, fields, maxlen=DEAD_MAXLEN, approximate=True),  # type: ignore[arg-type]
         )
+
+    def check_gateway_writes(self) -> None:
+        """What readiness means for a gateway: it can XADD (an ACL without it queues nothing). One
+        entry in a stream of its own, trimmed to one: the requests streams are left alone."""
+        self._do(
+            f"write {PROBE}",
+            lambda: self.redis.xadd(PROBE, {"probe": "gateway"}, maxlen=1, approximate=False),
+        )
+
+    def check_agent_writes(self, cluster: str) -> None:
+        """An agent's: it can acknowledge on its stream (XACK of an id that never exists changes nothing)."""
+        key = REQUESTS.format(cluster)
+        self._do(f"acknowledge on {key}", lambda: self.redis.xack(key, GROUP, "0-1"))
 
     def clusters(self) -> dict[str, ClusterSeen]:
         raw = self._do(f"read {CLUSTERS}", lambda: self.redis.hgetall(CLUSTERS))
@@ -186,10 +154,23 @@ class ClusterStreams:
     # --- the agent's side -----------------------------------------------------------------------
 
     def heartbeat(self, cluster: str, agent: str, version: str, kinds: tuple[str, ...]) -> None:
+        """`last_seen` is Redis's own clock (TIME, inside the script that writes it), never the agent's:
+        an agent whose clock runs fast, then dies, must not read "0 s ago" for as long as it ran ahead."""
         value = json.dumps(
-            {"version": version, "last_seen": round(self.clock(), 3), "agent": agent, "kinds": list(kinds)}
+            {"version": version, "last_seen": _NOW, "agent": agent, "kinds": list(kinds)},
+            separators=(",", ":"),
         )
-        self._do(f"heartbeat into {CLUSTERS}", lambda: self.redis.hset(CLUSTERS, cluster, value))
+        self._do(
+            f"heartbeat into {CLUSTERS}",
+            lambda: self.redis.eval(_HEARTBEAT, 1, CLUSTERS, cluster, value),  # type: ignore[no-untyped-call]
+        )
+
+    def now(self) -> float:
+        """Redis's clock (TIME): what heartbeats are written in, so what they are read against."""
+        # Asked of the node that holds the heartbeats (a script keyed on them): on a Redis Cluster,
+        # the same clock that wrote them.
+        secs, micros = self._do("read the time", lambda: self.redis.eval(_TIME, 1, CLUSTERS))
+        return float(secs) + float(micros) / 1e6
 
     def ensure_group(self, cluster: str) -> None:
         """Create the stream and its group `agents` from the stream's start (requests queued before any
@@ -214,7 +195,10 @@ class ClusterStreams:
         """New entries for this consumer (XREADGROUP >), waiting up to `block_ms` for one."""
         key = REQUESTS.format(cluster)
         try:
-            got = self.redis.xreadgroup(GROUP, consumer, {key: ">"}, count=count, block=block_ms)
+            got = riding_out(
+                self.redis,
+                lambda: self.redis.xreadgroup(GROUP, consumer, {key: ">"}, count=count, block=block_ms),
+            )
         except ResponseError as err:
             if self._group_gone(err):  # Redis restarted without the stream (no AOF): make it again
                 self._groups.discard(key)
@@ -229,7 +213,7 @@ class ClusterStreams:
             for entry_id, fields in items:
                 if fields is None:  # trimmed away while pending
                     continue
-                entries.append(Entry.of(entry_id, fields, 1))
+                entries.append(self._entry(key, entry_id, fields, 1))
         return entries
 
     def claim(self, cluster: str, consumer: str, min_idle_s: float, count: int) -> list[Entry]:
@@ -238,7 +222,9 @@ class ClusterStreams:
         key = REQUESTS.format(cluster)
         idle_ms = max(1, int(min_idle_s * 1000))
         try:
-            got = self.redis.xautoclaim(key, GROUP, consumer, idle_ms, "0-0", count=count)
+            got = riding_out(
+                self.redis, lambda: self.redis.xautoclaim(key, GROUP, consumer, idle_ms, "0-0", count=count)
+            )
         except ResponseError as err:
             if self._group_gone(err):
                 self._groups.discard(key)
@@ -252,7 +238,7 @@ class ClusterStreams:
         for entry_id, fields in items:
             if not fields:
                 continue
-            entries.append(Entry.of(entry_id, fields, self.deliveries(cluster, entry_id)))
+            entries.append(self._entry(key, entry_id, fields, self.deliveries(cluster, entry_id)))
         return entries
 
     def deliveries(self, cluster: str, entry_id: str) -> int:
@@ -279,8 +265,13 @@ class ClusterStreams:
         self._do(f"acknowledge {entry_id} on {key}", lambda: self.redis.xack(key, GROUP, entry_id))
 
     def bury(self, cluster: str, entry: Entry, reason: str) -> None:
-        """Copy the entry to `gpubot:dead:<cluster>` with why, and acknowledge it, in one transaction."""
-        key, dead = REQUESTS.format(cluster), DEAD.format(cluster)
+        """Copy the entry to `gpubot:dead:<cluster>` with why, then acknowledge it.
+
+        Two steps, not one MULTI: the two streams lie in different hash slots of a Redis Cluster
+        (CROSSSLOT). Safe to repeat instead: an agent that dies between them leaves the entry
+        pending, its redelivery buries it again, and the copy already made (same `entry` field,
+        looked up among the dead stream's newest) is not made twice."""
+        dead = DEAD.format(cluster)
         fields = {
             **entry.fields,
             "entry": entry.entry_id,
@@ -288,13 +279,16 @@ class ClusterStreams:
             "deliveries": str(entry.deliveries),
         }
 
-        def run() -> None:
-            pipe = self.redis.pipeline(transaction=True)
-            pipe.xadd(dead, fields, maxlen=DEAD_MAXLEN, approximate=True)  # type: ignore[arg-type]
-            pipe.xack(key, GROUP, entry.entry_id)
-            pipe.execute()
+        def copied() -> bool:
+            recent: list[Any] = self.redis.xrevrange(dead, count=BURY_LOOKBACK) or []  # type: ignore[assignment]
+            return any((f or {}).get("entry") == entry.entry_id for _id, f in recent)
 
-        self._do(f"move {entry.entry_id} to {dead}", run)
+        if entry.deliveries == 1 or not self._do(f"read {dead}", copied):
+            self._do(
+                f"move {entry.entry_id} to {dead}",
+                lambda: self.redis.xadd(dead, fields, maxlen=DEAD_MAXLEN, approximate=True),  # type: ignore[arg-type]
+            )
+        self.ack(cluster, entry.entry_id)
 
     # --- observing ------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.ops.ledger_settings import DEFAULT_DIAG_IMAGE, ledger_settings
+from bot.ops.redisconfig import RedisConfigError, redis_fields, role_needs
 from handlers.commands import CLUSTER_NAME
 
 
@@ -79,6 +80,12 @@ class Config:
     diag_image: str = DEFAULT_DIAG_IMAGE
     diag_namespace: str | None = None  # gpubot's own (the pod's service account namespace) when unset
     diag_hostengine: str | None = None  # the operator's standalone nv-hostengine; found when unset
+    # Redis's shape and the request key (bot/ops/redisconfig.py).
+    redis_mode: str = "single"
+    redis_sentinels: tuple[tuple[str, int], ...] = ()
+    redis_sentinel_master: str | None = None
+    redis_sentinel_password: str | None = field(default=None, repr=False)
+    request_key: str | None = field(default=None, repr=False)
 
     @property
     def tz(self) -> ZoneInfo:
@@ -274,6 +281,10 @@ def load_config(
             raise ConfigError(f"GPUBOT_STREAM_MAXLEN must be a whole number from 100 to 10000000, got {v!r}")
         kw["stream_maxlen"] = int(v)
     kw.update(ledger_settings(get, ConfigError))
+    try:
+        kw.update(redis_fields(get))
+    except RedisConfigError as err:
+        raise ConfigError(str(err)) from None
     cfg = Config(**kw)  # type: ignore[arg-type]
     if cfg.alert_token and not cfg.alert_channel:
         raise ConfigError(
@@ -282,8 +293,8 @@ def load_config(
         )
     if role not in ROLES:
         raise ConfigError(f"the role must be one of {', '.join(ROLES)}, got {role!r}")
-    if role != "all" and not cfg.redis_url:
-        raise ConfigError(f"REDIS_URL is not set: the {role} reaches the other side through Redis Streams")
+    if (missing := role_needs(role, cfg.redis_url, cfg.redis_mode, cfg.request_key)) is not None:
+        raise ConfigError(missing)
     if role != "all" and cfg.heartbeat_s >= cfg.claim_idle_s:
         raise ConfigError("GPUBOT_HEARTBEAT_SECONDS must be below GPUBOT_CLAIM_IDLE_SECONDS")
     if role == "agent":

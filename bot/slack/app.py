@@ -33,6 +33,7 @@ from bot.ops.logs import walk_scope
 from bot.ops.secrets import mask_text
 from bot.slack.alert_sweeper import AlertSweeper
 from bot.slack.alert_webhook import AlertWebhook
+from bot.slack.leases import lease_of
 from bot.slack.ledger_alerts import LedgerReceiver
 from bot.slack.ledger_open import bot_ledger
 from bot.slack.ledger_slack import post_node_ledger, register_diagnostics
@@ -50,7 +51,7 @@ from handlers.escape import escape
 from handlers.operators import Operators
 from handlers.ports import SlackPoster, StateStore, StateUnavailable, WalkObserver
 from handlers.telling import unexpected
-from handlers.walks import CLAIM_S, RETENTION_S, WalkService
+from handlers.walks import RETENTION_S, WalkService
 from handlers.walkstate import new_walk_id
 from layers import digest as fleet
 from layers.facts.context import Settings, WalkContext
@@ -222,7 +223,7 @@ def build_services(
     *,
     node_actions: NodeActions | None = None,
     observer: WalkObserver | None = None,
-    claim_s: float = CLAIM_S,
+    claim_s: float | None = None,
 ) -> tuple[WalkService, Buttons]:
     """The walk service and the button handlers over these sources: the single process and a
     cluster's agent (bot/cluster/agent.py) run requests through exactly these."""
@@ -234,7 +235,7 @@ def build_services(
         retention_s=cfg.state_retention_days * 86400 if cfg.state_retention_days else RETENTION_S,
         cluster_name=cfg.cluster_name,
         observer=LedgerObserver(observer or MetricsObserver(), walk_recorder(cfg, sources, bot_ledger(cfg))),
-        claim_s=claim_s,
+        claim_s=claim_s or lease_of(cfg),
     )
     operators = Operators(cfg.operators, cfg.operator_groups, group_members(client))
     buttons = Buttons(service, operators, node_actions or ClusterNodeActions(sources, cfg, state))

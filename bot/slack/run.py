@@ -40,6 +40,16 @@ log = logging.getLogger("gpubot.serve")
 T = TypeVar("T")
 
 
+def leased(state: Any, lease_s: float) -> Any:
+    """The store whose short claims (a walk's layer leases) are renewed while their work runs, so a
+    replica SIGKILLed mid-walk frees them within the lease (bot/slack/leases.py)."""
+    from bot.slack.leases import LeaseKeeper, LeasingStore
+
+    keeper = LeaseKeeper(state, lease_s)
+    keeper.start()
+    return LeasingStore(state, keeper)
+
+
 def run_bot(args: argparse.Namespace) -> int:
     """Start the bot from `gpubot serve`'s arguments and serve until SIGTERM or SIGINT; 0 when stopped."""
     from bot.ops.config import load_config
@@ -58,10 +68,17 @@ def run_bot(args: argparse.Namespace) -> int:
 
         cfg = replace(cfg, redis_url=check_url("--redis-url", args.redis_url, ("redis", "rediss", "unix")))
     sources = sources_from_args(cfg, args)
+    from bot.ops.config import ConfigError
+    from bot.slack.leases import lease_of
+    from bot.slack.redisconn import NotThisMode, RedisTarget
+
     try:
-        state, note = open_state(cfg.redis_url)
+        state, note = open_state(None, target=RedisTarget.of(cfg), lock_lease_s=lease_of(cfg))
     except StateUnavailable as err:
         raise SourceError("unavailable", f"state store: {err}") from None
+    except NotThisMode as err:
+        raise ConfigError(str(err)) from None
+    state = leased(state, lease_of(cfg))
     assert cfg.slack_bot_token is not None  # load_config(need_slack=True) checked it
     poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
     bot = with_bot_token(cfg, lambda: build_app(cfg, sources, state, poster, client=poster.client))

@@ -13,29 +13,18 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
-from urllib.parse import urlsplit
 
 import redis
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import LockError, RedisError
-from redis.retry import Retry
+from redis.exceptions import RedisError
 
+from bot.slack.redisconn import RedisTarget, check_not_cluster, connect, riding_out, shown_url
+from bot.slack.renewer import LOCK_LEASE_S, LockRenewer
 from handlers.ports import JSONValue, LockNotAcquired, StateStore, StateUnavailable
 
 __all__ = ["MemoryState", "RedisState", "StateUnavailable", "open_state", "redis_client", "shown_url"]
 
 T = TypeVar("T")
 SINGLE_REPLICA_NOTE = "single replica: state in process memory (set REDIS_URL to run several replicas)"
-
-
-def shown_url(url: str) -> str:
-    """The URL without user:password, for messages."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return f"unix://{parts.path}"
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 class RedisLink(TypedDict, total=False):
@@ -55,25 +44,21 @@ def redis_client(
     timeout_s: float = 5.0,
     ride_out_restarts: bool = False,
 ) -> redis.Redis:
-    """A redis-py client (decoded strings) for REDIS_URL: `rediss://` is TLS, verified against the
-    system's CAs or `ca_bundle` (REDIS_CA_BUNDLE); `password` (REDIS_PASSWORD) overrides the URL's.
-    Agents in other clusters reach Redis over the network: this is what keeps that link private."""
-    options: dict[str, object] = {
-        "socket_timeout": timeout_s,
-        "socket_connect_timeout": timeout_s,
-        "decode_responses": True,
-    }
-    if password:
-        options["password"] = password
-    if ca_bundle:
-        options["ssl_ca_certs"] = ca_bundle
-    if ride_out_restarts:
-        # Gateways and agents outlive a Redis restart (AOF keeps the streams): a command that meets a
-        # reset connection is sent again on a new one for about two seconds before it fails.
-        options["retry"] = Retry(ExponentialBackoff(cap=0.5, base=0.05), 6)
-        options["retry_on_error"] = [redis.ConnectionError, redis.TimeoutError]
-    return redis.Redis.from_url(url, **options)  # type: ignore[arg-type]
+    """A redis-py client (decoded strings) for one server at REDIS_URL: `rediss://` is TLS, verified
+    against the system's CAs or `ca_bundle` (REDIS_CA_BUNDLE); `password` (REDIS_PASSWORD) overrides
+    the URL's. Agents in other clusters reach Redis over the network: this keeps that link private.
+    Every shape (cluster, Sentinel): bot/slack/redisconn.py `connect`."""
+    target = RedisTarget(url, password=password, ca_bundle=ca_bundle)
+    return connect(target, timeout_s=timeout_s, ride_out_restarts=ride_out_restarts)  # type: ignore[no-any-return]
 
+
+# Compare-and-delete: a lock that expired and was taken by someone else is not ours to release.
+_DELETE_IF_SAME = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
 
 # Compare-and-renew in one step: a lease that expired and was taken by someone else is not ours to renew.
 _EXTEND_IF_SAME = """
@@ -91,20 +76,40 @@ def _ms(seconds: float) -> int:
 class RedisState:
     """StateStore over redis-py; safe to share between threads (redis-py pools connections)."""
 
-    def __init__(self, url: str, *, prefix: str = "gpubot:", **link: Unpack[RedisLink]) -> None:
-        self.shown = shown_url(url)
+    def __init__(
+        self,
+        url: str | None,
+        *,
+        prefix: str = "gpubot:",
+        target: RedisTarget | None = None,
+        lock_lease_s: float = LOCK_LEASE_S,
+        **link: Unpack[RedisLink],
+    ) -> None:
+        target = target or RedisTarget(url, password=link.get("password"), ca_bundle=link.get("ca_bundle"))
+        self.shown = target.shown
         self._prefix = prefix
+        self.lock_lease_s = lock_lease_s
         try:
-            self._redis = redis_client(url, **link)
+            self._redis: Any = connect(
+                target,
+                timeout_s=link.get("timeout_s", 5.0),
+                ride_out_restarts=link.get("ride_out_restarts", False),
+            )
         except (ValueError, RedisError) as err:
             raise StateUnavailable(f"Redis URL {self.shown} is not usable: {_short(err)}") from None
+        self._target = target
+        self._renewer = LockRenewer(self)
+
+    def check_mode(self) -> None:
+        """Refuse a plain client at a Redis Cluster node (NotThisMode: one line saying to set the mode)."""
+        self._do("read INFO cluster", lambda: check_not_cluster(self._redis, self._target))
 
     def __repr__(self) -> str:
         return f"RedisState({self.shown!r})"
 
     def _do(self, what: str, call: Callable[[], T]) -> T:
         try:
-            return call()
+            return riding_out(self._redis, call)
         except RedisError as err:
             raise StateUnavailable(f"Redis at {self.shown} failed to {what}: {_short(err)}") from None
 
@@ -164,27 +169,31 @@ class RedisState:
 
     @contextmanager
     def lock(self, name: str, timeout_s: float, wait_s: float = 10.0) -> Iterator[None]:
-        # redis-py's Lock: SET NX PX with a random token, released by a Lua compare-and-delete,
-        # so a holder that outlived its timeout cannot release someone else's lock.
-        # Polled every 5 ms (redis-py sleeps 100 ms by default): a webhook waits on a busy subject in
-        # milliseconds, not a tenth of a second.
-        lk = self._redis.lock(
-            self._key("lock:" + name), timeout=timeout_s, sleep=0.005, blocking_timeout=wait_s
-        )
-        got = self._do(f"take lock {name}", lambda: lk.acquire(blocking=True))
-        if not got:
-            raise LockNotAcquired(f"lock {name} is held elsewhere (waited {wait_s:g}s)")
+        # SET NX PX with a random token, released by a Lua compare-and-delete, so a holder that outlived
+        # its lease cannot release someone else's lock. The key lives at most LOCK_LEASE_S and is
+        # renewed while the holder's work runs (the renewer thread): a holder SIGKILLed at any point
+        # frees it within the lease, never after `timeout_s` (which may be minutes).
+        # Polled every 5 ms: a webhook waits on a busy subject in milliseconds, not a tenth of a second.
+        key = self._key("lock:" + name)
+        token = uuid.uuid4().hex
+        lease = min(timeout_s, self.lock_lease_s)
+        deadline = time.monotonic() + wait_s
+        while not self._do(f"take lock {name}", lambda: self._redis.set(key, token, px=_ms(lease), nx=True)):
+            if time.monotonic() >= deadline:
+                raise LockNotAcquired(f"lock {name} is held elsewhere (waited {wait_s:g}s)")
+            time.sleep(0.005)
+        self._renewer.hold(key, token, lease, time.monotonic() + timeout_s)
         try:
             yield
         finally:
-            try:
-                lk.release()
-            except LockError:
-                pass  # expired while held: another holder may have it now, nothing to release
-            except RedisError as err:
-                raise StateUnavailable(
-                    f"Redis at {self.shown} failed to release lock {name}: {_short(err)}"
-                ) from None
+            self._renewer.drop(key, token)
+            self._do(f"release lock {name}", lambda: self._redis.eval(_DELETE_IF_SAME, 1, key, token))
+
+    def renew_raw(self, key: str, token: str, lease_s: float) -> bool:
+        """Renew a raw key (a lock) while it still holds `token`; the renewer's one call."""
+        return bool(
+            self._do(f"renew {key}", lambda: self._redis.eval(_EXTEND_IF_SAME, 1, key, token, _ms(lease_s)))
+        )
 
     def ping(self) -> bool:
         return bool(self._do("answer PING", self._redis.ping))
@@ -298,12 +307,17 @@ def open_state(
     ca_bundle: str | None = None,
     password: str | None = None,
     ride_out_restarts: bool = False,
+    target: RedisTarget | None = None,
+    lock_lease_s: float = LOCK_LEASE_S,
 ) -> tuple[StateStore, str]:
-    """(store, note for the start-up log). Raises StateUnavailable when Redis does not answer."""
-    if not redis_url:
+    """(store, note for the start-up log). Raises StateUnavailable when Redis does not answer, and
+    NotThisMode when REDIS_URL is a cluster node but the mode is single."""
+    target = target or RedisTarget(redis_url, password=password, ca_bundle=ca_bundle)
+    if not target.configured:
         return MemoryState(), SINGLE_REPLICA_NOTE
-    store = RedisState(redis_url, ca_bundle=ca_bundle, password=password, ride_out_restarts=ride_out_restarts)
+    store = RedisState(None, target=target, ride_out_restarts=ride_out_restarts, lock_lease_s=lock_lease_s)
     store.ping()
+    store.check_mode()
     return store, f"state in Redis at {store.shown}: replicas share walks, buttons and the daily digest"
 
 

@@ -62,8 +62,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and (eq .Values.role "agent") (not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" .Values.clusterName)) }}
 {{- fail "role=agent needs clusterName: lowercase letters, digits and '-', at most 63" }}
 {{- end }}
-{{- if and (ne .Values.role "all") (not (or .Values.redis.enabled .Values.redis.url .Values.redis.existingSecret.name)) }}
+{{- if and (ne .Values.role "all") (not (or .Values.redis.enabled .Values.redis.url .Values.redis.existingSecret.name (eq .Values.redis.mode "sentinel"))) }}
 {{- fail (printf "role=%s needs the Redis the gateway and agents share: set redis.url or redis.existingSecret.name" .Values.role) }}
+{{- end }}
+{{- if and (ne .Values.role "all") (not .Values.requestKey.existingSecret.name) }}
+{{- fail (printf "role=%s needs requestKey.existingSecret.name: a Secret with GPUBOT_REQUEST_KEY (32+ random characters), the same for the gateway and every agent" .Values.role) }}
+{{- end }}
+{{- if not (has .Values.redis.mode (list "single" "cluster" "sentinel")) }}
+{{- fail (printf "redis.mode must be single, cluster or sentinel, got %q" .Values.redis.mode) }}
+{{- end }}
+{{- if and (eq .Values.redis.mode "sentinel") (not (and .Values.redis.sentinels .Values.redis.sentinelMaster)) }}
+{{- fail "redis.mode=sentinel needs redis.sentinels (host:port, …) and redis.sentinelMaster" }}
 {{- end }}
 {{- if and (eq .Values.role "agent") .Values.ingress.enabled }}
 {{- fail "ingress.enabled with role=agent: an agent hears nothing from Slack" }}

@@ -1,0 +1,104 @@
+"""A walk's claims and the facts that outlive them.
+
+A claim (`walk:W:claim:NAME`) is a lease: taken with `set_if_absent` for at
+most `claim_s` (30 s) and renewed by its holder's process while the work runs
+(bot/slack/leases.py), so a holder SIGKILLed mid-layer frees the layer within
+the lease. That a layer was *posted* is a separate, durable fact
+(`walk:W:posted:N`, kept as long as the walk), written once the layer message
+is in Slack; the stored result (`walk:W:layer:N`) says it ran. So "layer 5 has
+already been run" is said only of a layer that ran, never of a lease its dead
+holder left behind.
+
+Whoever meets a layer claimed by someone else waits for it (`take_layer`):
+either the holder finishes (the result appears: nothing to run) or its lease
+lapses (it died: the waiter takes the layer and runs it). A walk never skips a
+layer silently because somebody else once claimed it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from handlers.ports import StateStore, StateUnavailable
+
+log = logging.getLogger("gpubot.walks")
+
+# A claim is a lease on running work: renewed while it runs, expired soon after its holder died.
+CLAIM_S = 30.0
+POLL_S = 0.25
+
+
+def walk_part(walk_id: str, *parts: object) -> str:
+    return ":".join(["walk", walk_id, *(str(p) for p in parts)])
+
+
+class LayerClaims:
+    """Claims (leases) and posted marks of walks, in the state store."""
+
+    def __init__(
+        self,
+        state: StateStore,
+        retention_s: float,
+        claim_s: float = CLAIM_S,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.state = state
+        self.retention_s = retention_s
+        self.claim_s = claim_s
+        self.clock = clock
+        self.sleep = sleep
+
+    def claim(self, walk_id: str, name: str, who: str | None, ttl_s: float | None = None) -> bool:
+        """Take `name` for this walk exactly once (across replicas) for `ttl_s` (default: the walk's
+        retention; a lease when it is `claim_s` or less)."""
+        value = {"by": who, "at": self.clock()}
+        return self.state.set_if_absent(walk_part(walk_id, "claim", name), value, ttl_s or self.retention_s)
+
+    def release(self, walk_id: str, name: str) -> None:
+        self.state.delete(walk_part(walk_id, "claim", name))
+
+    def release_quietly(self, walk_id: str, name: str) -> None:
+        """Free a claim once the action is over; a store that fails here is logged (the claim expires)."""
+        try:
+            self.release(walk_id, name)
+        except StateUnavailable as err:
+            log.warning("walk %s: claim %s not released (it will expire): %s", walk_id, name, err)
+
+    def posted(self, walk_id: str, layer: int) -> bool:
+        """The layer's message is in Slack (the claim's old "done" counts too: walks stored before)."""
+        if self.state.get(walk_part(walk_id, "posted", layer)) is not None:
+            return True
+        return self.state.get(walk_part(walk_id, "claim", f"layer:{layer}")) == "done"
+
+    def mark_posted(self, walk_id: str, layer: int) -> None:
+        """The durable fact first, then the lease is freed (it no longer guards anything)."""
+        self.state.set(walk_part(walk_id, "posted", layer), {"at": self.clock()}, self.retention_s)
+        self.release_quietly(walk_id, f"layer:{layer}")
+
+    def take_layer(self, walk_id: str, layer: int, who: str | None, done: Callable[[], bool]) -> bool:
+        """True once this caller holds the layer's lease; False when `done()` says another holder ran
+        it meanwhile. A live holder is waited for; a dead one's lease lapses within `claim_s`, then the
+        layer is ours. Gives up (False, logged) only after three leases without either."""
+        name = f"layer:{layer}"
+        deadline = time.monotonic() + 3 * self.claim_s + 5
+        waited = False
+        while True:
+            if done():
+                return False
+            if self.claim(walk_id, name, who, self.claim_s):
+                if waited:
+                    log.info("walk %s: layer %s's holder went away: running it here", walk_id, layer)
+                return not done() or self._unclaim(walk_id, name)
+            if time.monotonic() >= deadline:
+                log.warning("walk %s: layer %s still held by another holder: left to it", walk_id, layer)
+                return False
+            waited = True
+            self.sleep(POLL_S)
+
+    def _unclaim(self, walk_id: str, name: str) -> bool:
+        """Taken just as the holder finished: give it back; nothing to run."""
+        self.release_quietly(walk_id, name)
+        return False
