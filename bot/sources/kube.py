@@ -25,6 +25,7 @@ from urllib.parse import quote, urlencode
 import urllib3
 from urllib3.util.retry import Retry
 
+from bot.sources.kube_counts import RequestCounts, request_kind
 from bot.sources.kube_errors import api_error, counted, unreachable
 from bot.sources.kube_resources import (
     DAEMONSETS,
@@ -69,6 +70,7 @@ class KubeCluster(ListReads):
         self.page_size = PAGE_SIZE
         self.server = str(configuration.host)
         self.calls = 0  # HTTP requests made, for benchmarks
+        self.counts = RequestCounts()  # by verb, resource and page (bot/sources/kube_counts.py)
         self._calls_lock = threading.Lock()
         self._stalled = StallMemory(timeout_s)  # (verb, resource) of reads that just timed out
         self._log_stalls = StallMemory(timeout_s)  # nodes whose pods' logs just timed out
@@ -145,6 +147,7 @@ class KubeCluster(ListReads):
                     )
                 )
             self.calls += 1
+        self.counts.add(request_kind(verb, resource, query))
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if content_type:
             headers["Content-Type"] = content_type
@@ -207,6 +210,7 @@ class KubeCluster(ListReads):
             page_query = [*query, ("continue", token)] if token else query
             body = self._send("GET", path, page_query, verb="list", resource=res.rbac, namespace=namespace)
             page = json.loads(body)
+            self.counts.add_items(request_kind("list", res.rbac, page_query), len(page.get("items") or ()))
             kind = str(page.get("kind") or "")
             item_kind = kind[: -len("List")] if kind.endswith("List") else ""
             api_version = page.get("apiVersion")
