@@ -49,6 +49,7 @@ from bot.sources.kubeclient import (
 )
 from bot.sources.kubeconfig import load_kubeconfig
 from bot.sources.listing import DRA_GROUP, EVERYTHING, ListReads, Selection
+from bot.sources.selectors import node_named
 from bot.sources.stalls import StallMemory
 from layers.sources import K8sObject, SourceError
 
@@ -203,11 +204,20 @@ class KubeCluster(ListReads):
             query.append(("fieldSelector", where.fields))
         if where.labels:
             query.append(("labelSelector", where.labels))
+        if res is PODS and node_named(where.fields) is not None:
+            # One node's pods (at most a few hundred) may come from the API server's watch cache
+            # (resourceVersion=0): no etcd read, and a list a second stale is fine for a walk. Not
+            # for fleet-sized lists: served from the cache, a list at resourceVersion=0 ignores
+            # `limit` (Kubernetes #70735), 65,000 nodes in one answer. docs/scale.md.
+            query.append(("resourceVersion", "0"))
         query.append(("limit", self.page_size))
         items: list[K8sObject] = []
         token: str | None = None
         while True:
-            page_query = [*query, ("continue", token)] if token else query
+            # A continue token carries its list's resourceVersion: the API server refuses both.
+            page_query = (
+                [*(q for q in query if q[0] != "resourceVersion"), ("continue", token)] if token else query
+            )
             body = self._send("GET", path, page_query, verb="list", resource=res.rbac, namespace=namespace)
             page = json.loads(body)
             self.counts.add_items(request_kind("list", res.rbac, page_query), len(page.get("items") or ()))

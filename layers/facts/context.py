@@ -94,7 +94,7 @@ PER_NODE_READS = 50
 # The most nodes layers 2-5 examine for an unbound pod (spec/findings.md, Terms: examined nodes),
 # in the candidates' order (by name): a walk is about one pod, and past a few nodes what is wrong is
 # the fleet's, for the digest. Keeps a pending pod's LIST pages at the node list's + 10.
-EXAMINED_NODES = 5
+EXAMINED_NODES = 4
 
 
 @dataclass(frozen=True)
