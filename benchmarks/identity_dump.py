@@ -32,7 +32,11 @@ def _target(path: Path) -> str:
 
 def _cli(args: list[str]) -> str:
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from bot.cli import main; sys.exit(main())", *args], capture_output=True, text=True, cwd=ROOT, check=False
+        [sys.executable, "-c", "import sys; from bot.cli import main; sys.exit(main())", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
     )
     return json.dumps({"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}, indent=1)
 
@@ -65,11 +69,15 @@ def dump(out: Path) -> None:
     for path in bundled_scenarios():
         target = _target(path)
         stem = path.stem
-        (out / f"{stem}.why.json").write_text(_cli(["why", target, "--scenario", str(path), "--format", "json"]))
+        (out / f"{stem}.why.json").write_text(
+            _cli(["why", target, "--scenario", str(path), "--format", "json"])
+        )
         (out / f"{stem}.all.json").write_text(
             _cli(["why", target, "--all", "--scenario", str(path), "--format", "json"])
         )
-        (out / f"{stem}.digest.json").write_text(_cli(["digest", "--scenario", str(path), "--format", "json"]))
+        (out / f"{stem}.digest.json").write_text(
+            _cli(["digest", "--scenario", str(path), "--format", "json"])
+        )
         for size in (500, 2):
             api = _through_api(path, target, size)
             (out / f"{stem}.api{size}.json").write_text(json.dumps(api, indent=1, sort_keys=True))
@@ -78,7 +86,11 @@ def dump(out: Path) -> None:
 
 def compare(a: Path, b: Path) -> int:
     names = sorted({p.name for p in a.iterdir()} | {p.name for p in b.iterdir()})
-    bad = [n for n in names if not (a / n).exists() or not (b / n).exists() or (a / n).read_bytes() != (b / n).read_bytes()]
+    bad = [
+        n
+        for n in names
+        if not (a / n).exists() or not (b / n).exists() or (a / n).read_bytes() != (b / n).read_bytes()
+    ]
     for n in bad:
         print("differs:", n)
     print(f"{len(names) - len(bad)} of {len(names)} identical")
