@@ -221,10 +221,13 @@ def make_fleet(
             metrics.append(
                 {"metric": {"__name__": "DCGM_FI_DEV_FB_FREE", **labels}, "values": [[0, 81559 - used]]}
             )
+            # The last-Xid gauge was scraped a day ago too: the exporter has run for days, so
+            # its series did not begin in the last 24 h (a fleet of new series would make the
+            # digest's "changed" read return every GPU, which no long-running fleet does).
             metrics.append(
                 {
                     "metric": {"__name__": "DCGM_FI_DEV_XID_ERRORS", **labels},
-                    "values": [[0, 79 if bad else 0]],
+                    "values": [[-88000, 0], [0, 79 if bad else 0]],
                 }
             )
             rows = [[-86000, 0], [-3600, 12], [0, 14]] if bad else [[-86000, 2], [0, 2]]
