@@ -177,11 +177,13 @@ def make_fleet(
     workload_pods: int = 0,
     operands: int = 6,
     samples: int | None = None,
+    sick_series_only: bool = False,
 ) -> dict[str, Any]:
     """A scenario dict (spec/scenario.md) for a fleet; target pod ml/trainer-0 is pending.
 
     Each node runs `operands` operand pods (6 or 10), plus `workload_pods` CPU pods of other
-    services. Each GPU has six DCGM series of 1-3 samples, or of `samples` evenly over 24 h.
+    services. Each GPU has six DCGM series of 1-3 samples, or of `samples` evenly over 24 h
+    (`sick_series_only`: the sick nodes' GPUs only, for benchmarks/digest_bench.py's stand-in).
     """
     operand_list = (OPERANDS + MORE_OPERANDS)[:operands]
     rng = random.Random(seed)
@@ -200,7 +202,7 @@ def make_fleet(
                 f"I1129 11:58:05.486697       1 health.go:185] XidCriticalError: Xid=79 on Device={uuid}; "
                 "marking device as unhealthy.\n"
             )
-        if not with_series:
+        if not with_series or (sick_series_only and not sick):
             continue
         for g in range(gpus_per_node):
             labels = {
@@ -219,10 +221,13 @@ def make_fleet(
             metrics.append(
                 {"metric": {"__name__": "DCGM_FI_DEV_FB_FREE", **labels}, "values": [[0, 81559 - used]]}
             )
+            # The last-Xid gauge was scraped a day ago too: the exporter has run for days, so
+            # its series did not begin in the last 24 h (a fleet of new series would make the
+            # digest's "changed" read return every GPU, which no long-running fleet does).
             metrics.append(
                 {
                     "metric": {"__name__": "DCGM_FI_DEV_XID_ERRORS", **labels},
-                    "values": [[0, 79 if bad else 0]],
+                    "values": [[-88000, 0], [0, 79 if bad else 0]],
                 }
             )
             rows = [[-86000, 0], [-3600, 12], [0, 14]] if bad else [[-86000, 2], [0, 2]]

@@ -17,13 +17,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
 
+from layers.digest_model import (
+    ALLOCATABLE_BELOW_CAPACITY,
+    REASONS,
+    REMAPPED_ROWS_RISING,
+    ROW_REMAP_FAILURE,
+    Digest,
+    FlaggedNode,
+    ResourceCount,
+    row_count,
+)
+from layers.digest_reads import PLUGIN_LOG_NODES, dra_inventory, with_plugin_xids
 from layers.facts import draslices
 from layers.facts import objects as o
-from layers.facts.context import Settings, WalkContext
 from layers.facts.draslices import Inventory
 from layers.facts.fold import shown
 from layers.facts.gpufacts import (
@@ -34,133 +41,30 @@ from layers.facts.gpufacts import (
     read_fleet_health,
 )
 from layers.facts.hosts import HostMap, host_map
-from layers.facts.pluginlog import read_plugin_log
-from layers.findings import Target
-from layers.owner_digest import OWNER_REASONS, OwnerFacts, owner_facts, vanished_cordons
+from layers.owner_digest import owner_facts, vanished_cordons
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
 
-ALLOCATABLE_BELOW_CAPACITY = "ALLOCATABLE_BELOW_CAPACITY"
-REMAPPED_ROWS_RISING = "REMAPPED_ROWS_RISING"
-ROW_REMAP_FAILURE = "ROW_REMAP_FAILURE"
-REASONS = (ALLOCATABLE_BELOW_CAPACITY, REMAPPED_ROWS_RISING, ROW_REMAP_FAILURE)
-# Worst first when the list is long: a failed remap means RMA, a lost GPU costs capacity now.
-_WEIGHT = {ROW_REMAP_FAILURE: 4, ALLOCATABLE_BELOW_CAPACITY: 2, REMAPPED_ROWS_RISING: 1}
-# An owner gave up (a person must act) outranks all; agents' faults and NotReady are a lost node.
-_WEIGHT.update(dict(zip(OWNER_REASONS, (5, 3, 3), strict=True)))
-
-# Device plugin logs read per digest: only nodes with a capacity gap, whose lost GPUs the plugin's
-# Xid lines explain (DCGM cannot report 79, 119, 120); bounded so a bad day stays one quick read.
-PLUGIN_LOG_NODES = 50
+# The digest's data and its reads past the nodes and the fleet's signals live beside it
+# (layers/digest_model.py, layers/digest_reads.py); their names stay importable from here.
+__all__ = [
+    "ALLOCATABLE_BELOW_CAPACITY",
+    "EXPORTER_SELECTORS",
+    "PLUGIN_LOG_NODES",
+    "REASONS",
+    "REMAPPED_ROWS_RISING",
+    "ROW_REMAP_FAILURE",
+    "Digest",
+    "FlaggedNode",
+    "ResourceCount",
+    "build_digest",
+    "collect_digest",
+    "dra_inventory",
+    "row_count",
+    "with_plugin_xids",
+]
 
 # dcgm-exporter pods, by the operator's `app` label and the standalone chart's name label.
 EXPORTER_SELECTORS = ("app=nvidia-dcgm-exporter", "app.kubernetes.io/name=dcgm-exporter")
-
-
-@dataclass(frozen=True)
-class ResourceCount:
-    resource: str
-    capacity: int
-    allocatable: int
-    replicas: int = 1  # units per GPU on a time-sliced node (capacity and allocatable count replicas)
-
-    @property
-    def gpu_capacity(self) -> int:
-        return -(-self.capacity // self.replicas)
-
-    @property
-    def gpu_allocatable(self) -> int:
-        """GPUs left: a GPU marked unhealthy takes all its replicas, so a partial one is lost."""
-        lost = self.capacity - self.allocatable
-        return self.gpu_capacity - (-(-lost // self.replicas) if lost > 0 else 0)
-
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "resource": self.resource,
-            "capacity": self.capacity,
-            "allocatable": self.allocatable,
-        }
-        if self.replicas > 1:
-            out["replicas_per_gpu"] = self.replicas
-        return out
-
-
-@dataclass(frozen=True)
-class FlaggedNode:
-    node: str
-    capacity: int  # GPUs (and MIG instances) the node advertises; time-sliced replicas counted as GPUs
-    allocatable: int
-    reasons: tuple[str, ...]
-    correctable_rows_24h: int = 0
-    uncorrectable_rows_24h: int = 0
-    xids_24h: tuple[int, ...] = ()
-    cordoned: bool = False
-    row_remap_failure: bool = False
-    resources: tuple[ResourceCount, ...] = ()
-    gpus: tuple[str, ...] = ()  # the GPUs whose rows rose or whose remap failed, as a person names them
-    owners: OwnerFacts = field(
-        default_factory=OwnerFacts
-    )  # the node's owner and state (layers/owner_digest.py)
-
-    @property
-    def gaps(self) -> tuple[ResourceCount, ...]:
-        return tuple(r for r in self.resources if r.allocatable < r.capacity)
-
-    @property
-    def weight(self) -> tuple[int, int]:
-        # Reasons added beside the three (the ledger's, layers/digest_ledger.py) weigh as a capacity gap.
-        return max(_WEIGHT.get(r, 2) for r in self.reasons), sum(_WEIGHT.get(r, 2) for r in self.reasons)
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "node": self.node,
-            "capacity": self.capacity,
-            "allocatable": self.allocatable,
-            "reasons": list(self.reasons),
-            "remapped_rows_24h": {
-                "correctable": self.correctable_rows_24h,
-                "uncorrectable": self.uncorrectable_rows_24h,
-            },
-            "xids_24h": list(self.xids_24h),
-            "cordoned": self.cordoned,
-            "row_remap_failure": self.row_remap_failure,
-            "resources": [r.to_dict() for r in self.resources],
-            "gpus": list(self.gpus),
-            "owner": self.owners.owner.to_dict() if self.owners.owner else None,
-            "owner_reason": self.owners.needs_person,
-            "health_conditions": list(self.owners.conditions),
-        }
-
-
-@dataclass(frozen=True)
-class Digest:
-    generated_at: float  # unix seconds
-    gpu_nodes: int
-    flagged: tuple[FlaggedNode, ...]
-    metrics_source: str = ""
-    metrics_error: str | None = None  # why remapped rows and Xids could not be read
-    notes: tuple[str, ...] = ()
-    rows_read: bool = True  # False: remapped rows were not readable, their zeros mean "unknown"
-    hostmap: HostMap = field(default_factory=HostMap, compare=False, repr=False)
-    offenders: tuple[Any, ...] = ()  # the ledger's rules met (layers/digest_ledger.py Offender)
-
-    @property
-    def generated_iso(self) -> str:
-        return datetime.fromtimestamp(self.generated_at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "generated_at": self.generated_iso,
-            "gpu_nodes": self.gpu_nodes,
-            "flagged": [f.to_dict() for f in self.flagged],
-            "metrics": {"source": self.metrics_source, "error": self.metrics_error},
-            "notes": list(self.notes),
-            "offenders": [x.to_dict() for x in self.offenders],
-        }
-
-
-def row_count(value: float) -> int:
-    """Remapped rows as a whole number: `increase` extrapolates (6.0027 for 6), but any rise is at least 1."""
-    return 0 if value <= 0 else max(1, round(value))
 
 
 def _resources(node: K8sObject) -> tuple[ResourceCount, ...]:
@@ -362,70 +266,3 @@ def collect_digest(
         inventory=dra_inventory(cluster, notes),
     )
     return with_plugin_xids(digest, cluster, telemetry, operator_namespace)
-
-
-def dra_inventory(cluster: Cluster, notes: list[str]) -> Inventory | None:
-    """The GPUs DRA nodes publish, with their taints (one slice list, one DeviceTaintRule list);
-    a refusal is a note naming the rule, a cluster without DRA an empty inventory."""
-    try:
-        slices = cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={draslices.DRIVER}")
-    except SourceError as err:
-        notes.append(f"DRA ResourceSlices not read, so GPUs tainted by the DRA driver are not counted: {err}")
-        return None
-    try:
-        rules = cluster.list_dra("DeviceTaintRule") if slices else []
-    except SourceError as err:
-        notes.append(f"DeviceTaintRules not read (taints they add are not counted): {err}")
-        rules = []
-    inventory = draslices.build_inventory(slices, rules)
-    if inventory.problems:
-        notes.append(
-            f"{len(inventory.problems)} part(s) of the DRA inventory unreadable: {inventory.problems[0]}"
-        )
-    return inventory
-
-
-def with_plugin_xids(
-    digest: Digest, cluster: Cluster, telemetry: Telemetry, operator_namespace: str | None
-) -> Digest:
-    """Add the Xids of the last 24 h in the device plugin's log to nodes with a capacity gap.
-
-    DCGM cannot report every Xid (79, 119, 120): the plugin's log is the other witness
-    (spec/findings.md, layer 5), and the one that names why a GPU left allocatable.
-    """
-    gaps = [f for f in digest.flagged if ALLOCATABLE_BELOW_CAPACITY in f.reasons]
-    if not gaps:
-        return digest
-    ctx = WalkContext(cluster, telemetry, Target(None, None), None, Settings(operator_namespace))
-    extra: dict[str, tuple[int, ...]] = {}
-    unread: list[str] = []
-    partial: list[str] = []  # read, but a byte cap left part of the last 24 h out
-    for f in gaps[:PLUGIN_LOG_NODES]:
-        try:
-            if not ctx.operator_pods_on(f.node, "device-plugin"):
-                continue  # no plugin pod (another device plugin, or none): nothing to read, not an error
-        except SourceError:
-            unread.append(f.node)
-            continue
-        log, problems = read_plugin_log(ctx, f.node)
-        if log is None or not log.read or len(problems) > bool(log.gaps):
-            unread.append(f.node)
-        elif log.gaps:
-            partial.append(f.node)
-        if log is not None and log.xids:
-            extra[f.node] = tuple(sorted(set(f.xids_24h) | set(log.xids)))
-    notes = list(digest.notes)
-    missing = "Xids DCGM cannot report (79, 119, 120) may be missing from xids_24h"
-    notes += [f"device plugin log not read on {shown(unread)}: {missing}"] if unread else []
-    if partial:
-        notes.append(
-            f"device plugin log read only in part on {shown(partial)} (past the byte cap): {missing}"
-        )
-    if len(gaps) > PLUGIN_LOG_NODES:
-        notes.append(
-            f"device plugin logs read on the first {PLUGIN_LOG_NODES} of {len(gaps)} nodes with a capacity gap"
-        )
-    flagged = tuple(
-        dataclasses.replace(f, xids_24h=extra[f.node]) if f.node in extra else f for f in digest.flagged
-    )
-    return dataclasses.replace(digest, flagged=flagged, notes=tuple(notes))

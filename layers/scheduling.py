@@ -38,13 +38,18 @@ LAYER = 1
 def check(ctx: WalkContext) -> LayerResult:
     findings: list[Finding] = []
     pod = ctx.pod
+    bound = ctx.bound_node
+    nodes: list[K8sObject] | None = None
     try:
-        nodes = ctx.nodes()
+        # A bound pod needs its own node only (ctx.node reads it by name): its walk's requests do not
+        # grow with the fleet. The check below still fails as before when the node cannot be read.
+        nodes = [] if bound else ctx.nodes()
+        if bound:
+            ctx.node(bound)
     except SourceError as err:
         findings.append(unknown(LAYER, f"could not list nodes to compare capacity with allocatable: {err}"))
         nodes = None
 
-    bound = ctx.bound_node
     # A pod that uses DRA GPUs is judged by the DRA table: no nvidia.com/gpu there is normal.
     uses_dra = pod is not None and drareads.uses_dra_gpus(ctx)
     if nodes is not None and not uses_dra:

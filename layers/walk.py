@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable
 
 from layers import card, memory, ownership, runtime, scheduling, versions
 from layers.facts import objects as o
-from layers.facts.context import Settings, WalkContext
+from layers.facts.context import EXAMINED_NODES, Settings, WalkContext
+from layers.facts.fold import shown
 from layers.facts.target import check_object_name
 from layers.findings import LayerResult, Target, WalkResult, unknown
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry, TelemetryError
@@ -31,9 +32,21 @@ def run_layer(ctx: WalkContext, layer: int) -> LayerResult:
     """One layer. A source error a layer did not turn into a finding still becomes `unknown`."""
     try:
         # Every layer names the node's other owners; their maintenance is not a fault.
-        return ownership.adjust(ctx, LAYERS[layer](ctx))
+        result = ownership.adjust(ctx, LAYERS[layer](ctx))
     except (SourceError, TelemetryError) as err:
         return LayerResult.build(layer, [unknown(layer, f"layer {layer} could not read its sources: {err}")])
+    skipped = ctx.not_examined() if layer > 1 else []
+    if not skipped:
+        return result
+    # An unbound pod with more candidates than a walk examines (layers/facts/context.py,
+    # EXAMINED_NODES): the layer's verdict covers the examined ones only, never "ok" for the rest.
+    note = unknown(
+        layer,
+        f"{len(skipped)} more candidate node(s) were not examined (a walk examines {EXAMINED_NODES}): "
+        "`gpubot digest` covers the fleet, `gpubot why` on a pod there walks that node",
+        evidence=[f"not examined: {shown(skipped)}"],
+    )
+    return LayerResult.build(layer, [*result.findings, note])
 
 
 def open_pod(

@@ -18,14 +18,31 @@ import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import urllib3
 from urllib3.util.retry import Retry
 
+from bot.sources.kube_counts import RequestCounts, request_kind
 from bot.sources.kube_errors import api_error, counted, unreachable
+from bot.sources.kube_resources import (
+    CONFIGMAPS,
+    DAEMONSETS,
+    DRA_BETAS,
+    DRA_FALLBACK,
+    DRA_RESOURCES,
+    EVENTS,
+    FALLBACK_VERSIONS,
+    NODES,
+    PODS,
+    PVCS,
+    PVS,
+    RUNTIMECLASSES,
+    Resource,
+    query_value,
+)
 from bot.sources.kubeclient import (
     ApiException,
     ConfigException,
@@ -35,6 +52,7 @@ from bot.sources.kubeclient import (
 )
 from bot.sources.kubeconfig import load_kubeconfig
 from bot.sources.listing import DRA_GROUP, EVERYTHING, ListReads, Selection
+from bot.sources.selectors import node_named
 from bot.sources.stalls import StallMemory
 from layers.facts.cordons import GPUBOT_FIELD_MANAGER as FIELD_MANAGER
 from layers.sources import K8sObject, SourceError
@@ -42,69 +60,6 @@ from layers.sources import K8sObject, SourceError
 PAGE_SIZE = 500
 USER_AGENT = "gpubot"
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
-# The NVIDIADriver CRD has only ever shipped as v1alpha1.
-_FALLBACK_VERSIONS = {"nvidiadrivers": "v1alpha1"}
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A REST resource: where it lives and the name RBAC knows it by."""
-
-    group: str
-    version: str
-    plural: str
-    namespaced: bool
-
-    @property
-    def rbac(self) -> str:
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
-        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if namespace is not None:
-            root += f"/namespaces/{_segment(namespace, 'namespace', self)}"
-        root += f"/{self.plural}"
-        if name is not None:
-            root += f"/{_segment(name, 'name', self)}"
-        if sub:
-            root += f"/{sub}"
-        return root
-
-
-def _query_value(value: str | int | bool) -> str:
-    """A query value as the API reads it (booleans lower-case, as the client serializes them)."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _segment(value: str, what: str, res: Resource) -> str:
-    """One path segment; an empty or slashed one would address another object."""
-    if not isinstance(value, str) or not value or "/" in value or value in (".", ".."):
-        raise counted(
-            SourceError("bad_input", f"cannot read {res.rbac}: {what} {value!r} is not a valid object name")
-        )
-    return quote(value, safe="")
-
-
-NODES = Resource("", "v1", "nodes", namespaced=False)
-PODS = Resource("", "v1", "pods", namespaced=True)
-EVENTS = Resource("", "v1", "events", namespaced=True)
-DAEMONSETS = Resource("apps", "v1", "daemonsets", namespaced=True)
-RUNTIMECLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", namespaced=False)
-CONFIGMAPS = Resource("", "v1", "configmaps", namespaced=True)
-# A pending pod's volumes: a PersistentVolume's required node affinity (a zonal disk) limits its nodes.
-PVCS = Resource("", "v1", "persistentvolumeclaims", namespaced=True)
-PVS = Resource("", "v1", "persistentvolumes", namespaced=False)
-# Dynamic Resource Allocation (resource.k8s.io), at v1 (Kubernetes 1.34); older clusters serve only the
-# betas (1.32/1.33), and DeviceTaintRules came as v1alpha3: DRA_FALLBACK lists what to try next.
-DRA_RESOURCES: dict[str, Resource] = {
-    "DeviceClass": Resource("resource.k8s.io", "v1", "deviceclasses", namespaced=False),
-    "ResourceSlice": Resource("resource.k8s.io", "v1", "resourceslices", namespaced=False),
-    "ResourceClaim": Resource("resource.k8s.io", "v1", "resourceclaims", namespaced=True),
-    "ResourceClaimTemplate": Resource("resource.k8s.io", "v1", "resourceclaimtemplates", namespaced=True),
-    "DeviceTaintRule": Resource("resource.k8s.io", "v1", "devicetaintrules", namespaced=False),
-}
-DRA_FALLBACK = {"devicetaintrules": ("v1beta2", "v1alpha3")}
-DRA_BETAS = ("v1beta2", "v1beta1")
 
 
 class KubeCluster(ListReads):
@@ -120,6 +75,7 @@ class KubeCluster(ListReads):
         self.page_size = PAGE_SIZE
         self.server = str(configuration.host)
         self.calls = 0  # HTTP requests made, for benchmarks
+        self.counts = RequestCounts()  # by verb, resource and page (bot/sources/kube_counts.py)
         self._calls_lock = threading.Lock()
         self._stalled = StallMemory(timeout_s)  # (verb, resource) of reads that just timed out
         self._log_stalls = StallMemory(timeout_s)  # nodes whose pods' logs just timed out
@@ -196,6 +152,7 @@ class KubeCluster(ListReads):
                     )
                 )
             self.calls += 1
+        self.counts.add(request_kind(verb, resource, query))
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if content_type:
             headers["Content-Type"] = content_type
@@ -206,7 +163,7 @@ class KubeCluster(ListReads):
                 headers[str(auth["key"])] = str(auth["value"])
             url = f"{self.configuration.host}{path}"
             if query:
-                url += "?" + urlencode([(k, _query_value(v)) for k, v in query], safe="/", quote_via=quote)
+                url += "?" + urlencode([(k, query_value(v)) for k, v in query], safe="/", quote_via=quote)
             resp = self._rest.request(
                 method,
                 url,
@@ -251,13 +208,23 @@ class KubeCluster(ListReads):
             query.append(("fieldSelector", where.fields))
         if where.labels:
             query.append(("labelSelector", where.labels))
+        if res is PODS and node_named(where.fields) is not None:
+            # One node's pods (at most a few hundred) may come from the API server's watch cache
+            # (resourceVersion=0): no etcd read, and a list a second stale is fine for a walk. Not
+            # for fleet-sized lists: served from the cache, a list at resourceVersion=0 ignores
+            # `limit` (Kubernetes #70735), 65,000 nodes in one answer. docs/scale.md.
+            query.append(("resourceVersion", "0"))
         query.append(("limit", self.page_size))
         items: list[K8sObject] = []
         token: str | None = None
         while True:
-            page_query = [*query, ("continue", token)] if token else query
+            # A continue token carries its list's resourceVersion: the API server refuses both.
+            page_query = (
+                [*(q for q in query if q[0] != "resourceVersion"), ("continue", token)] if token else query
+            )
             body = self._send("GET", path, page_query, verb="list", resource=res.rbac, namespace=namespace)
             page = json.loads(body)
+            self.counts.add_items(request_kind("list", res.rbac, page_query), len(page.get("items") or ()))
             kind = str(page.get("kind") or "")
             item_kind = kind[: -len("List")] if kind.endswith("List") else ""
             api_version = page.get("apiVersion")
@@ -328,7 +295,7 @@ class KubeCluster(ListReads):
 
     def list_custom(self, group: str, version: str, plural: str) -> list[K8sObject]:
         versions = [version]
-        fallback = _FALLBACK_VERSIONS.get(plural)
+        fallback = FALLBACK_VERSIONS.get(plural)
         if fallback and fallback != version:
             versions.append(fallback)
         for v in versions:

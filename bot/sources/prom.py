@@ -72,6 +72,7 @@ class PrometheusTelemetry:
         self._at = at
         self._clock = clock
         self.queries = 0  # HTTP queries made, for benchmarks and tests
+        self.bytes_returned = 0  # bodies of the answers, for benchmarks (benchmarks/digest_bench.py)
         self._last = threading.local()  # the last HTTP response of this thread, for error bodies
 
         self._ca_bundle, self._insecure, self._retries = ca_bundle, insecure, retries
@@ -256,6 +257,8 @@ class PrometheusTelemetry:
 
     def _remember(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
         self._last.response = response
+        with self._lock:
+            self.bytes_returned += len(response.content or b"")
 
     def _call(self, query: str, do: Callable[[PrometheusConnect], Any]) -> Any:
         where = f"Prometheus at {self.shown_url}"

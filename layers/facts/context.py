@@ -90,6 +90,10 @@ def component(pod: K8sObject) -> str | None:
 # Past this many nodes, a node's operator pods come from one fleet-wide list instead of
 # one list per node: the plugin logs are read on at most 50 nodes too (layers/card.py).
 PER_NODE_READS = 50
+# The most nodes layers 2-5 examine for an unbound pod (spec/findings.md, Terms: examined nodes),
+# in the candidates' order (by name): a walk is about one pod, and past a few nodes what is wrong is
+# the fleet's, for the digest. Keeps a pending pod's LIST pages at the node list's + 10.
+EXAMINED_NODES = 4
 
 
 class WalkContext(ReadCache):
@@ -106,6 +110,7 @@ class WalkContext(ReadCache):
     ) -> None:
         super().__init__(cluster, telemetry, target, pod, settings)
         self._nodes_asked: set[str] = set()  # nodes whose operator pods were read one by one
+        self._not_examined: list[str] = []  # candidates past EXAMINED_NODES (examined_nodes)
 
     def candidates(self) -> Candidates:
         """The candidate nodes of the unbound target pod, once per walk (spec: Terms). Every layer
@@ -148,9 +153,18 @@ class WalkContext(ReadCache):
             pointed = (
                 drareads.pointed_at(self) if self.pod is not None and drareads.uses_dra_gpus(self) else sick
             )
-            return pointed_at(self.candidates().nodes, pointed)
+            # At most EXAMINED_NODES: each costs a pod list (a maximum-seat LIST under API Priority
+            # and Fairness) and two log reads, and a pending pod of a 65,000-node fleet may have
+            # thousands of candidates. Layer 1 still names every node it points at.
+            nodes = pointed_at(self.candidates().nodes, pointed)
+            self._not_examined = nodes[EXAMINED_NODES:]
+            return nodes[:EXAMINED_NODES]
 
         return self.cached("examined", pick)
+
+    def not_examined(self) -> list[str]:
+        """The candidate nodes past EXAMINED_NODES that layers 2-5 do not look at (after examined_nodes)."""
+        return list(self._not_examined)
 
     # --- operator ------------------------------------------------------------------
 

@@ -151,11 +151,17 @@ def extended_requests(ctx: ReadCache) -> dict[str, int]:
     wanted = o.pod_requests(pod)
     if not wanted:
         return out
+    bound = ctx.bound_node
     try:
-        offered = {r for n in ctx.nodes() for r in o.advertised(n)}
+        # What the pod's own node advertises answers first: a resource it offers is served, so
+        # a bound pod's walk reads the fleet's nodes only for a resource its node does not offer.
+        here = ctx.node(bound) if bound else None
+        unserved = {r: q for r, q in wanted.items() if here is None or r not in o.advertised(here)}
+        if unserved:
+            offered = {r for n in ctx.nodes() for r in o.advertised(n)}
+            unserved = {r: q for r, q in unserved.items() if r not in offered}
     except SourceError:
         return out
-    unserved = {r: q for r, q in wanted.items() if r not in offered}
     if not unserved:
         return out
     try:

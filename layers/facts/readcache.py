@@ -71,8 +71,22 @@ class ReadCache:
         return self.cached("nodes", self.cluster.list_nodes)
 
     def node(self, name: str) -> K8sObject | None:
-        by_name = self.cached("nodes_by_name", lambda: {o.name(n): n for n in self.nodes()})
-        return by_name.get(name)
+        """The node by name (None: no such node). From the node list once a layer has read it;
+        before that, one GET of that node, so a bound pod's walk reads its own node, not a
+        fleet of 65,000 (a list that failed raises its error here too, as it always did)."""
+        if "nodes" in self._cache:
+            by_name = self.cached("nodes_by_name", lambda: {o.name(n): n for n in self.nodes()})
+            return by_name.get(name)
+
+        def read() -> K8sObject | None:
+            try:
+                return self.cluster.get_node(name)
+            except SourceError as err:
+                if err.kind == "not_found":
+                    return None
+                raise
+
+        return self.cached(("node", name), read)
 
     def gpu_nodes(self) -> list[K8sObject]:
         return self.cached("gpu_nodes", lambda: [n for n in self.nodes() if o.is_gpu_node(n)])

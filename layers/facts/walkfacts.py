@@ -155,7 +155,9 @@ def _read_walk_facts(ctx: WalkContext, nodes: tuple[str, ...]) -> WalkFacts:
             f"cannot be mapped to their node: {err}"
         )
     try:
-        known = [o.name(n) for n in ctx.nodes()]
+        # A bound pod's walk has not listed the fleet (ctx.node reads its node by name): its
+        # examined node is what it knows, as when the list fails; series are selected for it anyway.
+        known = [o.name(n) for n in ctx.nodes()] if not ctx.bound_node else list(nodes)
     except SourceError:
         known = list(nodes)
     hostmap = hosts.host_map(known, exporters)

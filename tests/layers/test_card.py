@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from layers import card
+from layers.facts import context
 from layers.facts import logsigs as sig
 from layers.findings import Severity
 from layers.sources import NoTelemetry
@@ -550,7 +551,9 @@ def test_old_gauge_beside_a_fresh_xid_on_another_gpu() -> None:
     }
 
 
-def test_nodes_past_the_plugin_log_cap_are_unknown_never_ok() -> None:
+def test_nodes_past_the_plugin_log_cap_are_unknown_never_ok(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A walk examines at most EXAMINED_NODES candidates; the card's own log cap is for more.
+    monkeypatch.setattr(context, "EXAMINED_NODES", 100)
     names = [f"gpu-{i:02d}" for i in range(60)]
     plugins = [
         b.operand("nvidia-device-plugin-daemonset", n, suffix=f"p{i:02d}") for i, n in enumerate(names)

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from layers import runtime
+from layers.facts import context
 from layers.facts import logsigs as sig
 from layers.findings import STOP, LayerResult, Severity
 from layers.sources import K8sObject
@@ -492,7 +493,9 @@ def test_unbound_pod_examines_the_gpu_node_that_does_not_advertise() -> None:
     assert [(f.code, f.node) for f in result.findings] == [("L2_DEVICE_PLUGIN_NVML_FAILED", "gpu-new")]
 
 
-def test_many_healthy_nodes_make_one_ok() -> None:
+def test_many_healthy_nodes_make_one_ok(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The layer's folding of many examined nodes, past the walk's cap (context.EXAMINED_NODES).
+    monkeypatch.setattr(context, "EXAMINED_NODES", 10_000)
     objs: list[K8sObject] = [app(node_name=None)]
     for i in range(15):
         objs += [
@@ -576,7 +579,11 @@ def test_no_runtime_signature_needs_nvidia() -> None:
     assert sig.NO_RUNTIME_NVIDIA.matches("no runtime for &#34;nvidia&#34; is configured")
 
 
-def test_nodes_without_operator_pods_are_one_unknown_and_sandbox_errors_still_count() -> None:
+def test_nodes_without_operator_pods_are_one_unknown_and_sandbox_errors_still_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The layer's folding of many examined nodes, past the walk's cap (context.EXAMINED_NODES).
+    monkeypatch.setattr(context, "EXAMINED_NODES", 10_000)
     target = app(statuses=[waiting("trainer", "ContainerCreating")], phase="Pending")
     ev = event(("ml", "Pod", "trainer-0"), "FailedCreatePodSandBox", SANDBOX_10)
     result = run([gpu_node(NODE), gpu_node("gpu-2"), target, *healthy_operator("gpu-2"), ev])

@@ -471,13 +471,21 @@ def test_nodes_forbidden_is_unknown_with_the_rbac_hint() -> None:
 
 
 def test_bound_pod_with_nodes_forbidden_still_reports_scheduled() -> None:
+    # A bound pod reads its own node by name (a 65,000-node list is not its business): a refused
+    # GET of it is the unknown; a refused node list does not touch its walk.
     result = run(
+        [gpu_node("gpu-0", 1), pending(node="gpu-0")],
+        pod=("ml", "trainer-0"),
+        fail={"get_node": forbidden("get", "nodes")},
+    )
+    assert codes(result) == ["L1_UNKNOWN", "L1_POD_SCHEDULED"]
+    assert result.status == Severity.UNKNOWN and result.next == 2
+    listed = run(
         [gpu_node("gpu-0", 1), pending(node="gpu-0")],
         pod=("ml", "trainer-0"),
         fail={"list_nodes": forbidden("list", "nodes")},
     )
-    assert codes(result) == ["L1_UNKNOWN", "L1_POD_SCHEDULED"]
-    assert result.status == Severity.UNKNOWN and result.next == 2
+    assert codes(listed) == ["L1_POD_SCHEDULED"]
 
 
 def test_events_forbidden_is_unknown() -> None:

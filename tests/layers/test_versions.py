@@ -13,6 +13,7 @@ import pytest
 
 from bot.sources.snapshot import SnapshotCluster
 from layers import versions
+from layers.facts import context
 from layers.facts.context import WalkContext
 from layers.facts.fold import MAX_LISTED as MAX_PER_CODE
 from layers.findings import STOP, LayerResult, Severity, Target
@@ -575,7 +576,9 @@ def test_kernel_and_os_skew() -> None:
     assert "L3_KERNEL_SKEW" not in codes(run(nodes, node_name="gpu-0"))
 
 
-def test_pending_pod_on_a_large_fleet_folds_odd_nodes() -> None:
+def test_pending_pod_on_a_large_fleet_folds_odd_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The layer's folding of many examined nodes, past the walk's cap (context.EXAMINED_NODES).
+    monkeypatch.setattr(context, "EXAMINED_NODES", 10_000)
     # A pending pod examines every GPU node: 5,000 of them, 100 on another driver.
     nodes = [node(f"n{i}", "535.183.01" if i % 50 == 0 else "550.90.07") for i in range(5000)]
     pending = pod("job-0", "", {"app": "job"}, ["main"], ns="ml", phase="Pending")
