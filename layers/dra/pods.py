@@ -98,7 +98,9 @@ def unbound_pod(ctx: WalkContext, pod: K8sObject, failures: Sequence[SchedulingF
         )
     ]
     out.append(claim_pending(ctx, states, needs, failures))
-    if any(s.template_missing for s in states):
+    # Only where DRA is served (some DeviceClass exists): without resource.k8s.io every named object
+    # reads as missing, and L1_DRA_NO_DEVICES says what is (the template is not the fix).
+    if classes and any(s.template_missing for s in states):
         out.append(template_missing(ctx, states))
     if classes is not None:
         out += class_missing(needs, classes, failures)
