@@ -36,7 +36,8 @@ POLICY = {
     "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
     "metadata": {"name": "cluster-policy", "creationTimestamp": "2026-09-30T10:00:00Z", "generation": 3,
                  "uid": "5b1d7e0c-3f5a-4a8e-9c51-7d2b9e1f0a42"},
-    "spec": {"driver": {"enabled": True, "version": "570.158.01"}, "toolkit": {"enabled": True},
+    # The hosts carry the driver (cloud GPU images): the operator runs no driver pods here.
+    "spec": {"driver": {"enabled": False}, "toolkit": {"enabled": True},
              "devicePlugin": {"enabled": True}, "validator": {"plugin": {"env": [{"name": "WITH_WORKLOAD", "value": "false"}]}}},
     "status": {"state": "ready", "namespace": NS,
                "conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "",
