@@ -25,7 +25,7 @@ from layers.facts import owners as ow
 from layers.facts.context import WalkContext
 from layers.facts.fold import MAX_LISTED, fold, listed
 from layers.facts.placement import selector_misses
-from layers.findings import Finding, LayerResult, Severity, finding
+from layers.findings import Finding, LayerResult, Severity, finding, unknown
 from layers.sources import K8sObject, SourceError
 
 # What an owner's maintenance looks like from each layer, said as its flow at work.
@@ -69,25 +69,43 @@ def _maintenance(f: Finding, held: ow.Held) -> Finding:
     )
 
 
-def after_cordon(ctx: WalkContext, name: str) -> list[str]:
+def after_cordon(ctx: WalkContext, name: str) -> tuple[list[str], str | None]:
     """What the platform does after a cordon of this node, as evidence lines the cordon button's
-    confirmation repeats (handlers/blocks.py)."""
+    confirmation repeats (handlers/blocks.py), and what could not be read to say it (None: all)."""
 
-    def read() -> list[str]:
+    def read() -> tuple[list[str], str | None]:
         node = _node(ctx, name)
         if node is None:
-            return []
+            return [], None
+        unread = None
         try:
             drivers = ctx.operator_pods_on(name, "driver")
-        except SourceError:
-            drivers = []
-        return [cordons.AFTER_CORDON + n for n in cordons.cordon_notes(node, drivers)]
+        except SourceError as err:
+            drivers, unread = (
+                [],
+                f"the driver pods on {name} could not be read ({err}), so whether the driver manager uncordons it after a driver restart is not known",
+            )
+        return [cordons.AFTER_CORDON + n for n in cordons.cordon_notes(node, drivers)], unread
 
     return ctx.cached(("after_cordon", name), read)
 
 
-def name_owners(ctx: WalkContext, findings: list[Finding]) -> list[Finding]:
+def _cordon_nodes(ctx: WalkContext) -> set[str]:
+    """The nodes whose cordon button a walk offers: the pod's node, or the examined ones. Other
+    nodes a finding names (the cordoned nodes of a fleet) get no per-node read: a walk's reads
+    must not grow with the fleet."""
+    if ctx.bound_node:
+        return {ctx.bound_node}
+    try:
+        return set(ctx.examined_nodes())
+    except SourceError:
+        return set()
+
+
+def name_owners(ctx: WalkContext, findings: list[Finding], layer: int = 1) -> list[Finding]:
     out: list[Finding] = []
+    unread: list[str] = []
+    cordonable = _cordon_nodes(ctx)
     for f in findings:
         node = _node(ctx, f.node)
         if node is None or f.node is None or f.severity == Severity.OK:
@@ -98,8 +116,14 @@ def name_owners(ctx: WalkContext, findings: list[Finding]) -> list[Finding]:
             f = _maintenance(f, maint)
         elif held is not None and not any(e.startswith(OWNER_LINE) for e in f.evidence):
             f = dataclasses.replace(f, evidence=(*f.evidence, owner_line(held)))
-        notes = [n for n in after_cordon(ctx, name) if n not in f.evidence]
+        notes: list[str] = []
+        if name in cordonable:
+            after, missed = after_cordon(ctx, name)
+            notes = [n for n in after if n not in f.evidence]
+            if missed and missed not in unread:
+                unread.append(missed)
         out.append(dataclasses.replace(f, evidence=(*f.evidence, *notes)) if notes else f)
+    out += [unknown(layer, what) for what in unread]
     return out
 
 
@@ -116,7 +140,7 @@ def _layer1(ctx: WalkContext) -> list[Finding]:
             lines += c.evidence()
         if not lines:
             return []
-        lines += after_cordon(ctx, bound)
+        lines += after_cordon(ctx, bound)[0]  # what could not be read is said by name_owners
         agents = sorted({c.agent for c in ha.agent_conditions(node)})
         said = (
             f"health agent(s) {', '.join(agents)} report a GPU fault there (layer 5 has it)" if agents else ""
@@ -226,7 +250,7 @@ def _layer5(ctx: WalkContext, findings: list[Finding]) -> list[Finding]:
 
 def adjust(ctx: WalkContext, result: LayerResult) -> LayerResult:
     """The layer's findings with the node's owners said, and their maintenance not a fault."""
-    findings = name_owners(ctx, list(result.findings))
+    findings = name_owners(ctx, list(result.findings), result.layer)
     if result.layer == 1:
         findings += _layer1(ctx)
     elif result.layer == 5:
