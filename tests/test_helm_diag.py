@@ -87,6 +87,7 @@ def test_a_gateway_gets_no_diagnostics_role(helm: str) -> None:
     docs = render(
         helm,
         "--set",
-        "role=gateway,diagnostics.enabled=true,redis.url=redis://r:6379/0,slack.botToken=xoxb-1,slack.appToken=xapp-1",
+        "role=gateway,diagnostics.enabled=true,redis.url=redis://r:6379/0,slack.botToken=xoxb-1,slack.appToken=xapp-1,"
+        "requestKey.existingSecret.name=gpubot-request-key",
     )
     assert not by_kind(docs, "Role")

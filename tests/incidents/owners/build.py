@@ -37,7 +37,7 @@ NO_FAULTS_FROM_OWNERS = [
 
 
 def _fleet(name: str, description: str) -> Fleet:
-    # The owners' marks are not in /work/shared/samples: their own code and docs are the sample.
+    # The owners' marks are not in tests/fixtures/samples: their own code and docs are the sample.
     description += (
         " Built on the owners as the sample: the owner's own code, docs and issue threads (owners/README.md)."
     )
