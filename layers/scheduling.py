@@ -273,6 +273,8 @@ def placement_reasons(
     if cands.nodes:
         return scheduler_reasons(pod, failures, taint_nodes=[], selector_nodes=[], candidates=cands.nodes)
     carrying = list(cands.carrying) or [n for n in gpu_nodes if not not_for_pods(n)]
+    # A node the pod's volumes rule out is not one its taint or selector keeps it from.
+    carrying = [n for n in carrying if o.name(n) not in cands.off_volumes]
     selected = [n for n in carrying if not selector_misses(pod, n)]
     return scheduler_reasons(
         pod,

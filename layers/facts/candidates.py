@@ -115,6 +115,9 @@ class Candidates:
     # what the scheduler's selector and taint reasons are checked against.
     carrying: tuple[K8sObject, ...]
     excluded: Mapping[str, str] = field(default_factory=dict)  # GPU node -> why it is not a candidate
+    # GPU nodes the pod's pinned volumes rule out, whatever else rules them out: the scheduler's taint
+    # or selector reasons on such a node cannot be why the pod is pending (the volume is).
+    off_volumes: frozenset[str] = frozenset()
 
     @cached_property
     def names(self) -> frozenset[str]:
@@ -139,6 +142,7 @@ def candidate_nodes(
     chosen: list[K8sObject] = []
     carrying: list[K8sObject] = []
     excluded: dict[str, str] = {}
+    off_volumes: set[str] = set()
     for node in nodes:
         if not gpu_node(node):
             continue
@@ -151,6 +155,8 @@ def candidate_nodes(
             excluded[name] = "does not carry the requested GPU resource"
             continue
         carrying.append(node)
+        if volumes.misses(node):
+            off_volumes.add(name)
         misses = selector_misses(pod, node)
         if misses:
             excluded[name] = "; ".join(misses)
@@ -164,7 +170,9 @@ def candidate_nodes(
             excluded[name] = "; ".join(pinned)
             continue
         chosen.append(node)
-    return Candidates(nodes=tuple(chosen), carrying=tuple(carrying), excluded=excluded)
+    return Candidates(
+        nodes=tuple(chosen), carrying=tuple(carrying), excluded=excluded, off_volumes=frozenset(off_volumes)
+    )
 
 
 def pointed_at(candidates: Sequence[K8sObject], sick: NodeTest) -> list[str]:

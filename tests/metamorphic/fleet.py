@@ -161,9 +161,14 @@ def healthy_pool_other_driver(s: Scenario) -> Scenario:
     tname = _meta(template).get("name")
     operands = [p for p in _kind(out, "Pod") if (p.get("spec") or {}).get("nodeName") == tname
                 and _meta(p).get("namespace") == ns]  # fmt: skip
+    # A product none of the scenario's nodes has: without node-pool labels (an on-prem fleet) the
+    # product alone tells the pools apart, and the same product with no pool label is one pool
+    # (spec/findings.md, driver pools), where a second branch would be a real skew.
+    used = {str((_meta(n).get("labels") or {}).get("nvidia.com/gpu.product")) for n in _kind(out, "Node")}
+    product = next(p for p in ("NVIDIA-L40S", "NVIDIA-A10G", "NVIDIA-L4") if p not in used)
     for n in range(4):
         name = f"meta-l40s-pool-{n:02d}"
-        objs.append(_clone_gpu_node(template, name, "NVIDIA-L40S", extra, DEDICATED, 4, 4))
+        objs.append(_clone_gpu_node(template, name, product, extra, DEDICATED, 4, 4))
         for p in operands:
             pod = copy.deepcopy(p)
             pod["spec"]["nodeName"] = name

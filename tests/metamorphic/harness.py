@@ -96,4 +96,4 @@ def check_invariant(path: Path, mutation: Callable[[dict[str, Any]], dict[str, A
     snapshot = json.dumps(source, sort_keys=True)
     after = signature(mutation(source), f"{path}#{name}")
     assert json.dumps(source, sort_keys=True) == snapshot, "a mutation changed its input"
-    assert after == before
+    assert after == before, f"{name} changed the diagnosis:\n  before {before}\n  after  {after}"
