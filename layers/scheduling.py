@@ -276,10 +276,13 @@ def placement_reasons(
     # A node the pod's volumes rule out is not one its taint or selector keeps it from.
     carrying = [n for n in carrying if o.name(n) not in cands.off_volumes]
     selected = [n for n in carrying if not selector_misses(pod, n)]
+    # A taint explains the wait only on a node the pod could use but for it: one that carries the
+    # resource it asks for and matches its selector. With none carrying it, the resource is why; with
+    # none selected, the selector is (another pool's or a sick node's taint is not the pod's answer).
     return scheduler_reasons(
         pod,
         failures,
-        taint_nodes=selected or carrying,
+        taint_nodes=selected if cands.carrying else [],
         selector_nodes=[] if selected or not selector else carrying,
         candidates=[],
     )

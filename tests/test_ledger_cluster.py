@@ -4,72 +4,32 @@ through redis-py's RedisCluster client, and two nodes' keys land where their has
 
 from __future__ import annotations
 
-import subprocess
 import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import redis
 from redis.cluster import RedisCluster
 
 from bot.ledger.store import Ledger, RedisBackend
 from layers.facts.ledgerevents import Event
-from tests.services import HOST, free_port, require
+from tests.redis_topologies import RedisClusterServer
+from tests.services import require
 
 NOW = 1_795_953_600.0
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """The suite's 3-master cluster (tests/redis_topologies.py): free ports for the nodes and for
+    their cluster bus too (the default bus port, port + 10000, may be taken on a busy machine)."""
     try:
         require("redis-server", "redis-cli")
     except RuntimeError as err:
         pytest.skip(str(err))
-    folder: Path = tmp_path_factory.mktemp("redis-cluster")
-    ports = [free_port() for _ in range(3)]
-    procs = []
-    for port in ports:
-        d = folder / str(port)
-        d.mkdir()
-        procs.append(
-            subprocess.Popen(
-                ["redis-server", "--port", str(port), "--bind", HOST, "--cluster-enabled", "yes",
-                 "--cluster-config-file", str(d / "nodes.conf"), "--dir", str(d), "--save", "", "--appendonly", "no"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )  # fmt: skip
-    try:
-        for port in ports:
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    if redis.Redis(host=HOST, port=port, socket_timeout=1).ping():
-                        break
-                except redis.ConnectionError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
-        subprocess.run(
-            ["redis-cli", "--cluster", "create", *(f"{HOST}:{p}" for p in ports), "--cluster-yes"],
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
-        deadline = time.monotonic() + 20
-        while redis.Redis(host=HOST, port=ports[0]).cluster("info").get("cluster_state") != "ok":
-            assert time.monotonic() < deadline, "the cluster did not come up"
-            time.sleep(0.1)
-        client = RedisCluster(host=HOST, port=ports[0], decode_responses=True)
+    with RedisClusterServer(tmp_path_factory.mktemp("redis-cluster")) as server:
+        client = server.client()
         yield client
         client.close()
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait(10)
 
 
 def test_a_nodes_ledger_is_one_slot_and_writes_are_transactions(cluster: RedisCluster) -> None:

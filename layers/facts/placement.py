@@ -259,31 +259,48 @@ def scheduler_reasons(
                     near[taint_text(taint)] = near_miss(tolerations, taint)
                     if str(taint.get("key")) in CONDITION_TAINTS:
                         state[taint_text(taint)] = CONDITION_TAINTS[str(taint.get("key"))]
-        for taint_shown, tainted in sorted(by_taint.items()):
-            names = [o.name(n) for n in tainted]
-            if taint_shown in state:
-                # Kubernetes tainted the node because it is in trouble: tolerating that would send
-                # the pod to a broken node. The node's conditions say what is wrong.
-                summary = (
-                    f"{len(names)} GPU node(s) ({shown(names, limit=3)}) are {state[taint_shown]}: Kubernetes "
-                    f"tainted them {taint_shown}, so {ns}/{name} cannot go there — bring the node back (kubelet, "
-                    "network, power), a toleration is not the fix"
-                )
-                detail = [f"{o.name(n)}: {line}" for n in tainted for line in node_conditions(n)]
-            else:
-                summary = (
-                    f"{len(names)} GPU node(s) ({shown(names, limit=3)}) have taint {taint_shown} that "
-                    f"{ns}/{name} does not tolerate{near[taint_shown]}: add a toleration or remove the taint"
-                )
-                detail = []
+        plain = sorted((t, n) for t, n in by_taint.items() if t not in state)
+        troubled = sorted((t, n) for t, n in by_taint.items() if t in state)
+        if plain:
+            # One finding however many taints: each is a line of it, so a second tainted pool the
+            # pod could also use (a dedicated team's, say) adds evidence, not another answer.
+            parts = [
+                f"{len(tainted)} GPU node(s) ({shown([o.name(n) for n in tainted], limit=3)}) have taint "
+                f"{taint_shown}{near[taint_shown]}"
+                for taint_shown, tainted in plain
+            ]
+            names = sorted({o.name(n) for _, tainted in plain for n in tainted})
             out.append(
                 finding(
                     "L1_UNTOLERATED_TAINT",
-                    summary,
+                    f"{'; '.join(parts)}: {ns}/{name} does not tolerate "
+                    f"{'it' if len(plain) == 1 else 'them'} — add a toleration or remove the taint",
+                    evidence=[
+                        f"scheduler: {said('untolerated_taint')}",
+                        *listed([f"{o.name(n)}: taint {t}" for t, tainted in plain for n in tainted]),
+                        f"pod tolerations: {tolerations_shown(tolerations)}",
+                    ],
+                    commands=[
+                        "kubectl get nodes -o custom-columns='NODE:.metadata.name,TAINTS:.spec.taints'",
+                        f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.tolerations}}'",
+                    ],
+                    node=one_node(names),
+                )
+            )
+        for taint_shown, tainted in troubled:
+            names = [o.name(n) for n in tainted]
+            # Kubernetes tainted the node because it is in trouble: tolerating that would send
+            # the pod to a broken node. The node's conditions say what is wrong.
+            out.append(
+                finding(
+                    "L1_UNTOLERATED_TAINT",
+                    f"{len(names)} GPU node(s) ({shown(names, limit=3)}) are {state[taint_shown]}: Kubernetes "
+                    f"tainted them {taint_shown}, so {ns}/{name} cannot go there — bring the node back (kubelet, "
+                    "network, power), a toleration is not the fix",
                     evidence=[
                         f"scheduler: {said('untolerated_taint')}",
                         *listed([f"{n}: taint {taint_shown}" for n in names]),
-                        *listed(detail),
+                        *listed([f"{o.name(n)}: {line}" for n in tainted for line in node_conditions(n)]),
                         f"pod tolerations: {tolerations_shown(tolerations)}",
                     ],
                     commands=[
@@ -291,7 +308,7 @@ def scheduler_reasons(
                         f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.tolerations}}'",
                         *(
                             f"kubectl describe node {n} | sed -n '/Conditions/,/Addresses/p'"
-                            for n in (names[:3] if taint_shown in state else [])
+                            for n in names[:3]
                         ),
                     ],
                     node=one_node(names),
