@@ -17,6 +17,7 @@ import yaml
 
 from benchmarks.fleet import make_fleet
 from bot.render import walk_json
+from bot.sources import scenario as scenario_module
 from bot.sources.opener import bundled_scenarios
 from bot.sources.scenario import Scenario, ScenarioError, build_sources, load_scenario, parse_scenario
 from layers.walk import walk
@@ -49,11 +50,38 @@ def as_json(data: object, tmp_path: Path, name: str) -> Path:
     return path
 
 
+def read_yaml(path: Path) -> object:
+    """The scenario as data (libyaml where built: the pure-Python parser costs most of this file)."""
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 @pytest.mark.parametrize("yaml_path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_fast_loader_walks_like_the_standard_one(yaml_path: Path, tmp_path: Path) -> None:
-    path = as_json(yaml.safe_load(yaml_path.read_text()), tmp_path, yaml_path.stem)
-    fast = load_scenario(path)
-    assert walks(fast) == walks(standard(path))
+def test_fast_and_mapped_loaders_walk_like_the_standard_one(
+    yaml_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One file, read three ways: the standard loader, the fast one (a small file: decoded from a
+    # copy) and the fast one decoding in place from a read-only mapping (MAP_BYTES 0 maps every file).
+    path = as_json(read_yaml(yaml_path), tmp_path, yaml_path.stem)
+    expected = walks(standard(path))
+    assert walks(load_scenario(path)) == expected
+    mapped = every_file_mapped(monkeypatch)
+    assert walks(load_scenario(path)) == expected
+    assert mapped and all(mapped)  # the mapped path really ran
+
+
+def every_file_mapped(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make the fast loader map every file; the list says, per file read, whether it was mapped."""
+    mapped: list[int] = []
+    read_buffer = scenario_module._read_buffer
+
+    def spy(path: str | Path) -> object:
+        buf, pages = read_buffer(path)
+        mapped.append(int(pages is not None))
+        return buf, pages
+
+    monkeypatch.setattr(scenario_module, "MAP_BYTES", 0)
+    monkeypatch.setattr(scenario_module, "_read_buffer", spy)
+    return mapped
 
 
 def test_a_fleet_with_history_walks_alike_and_reads_few_series(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """Replay equivalence for mapped files: a fleet-sized JSON scenario (past MAP_BYTES) is decoded
 in place from a read-only mapping, its points kept as views on the file's pages and the pages
-released as it goes. Here every file is mapped (MAP_BYTES 0), so each bundled and incident
-scenario, a fleet with history and a broken point are read that way and must walk, and fail,
-exactly as the standard loader's."""
+released as it goes. Here every file is mapped (MAP_BYTES 0), so a fleet with history and a
+broken point are read that way and must walk, and fail, exactly as the standard loader's; every
+bundled and incident scenario is read mapped in tests/test_replay.py, beside the other loaders."""
 
 from __future__ import annotations
 
@@ -10,36 +10,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from benchmarks.fleet import make_fleet
-from bot.sources import scenario as scenario_module
 from bot.sources.scenario import ScenarioError, build_sources, load_scenario
 from layers.walk import walk
 from tests import test_replay as unmapped
-from tests.test_replay import SCENARIOS, as_json, standard, walks
+from tests.test_replay import as_json, standard, walks
 
 
 @pytest.fixture(autouse=True)
 def every_file_mapped(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    mapped: list[int] = []
-    read_buffer = scenario_module._read_buffer
-
-    def spy(path: str | Path) -> object:
-        buf, pages = read_buffer(path)
-        mapped.append(int(pages is not None))
-        return buf, pages
-
-    monkeypatch.setattr(scenario_module, "MAP_BYTES", 0)
-    monkeypatch.setattr(scenario_module, "_read_buffer", spy)
+    mapped = unmapped.every_file_mapped(monkeypatch)
     yield mapped
     assert mapped and all(mapped)  # the mapped path really ran
 
 
-@pytest.mark.parametrize("yaml_path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_a_mapped_file_walks_like_the_standard_loader(yaml_path: Path, tmp_path: Path) -> None:
-    path = as_json(yaml.safe_load(yaml_path.read_text()), tmp_path, yaml_path.stem)
-    assert walks(load_scenario(path)) == walks(standard(path))
+# Every bundled and incident scenario is read mapped in tests/test_replay.py, beside the other two
+# loaders (one YAML parse and one standard walk per file for all three).
 
 
 def test_a_mapped_fleet_reads_its_points_from_the_file_when_asked(tmp_path: Path) -> None:
