@@ -294,12 +294,49 @@ def app_sees_no_gpu(w: Reads, refused: Collection[str] = ()) -> list[Finding]:
     if not evidence:
         return []
     first = sig.strip_prefixes(evidence[0].split(": ", 1)[1])[:140]
+    hints: list[str] = []
+    if any(sig.NVML_UNKNOWN_ERROR.search(line) for line in evidence):
+        # NVIDIA/nvidia-container-toolkit#48: the container had its GPUs and lost them.
+        hints.append(
+            "NVML's `Unknown Error` inside a container that had its GPUs means it lost access to "
+            "them: a `systemctl daemon-reload` on the node, with runc's systemd cgroup driver and no "
+            "/dev/char symlinks for the NVIDIA devices, takes them away (NVIDIA/nvidia-container-toolkit#48). "
+            "Delete the pod to get them back; prevent it with the symlinks (the GPU Operator's validator "
+            "makes them unless DISABLE_DEV_CHAR_SYMLINK_CREATION is set) or CDI"
+        )
+        commands.append(
+            f"kubectl debug node/{node} -it --image=busybox -- ls -l /host/dev/char | grep -c nvidia"
+        )
+    hint = runtime_class_hint(w, pod)
+    if hint:
+        hints.append(hint)
+        commands.append("kubectl get runtimeclasses")
+    summary = f"{ns}/{name} runs but its application finds no usable GPU: {first}"
     return [
         finding(
             "L2_APP_SEES_NO_GPU",
-            f"{ns}/{name} runs but its application finds no usable GPU: {first}",
+            "; ".join([summary, *hints]),
             evidence=evidence,
             commands=[*commands, f"kubectl exec -n {ns} {name} -- nvidia-smi"],
             node=node,
         )
     ]
+
+
+def runtime_class_hint(w: Reads, pod: K8sObject) -> str | None:
+    """Set `runtimeClassName` when the cluster has the NVIDIA RuntimeClass and the pod names none
+    (spec L2_APP_SEES_NO_GPU): where the toolkit is not containerd's default runtime, such a pod
+    starts under runc without the NVIDIA hook and sees no GPU."""
+    if (pod.get("spec") or {}).get("runtimeClassName"):
+        return None
+    try:
+        classes = w.ctx.cached("runtimeclasses", w.ctx.cluster.list_runtimeclasses)
+    except SourceError:
+        return None  # a hint, not a check: the finding stands without it
+    names = [o.name(rc) for rc in classes if o.name(rc) == "nvidia" or rc.get("handler") == "nvidia"]
+    if not names:
+        return None
+    return (
+        f"the pod sets no `runtimeClassName` while RuntimeClass `{names[0]}` exists: set "
+        f"`runtimeClassName: {names[0]}` unless the NVIDIA runtime is containerd's default on this node"
+    )

@@ -250,6 +250,11 @@ APP_SEES_NO_GPU = Signature(
     unless=_re(r"\braise\s+\w*(?:Error|Exception)\s*\("),
 )
 
+# NVML's `Unknown Error` in a container (not `Failed to initialize NVML: Driver/library version
+# mismatch` and the like): the container's device cgroup lost the GPUs after it started
+# (NVIDIA/nvidia-container-toolkit#48, #1227; gpu-operator#485).
+NVML_UNKNOWN_ERROR = re.compile(r"Failed\s+to\s+initiali[sz]e\s+NVML:\s+Unknown\s+Error", re.IGNORECASE)
+
 # Waiting reasons of a failing operand container (spec L2_OPERAND_FAILING).
 FAILING_WAIT_REASONS = frozenset(
     {
