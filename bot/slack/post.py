@@ -336,7 +336,9 @@ def _maybe_taken(poster: Poster, err: Exception, attempt: int) -> _Retry | None:
     """A post made at most once: which failures may be tried again (after the key is looked for).
     A 429 never gets here (the SDK waited it out, or it is past the deadline)."""
     if isinstance(err, SlackApiError) and err.response.status_code >= 500:
-        return _Retry(f"Slack answered {err.response.status_code}", poster._backoff(attempt))
+        error = err.response.get("error") if isinstance(err.response.data, dict) else None
+        answered = f"Slack answered {err.response.status_code} ({_short_text(error or 'server error')})"
+        return _Retry(answered, poster._backoff(attempt))
     if isinstance(err, (urllib.error.URLError, OSError, TimeoutError)) and not isinstance(
         err, urllib.error.HTTPError
     ):
