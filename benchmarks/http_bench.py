@@ -7,7 +7,9 @@ latency of `/healthz` alone; then with `--each` connections of each hostile
 kind held open (idle, headers trickled, a body shorter than its
 Content-Length, an unsigned 64 KB `a-a-a-…` body re-sent in a loop,
 Transfer-Encoding with Content-Length): `/healthz` p50/p99/max and a signed
-`/gpu help` round trip.
+`/gpu help` round trip. Each phase also prints the CPU seconds the bot process
+spent in it (user + system, from /proc/<pid>/stat), so a figure can be read
+next to the machine's load (`uptime`) it was taken under.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
+import os
 import socket
 import statistics
 import sys
@@ -71,9 +74,18 @@ def _probe(url: str, n: int) -> list[float]:
     return out
 
 
-def _line(name: str, times: list[float]) -> str:
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _line(name: str, times: list[float], cpu_s: float) -> str:
     q = statistics.quantiles(times, n=100)
-    return f"{name}: p50 {q[49] * 1000:.1f} ms, p99 {q[98] * 1000:.1f} ms, max {max(times) * 1000:.1f} ms"
+    return (
+        f"{name}: p50 {q[49] * 1000:.1f} ms, p99 {q[98] * 1000:.1f} ms, max {max(times) * 1000:.1f} ms; "
+        f"bot CPU {cpu_s:.2f} s over {len(times)} probes"
+    )
 
 
 def main() -> None:
@@ -85,7 +97,11 @@ def main() -> None:
         folder = Path(tmp)
         bot = BotProcess(["--scenario", str(write_scenario(folder))], bot_env(slack.url), folder / "bot.log")
         try:
-            print(_line("/healthz alone", _probe(bot.url, args.probes)))
+            pid = bot.proc.pid
+            print(f"load: {Path('/proc/loadavg').read_text().split()[:3]}")
+            cpu = _cpu_s(pid)
+            alone = _probe(bot.url, args.probes)
+            print(_line("/healthz alone", alone, _cpu_s(pid) - cpu))
             held = []
             for data in HOLD.values():
                 for _ in range(args.each):
@@ -99,12 +115,10 @@ def main() -> None:
             time.sleep(1.0)  # let the senders get going
             try:
                 kinds = len(HOLD) + 1
-                print(
-                    _line(
-                        f"/healthz with {args.each} of each of {kinds} hostile kinds",
-                        _probe(bot.url, args.probes),
-                    )
-                )
+                cpu = _cpu_s(pid)
+                loaded = _probe(bot.url, args.probes)
+                hostile = f"/healthz with {args.each} of each of {kinds} hostile kinds"
+                print(_line(hostile, loaded, _cpu_s(pid) - cpu))
                 body = slash_body("help")
                 started = time.perf_counter()
                 status, _ = post(bot.url + "/slack/events", body, sign(body))

@@ -6,6 +6,11 @@ incidents go into their hour's summary instead of a thread. A row is a
 row saying "190 times", never 190 rows naming it. The row shows the alert
 names it has fired with and whether its latest incident is over; each has a
 Diagnose button (a prepared walk, the digest's `digest_diagnose` action).
+
+The threads of the hour are counted per **channel**, across clusters (the
+spec's "Slack's pace"): every cluster's agent posting into one alert channel
+adds to one count (`alert-storm:<channel>:threads`), so N clusters cannot open
+N times the maximum there. The summaries stay per cluster (each names its own).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from handlers.walkstate import new_walk_id
 HOUR_S = 3600
 LOCK_S = 30.0
 STORM = "storm:"  # the sync key of an hour's summary: storm:<unix hour>
+CHANNEL_COUNT = "alert-storm:{}"  # + ":threads": the hour's thread times in one channel, every cluster's
 
 
 class StormSummaries:
@@ -48,6 +54,17 @@ class StormSummaries:
 
     def key(self, hour: int) -> str:
         return f"{self.prefix}summary:{hour}"
+
+    def admit_thread(self, now: float) -> bool:
+        """True, and counted, while fewer than the maximum threads opened in this channel in the
+        last 60 minutes, whichever cluster opened them; False: the incident goes into the summary."""
+        count = CHANNEL_COUNT.format(self.channel.lstrip("#").lower())
+        with self.state.lock(count, LOCK_S, wait_s=10.0):
+            opened = [t for t in (self.state.get(f"{count}:threads") or []) if now - t < HOUR_S]
+            if len(opened) >= self.max_threads:
+                return False
+            self.state.set(f"{count}:threads", [*opened, now], HOUR_S)
+            return True
 
     def row(self, inc: Incident) -> str:
         """Put the incident's subject row (names, resolved) into its hour's summary record; its sync key."""

@@ -242,12 +242,10 @@ class AlertService(SlackSync):
         return [f"was:{old.id}"] if old.needs_slack() else []
 
     def _gate(self, inc: Incident, now: float) -> None:
-        """Storm control: a thread while fewer than the maximum opened in the last 60 minutes."""
-        with self.state.lock(f"{self.prefix}storm", LOCK_S, wait_s=10.0):
-            opened = [t for t in (self.state.get(f"{self.prefix}threads") or []) if now - t < HOUR_S]
-            if len(opened) < self.settings.max_threads_per_hour:
-                self.state.set(f"{self.prefix}threads", [*opened, now], HOUR_S)
-                return
+        """Storm control: a thread while fewer than the maximum opened in the channel in the last
+        60 minutes, across clusters (handlers/alert_storm.py)."""
+        if self.storm.admit_thread(now):
+            return
         inc.kind = "summary"
         inc.summary_hour = int(now // HOUR_S)
         inc.walk_due = False  # a storm walks nothing by itself: its Diagnose buttons do

@@ -73,7 +73,9 @@ class InProcessAgent:
         self.state = RedisState(redis_url)
         self.client = redis_client(redis_url)
         self.streams = ClusterStreams(self.client, shown="test", maxlen=cfg.stream_maxlen, signer=SIGNER)
-        self.poster = Poster(BOT_TOKEN, slack_url, backoff_s=0.01)
+        self.poster = Poster(
+            BOT_TOKEN, slack_url, backoff_s=0.01, history=cfg.slack_history, pace_s=cfg.slack_pace_s
+        )
         self.agent = build_agent(cfg, sources, self.state, self.streams, self.poster)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self.agent.run, args=(self._stop,), daemon=True)
@@ -112,7 +114,7 @@ def inprocess_agent(
 
 def inprocess_gateway(slack_url: str, redis_url: str, **extra: str) -> Gateway:
     cfg = load_config(gateway_env(slack_url, redis_url, **extra), need_slack=True, http=True, role="gateway")
-    poster = Poster(BOT_TOKEN, slack_url, backoff_s=0.01)
+    poster = Poster(BOT_TOKEN, slack_url, backoff_s=0.01, history=cfg.slack_history, pace_s=cfg.slack_pace_s)
     streams = ClusterStreams(redis_client(redis_url), shown="test", maxlen=cfg.stream_maxlen, signer=SIGNER)
     return build_gateway(cfg, RedisState(redis_url), streams, poster, client=poster.client)
 

@@ -283,6 +283,11 @@ def bot_env(slack_url: str, **extra: str) -> dict[str, str]:
             "SLACK_API_URL": slack_url,
             "GPUBOT_OPERATORS": OPERATOR,
             "PYTHONUNBUFFERED": "1",
+            # The root lookup these tests were written with (an install opts in: docs/slack-app.md);
+            # tests/test_slack_history.py runs without it.
+            "GPUBOT_SLACK_HISTORY": "true",
+            # Posts as fast as the fake takes them; tests/test_slack_pace.py runs Slack's own pace.
+            "GPUBOT_SLACK_CHANNEL_PACE_SECONDS": "0",
         }
     )
     env.update(extra)
@@ -403,7 +408,14 @@ def inprocess_bot(
 
     cfg = load_config(bot_env(slack_url, **env), need_slack=True, http=True)
     sources = open_sources(cfg, scenario=str(scenario))
-    poster = Poster(BOT_TOKEN, slack_url, backoff_s=0.01, timeout_s=timeout_s)
+    poster = Poster(
+        BOT_TOKEN,
+        slack_url,
+        backoff_s=0.01,
+        timeout_s=timeout_s,
+        history=cfg.slack_history,
+        pace_s=cfg.slack_pace_s,
+    )
     return build_app(
         cfg, sources, state if state is not None else MemoryState(), poster, client=poster.client
     )

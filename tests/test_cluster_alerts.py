@@ -3,9 +3,10 @@
 The gateway (the real Bolt app and HTTP server of `--role gateway`) receives
 POST /alertmanager and queues each alert on its cluster's stream by the
 alert's `cluster` label; two agents (eu and us, whose nodes have the SAME
-names) open the threads in the fake Slack Web API. Incidents, fingerprints and
-the storm window are per cluster: one alert name on gpu-7 of both clusters is
-two incidents, and a storm in one cluster does not silence the other. An
+names) open the threads in the fake Slack Web API. Incidents and fingerprints
+are per cluster: one alert name on gpu-7 of both clusters is two incidents.
+The storm window is per channel, across clusters (spec, "Slack's pace"): both
+clusters post into one alert channel, and their threads count together. An
 alert for an unknown cluster is kept in `gpubot:alerts:unrouted`, said once,
 and lost for nobody. The last test routes through the real Alertmanager.
 """
@@ -35,7 +36,8 @@ CHANNEL = "C0CLUSTERALERTS"
 ALERT_ENV = {
     "GPUBOT_ALERT_TOKEN": TOKEN,
     "GPUBOT_ALERT_CHANNEL": CHANNEL,
-    "GPUBOT_ALERT_MAX_THREADS_PER_HOUR": "1",  # per cluster: the second subject of one is a storm
+    # Per channel, both clusters together: gpu-7 of eu and of us take the two threads of the hour.
+    "GPUBOT_ALERT_MAX_THREADS_PER_HOUR": "2",
     "GPUBOT_ALERT_DUPLICATE_SECONDS": "0",
 }
 
@@ -147,18 +149,24 @@ def test_one_alert_name_on_two_clusters_opens_two_incidents_each_walked_by_its_o
     assert len(incident_roots(slack, "gpu-7", "eu")) == 1 and len(incident_roots(slack, "gpu-7", "us")) == 1
 
 
-def test_storm_control_is_per_cluster(fleet: Any, slack: FakeSlack) -> None:
+def test_storm_control_counts_the_channel_across_clusters(fleet: Any, slack: FakeSlack) -> None:
     _gw, url, r = fleet
-    # eu already opened its one thread of the hour (above): its next subject goes into the summary.
-    status, _ = deliver(url, [alert("GPURowRemapFailure", Hostname="gpu-1", cluster="eu")])
-    assert status == 200
-    summary = wait_for(
-        "eu's storm summary",
-        lambda: [b for b in roots(slack) if "Alert storm" in b and "node gpu-1" in b],
+    # eu and us opened one thread each (above): the channel's two of the hour. A new subject of
+    # either cluster goes into that cluster's summary, though each opened only one thread itself.
+    for cluster in ("eu", "us"):
+        status, _ = deliver(url, [alert("GPURowRemapFailure", Hostname="gpu-1", cluster=cluster)])
+        assert status == 200
+    summaries = wait_for(
+        "a storm summary of each cluster",
+        lambda: (
+            len(found := [b for b in roots(slack) if "Alert storm" in b and "node gpu-1" in b]) == 2 and found
+        ),
     )
-    assert len(summary) == 1
-    assert incident_roots(slack, "gpu-1", "eu") == []
-    assert r.get("gpubot:alert:us:threads") is not None  # us counted its own thread, in its own window
+    assert {c for c in ("eu", "us") for b in summaries if f"`{c}`" in b} == {"eu", "us"}
+    assert incident_roots(slack, "gpu-1", "eu") == [] and incident_roots(slack, "gpu-1", "us") == []
+    counted = json.loads(r.get(f"gpubot:alert-storm:{CHANNEL.lower()}:threads"))
+    assert len(counted) == 2  # one count for the channel, both clusters' threads in it
+    assert r.get("gpubot:alert:eu:threads") is None and r.get("gpubot:alert:us:threads") is None
 
 
 def test_an_alert_for_no_known_cluster_is_kept_said_once_and_the_rest_go_through(

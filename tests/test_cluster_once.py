@@ -172,7 +172,7 @@ def test_a_walk_and_a_digest_part_taken_over_after_any_post_have_each_message_on
     sources = open_sources(cfg, scenario=str(scenario))
     client = redis_client(redis_server.url)
     streams = ClusterStreams(client, shown="test", signer=SIGNER)
-    poster = Poster(BOT_TOKEN, slack.url, backoff_s=0.01)
+    poster = Poster(BOT_TOKEN, slack.url, backoff_s=0.01, history=True)
     # A digest part's thread: the root the gateway would have posted.
     threads = {ch: poster.post(ch, "GPU digest (root)").ts for ch in part_channels}
 
@@ -215,7 +215,7 @@ def test_an_alert_walk_whose_agent_died_mid_walk_is_finished_once_with_its_verdi
     scenario = cluster_scenario(tmp_path, c)
     client = redis_client(redis_server.url)
     streams = ClusterStreams(client, shown="test", signer=SIGNER)
-    poster = Poster(BOT_TOKEN, slack.url, backoff_s=0.01)
+    poster = Poster(BOT_TOKEN, slack.url, backoff_s=0.01, history=True)
     sources = open_sources(cfg, scenario=str(scenario))
     victim = build_agent(cfg, sources, RedisState(redis_server.url), streams, DyingPoster(poster, killer))
     payload = {"version": "4", "alerts": [alert("GPUXidError", Hostname="gpu-7", gpu="0")]}
@@ -246,7 +246,7 @@ def test_an_intent_without_a_message_in_slack_is_posted_and_one_with_it_is_not(
 ) -> None:
     """The two cases of a dead agent's intent, and a lookup Slack refuses (posted: none is worse than two)."""
     state = RedisState(redis_server.url)
-    poster = Poster(BOT_TOKEN, slack.url, backoff_s=0.01)
+    poster = Poster(BOT_TOKEN, slack.url, backoff_s=0.01, history=True)
     once = OncePoster(poster, state, "test")
     channel = "C0ONCEUNIT"
     root = poster.post(channel, "root")

@@ -1,4 +1,5 @@
-"""The Slack app manifest asks for exactly the scopes the code's Web API calls need."""
+"""The Slack app manifests ask for exactly the scopes the code's Web API calls need: the default one
+all but the opt-in history scopes (issue 22 item 4), the history one all of them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "deploy" / "slack-app-manifest.yaml"
+HISTORY_MANIFEST = ROOT / "deploy" / "slack-app-manifest-history.yaml"
+# Read only with GPUBOT_SLACK_HISTORY=true, for the lost-post lookup: not in the default manifest.
+OPT_IN = {"channels:history", "groups:history"}
 
 # Web API method (as slack_sdk spells it) → the bot scope(s) Slack requires for it (None: no scope).
 METHOD_SCOPES: dict[str, str | tuple[str, ...] | None] = {
@@ -70,9 +74,13 @@ def required_scopes() -> set[str]:
     return scopes
 
 
-def manifest() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(MANIFEST.read_text())
+def manifest(path: Path = MANIFEST) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(path.read_text())
     return data
+
+
+def scopes(path: Path = MANIFEST) -> set[str]:
+    return set(manifest(path)["oauth_config"]["scopes"]["bot"])
 
 
 def test_code_calls_the_methods_we_expect() -> None:
@@ -81,8 +89,22 @@ def test_code_calls_the_methods_we_expect() -> None:
 
 
 def test_scopes_equal_what_the_code_needs() -> None:
-    assert set(manifest()["oauth_config"]["scopes"]["bot"]) == required_scopes()
-    assert "user" not in manifest()["oauth_config"]["scopes"]  # no user-token scopes at all
+    assert required_scopes() >= OPT_IN  # the lookup is still in the code, behind its setting
+    assert scopes() == required_scopes() - OPT_IN
+    assert scopes(HISTORY_MANIFEST) == required_scopes()
+    for path in (MANIFEST, HISTORY_MANIFEST):
+        assert "user" not in manifest(path)["oauth_config"]["scopes"]  # no user-token scopes at all
+
+
+def test_the_default_manifest_asks_no_history_scope() -> None:
+    assert not {s for s in scopes() if s.endswith(":history")}
+
+
+def test_the_history_manifest_is_the_default_one_plus_the_history_scopes() -> None:
+    default, history = manifest(), manifest(HISTORY_MANIFEST)
+    assert scopes(HISTORY_MANIFEST) - scopes() == OPT_IN
+    default["oauth_config"]["scopes"]["bot"] = history["oauth_config"]["scopes"]["bot"] = []
+    assert default == history
 
 
 def test_gpu_command_interactivity_and_socket_mode() -> None:
@@ -97,7 +119,7 @@ def test_gpu_command_interactivity_and_socket_mode() -> None:
 
 def test_every_scope_is_justified_in_the_docs() -> None:
     doc = (ROOT / "docs" / "slack-app.md").read_text()
-    for scope in manifest()["oauth_config"]["scopes"]["bot"]:
+    for scope in scopes() | scopes(HISTORY_MANIFEST):
         assert f"`{scope}`" in doc, f"docs/slack-app.md does not explain {scope}"
 
 
@@ -110,10 +132,11 @@ def test_the_docs_table_justifies_each_scope_and_never_disowns_one() -> None:
         for scope in re.findall(r"`([\w:.]+)`", first)
     }
     not_requested = table.split("Not requested, on purpose:", 1)[1].split("\n\n", 1)[0]
-    for scope in manifest()["oauth_config"]["scopes"]["bot"]:
+    for scope in scopes() | scopes(HISTORY_MANIFEST):
         assert scope in rows, f"docs/slack-app.md's table has no row for {scope}"
         assert f"`{scope}`" not in not_requested, f"docs/slack-app.md lists {scope} as not requested"
-    # The root lookup's scopes say what they read and what happens without them.
-    for scope in ("channels:history", "groups:history"):
+    # The root lookup's scopes say what they read, that they are opt-in and what happens without them.
+    for scope in OPT_IN:
         assert "conversations.history" in rows[scope] and "Without the scopes" in rows[scope]
+        assert "Opt-in" in rows[scope] and "GPUBOT_SLACK_HISTORY" in rows[scope]
     assert "private" in rows["groups:history"]

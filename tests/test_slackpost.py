@@ -137,3 +137,62 @@ def test_worst_case_counts_every_attempt_of_every_request_and_the_waits() -> Non
     p = Poster(TOKEN, attempts=3, timeout_s=10, deadline_s=40)
     assert p.worst_case_s() == 3 * 10 + 40
     assert p.worst_case_s(3) == 3 * 3 * 10 + 40
+
+
+# --- slack_sdk's retry handlers (bot/slack/retries.py), and the cases they miss ------------------
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_a_server_error_of_slack_or_its_proxy_is_retried(slack: FakeSlack, status: int) -> None:
+    """The SDK's ServerErrorRetryHandler retries 500 and 503 only; a load balancer's 502 or 504 too."""
+    slack.fail("chat.update", status, times=2)
+    poster(slack, attempts=3).update(PostRef("C0DIGEST", "1.2"), "edited")
+    assert len(slack.calls_to("chat.update")) == 3
+
+
+def test_a_reset_connection_is_retried(slack: FakeSlack) -> None:
+    slack.reset_connections("chat.postEphemeral", times=2)
+    poster(slack, attempts=3).ephemeral("C0DIGEST", "U0ASKER", "only you")
+    assert len(slack.calls_to("chat.postEphemeral")) == 3
+
+
+def test_an_update_whose_answer_times_out_is_retried(slack: FakeSlack) -> None:
+    """A read timeout (the SDK's ConnectionErrorRetryHandler alone gives up on it): an update is
+    safe to send twice."""
+    slack.lose_answers("chat.update", seconds=2.0, times=1)
+    poster(slack, timeout_s=1).update(PostRef("C0DIGEST", "1.2"), "edited")
+    assert len(slack.calls_to("chat.update")) == 2
+
+
+def test_a_429_on_a_post_made_once_is_waited_out_without_a_lookup(slack: FakeSlack) -> None:
+    """A 429 means Slack took nothing: the SDK's handler waits and sends again, no history read."""
+    slack.fail("chat.postMessage", 429, times=1, retry_after=1)
+    ref = Poster(TOKEN, slack.url, backoff_s=0.01, history=True).post("C0DIGEST", "root", key="w-429:root")
+    first, second = slack.calls_to("chat.postMessage")
+    assert second.at - first.at >= 0.95 and ref.ts
+    assert slack.calls_to("conversations.history") == []
+    assert len(slack.messages["C0DIGEST"]) == 1
+
+
+def test_a_post_made_once_is_not_resent_by_the_sdk_behind_the_lookup(slack: FakeSlack) -> None:
+    """A 500 on a keyed post: each retry is preceded by the lookup (the SDK's server-error handler
+    would send it again blindly, and a proxy's 500 may follow Slack's taking it)."""
+    slack.fail("chat.postMessage", 500, times=2)
+    Poster(TOKEN, slack.url, backoff_s=0.01, attempts=3, history=True).post(
+        "C0DIGEST", "root", key="w-500:root"
+    )
+    assert len(slack.calls_to("chat.postMessage")) == 3
+    assert len(slack.calls_to("conversations.history")) == 2
+
+
+def test_the_web_client_runs_the_sdks_own_handlers() -> None:
+    from slack_sdk.http_retry.builtin_handlers import (
+        ConnectionErrorRetryHandler,
+        RateLimitErrorRetryHandler,
+        ServerErrorRetryHandler,
+    )
+
+    kinds = (RateLimitErrorRetryHandler, ConnectionErrorRetryHandler, ServerErrorRetryHandler)
+    handlers = Poster(TOKEN, attempts=4).client.retry_handlers
+    assert [next(k for k in kinds if isinstance(h, k)) for h in handlers] == list(kinds)
+    assert all(h.max_retry_count == 3 for h in handlers)

@@ -68,7 +68,9 @@ def _post(args: argparse.Namespace, cfg: Any, digest: Any, telemetry: Any, did: 
         store, note = open_state(args.redis_url or cfg.redis_url)
     except StateUnavailable as err:
         raise SourceError("unavailable", str(err)) from None
-    poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
+    poster = Poster(
+        cfg.slack_bot_token, cfg.slack_api_url, history=cfg.slack_history, pace_s=cfg.slack_pace_s
+    )
     try:
         published = publish_digest(
             lambda: (digest, telemetry),  # collected once, already printed

@@ -185,7 +185,9 @@ def serve_role(args: argparse.Namespace) -> int:
         raise ConfigError(str(err)) from None
     streams = _streams(cfg)
     assert cfg.slack_bot_token is not None
-    poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
+    poster = Poster(
+        cfg.slack_bot_token, cfg.slack_api_url, history=cfg.slack_history, pace_s=cfg.slack_pace_s
+    )
     stop = stop_on_signals()
     if gateway:
         return _run_gateway(args, cfg, state, streams, poster, stop)

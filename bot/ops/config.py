@@ -56,6 +56,10 @@ class Config:
     workers: int = 4
     http_timeout_s: int = 10  # request line + headers, and the body, each in total
     http_max_connections: int = 512
+    # Slack (bot/slack/post.py): look up a post whose answer was lost (the history scopes), and
+    # the least time between two posts to one channel (Slack's per-channel limit).
+    slack_history: bool = False
+    slack_pace_s: float = 1.0
     log_level: str = "INFO"
     alert_token: str | None = field(default=None, repr=False)
     alert_channel: str | None = None
@@ -276,6 +280,18 @@ def load_config(
                 f"GPUBOT_ALERT_STALE_HOURS must be a number of hours from 0.0003 to 720, got {v!r}"
             )
         kw["alert_stale_hours"] = hours
+    if (v := get("GPUBOT_SLACK_HISTORY")) is not None:
+        if v.lower() not in ("true", "false"):
+            raise ConfigError(f"GPUBOT_SLACK_HISTORY must be true or false, got {v!r}")
+        kw["slack_history"] = v.lower() == "true"
+    if (v := get("GPUBOT_SLACK_CHANNEL_PACE_SECONDS")) is not None:
+        try:
+            pace = float(v)
+        except ValueError:
+            pace = -1.0
+        if not 0.0 <= pace <= 10.0:
+            raise ConfigError(f"GPUBOT_SLACK_CHANNEL_PACE_SECONDS must be a number from 0 to 10, got {v!r}")
+        kw["slack_pace_s"] = pace
     if (v := get("GPUBOT_STREAM_MAXLEN")) is not None:
         if not v.isdigit() or not 100 <= int(v) <= 10_000_000:
             raise ConfigError(f"GPUBOT_STREAM_MAXLEN must be a whole number from 100 to 10000000, got {v!r}")

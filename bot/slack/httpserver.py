@@ -1,330 +1,263 @@
-"""The bot's HTTP server: every route behind the same limits, in one place.
+"""The bot's HTTP server: waitress serving bot/slack/wsgi.py's routes, every one behind the same limits.
 
-A route is a function from a `Request` (method, path, query, headers, the raw
-body bytes) to a `Response`; `start_server` serves a table of them. Before any
-route runs, the server has:
+waitress reads requests on one event-loop thread and runs the application on a
+bounded pool (`Limits.threads`), so a slow client costs a socket, never a
+thread. What waitress does not do the way the bot needs, this module adds
+through its documented extension points (the channel, parser and error-task
+classes of its server):
 
-- read the request line and headers within `header_s` in total (a client that
-  sends one byte a second is cut off, not waited for) and within
-  `max_header_bytes`;
-- refused `Transfer-Encoding` (411 alone: chunked bodies are not read; 400 with
-  `Content-Length`, the request-smuggling shape), a missing, malformed or
-  disagreeing `Content-Length` (411/400) and a body over `max_body` (413);
-- read the body within `body_s` in total, and answered 400 when the client
-  closed before sending all it announced.
+- the request line and headers must arrive within `header_s` *in total* from
+  the connection's accept or its last answer (waitress's `channel_timeout` is
+  an inactivity timeout, which a client sending one byte a second never hits);
+  past it the connection is closed. This is also the keep-alive idle limit;
+- framing and size are judged from the headers, before one body byte is read
+  (bot/slack/httpframing.py: no `Transfer-Encoding`, one `Content-Length`, each
+  path's own body limit);
+- the body must arrive within `body_s` in total, else 408, and whole: a client
+  that half-closes mid-body gets 400; either way the connection then closes;
+- an answer the client does not read for `write_s` closes the connection;
+- at most `max_connections` connections at once: past that a connection gets a
+  503 and is closed at once (waitress's `connection_limit` would leave it
+  waiting in the backlog);
+- out of file descriptors, the accept loop pauses instead of spinning, and logs
+  once per window instead of a traceback per attempt;
+- GET /healthz and /metrics have a pool of their own, so liveness and scrapes
+  never queue behind routes waiting on Redis or Slack.
 
-At most `max_connections` connections are served at once (each holds a
-thread); past that a connection gets a 503 and is closed at once. When the
-process runs out of file descriptors, the accept loop pauses instead of
-spinning on a listening socket that stays readable. Refusals are logged once
-per `LOG_EVERY_S` with their count, never per request, and never with a
-traceback.
+Refusals are logged once per `LOG_EVERY_S` with their count, never per
+request and never with a traceback (`expose_tracebacks` is off: a client
+never sees one either), and answered in plain short text with `Connection: close`.
 """
 
 from __future__ import annotations
 
 import errno
-import io
 import logging
 import resource
 import socket
-import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+
+from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ThreadedTaskDispatcher
+
+from bot.slack.httpframing import FramedParser, Limits, Refusal, RefusalTask, body_length
+from bot.slack.wsgi import (
+    LOG_EVERY_S,
+    RateLimitedLog,
+    Request,
+    Response,
+    Route,
+    Routes,
+    RouteTable,
+)
+
+__all__ = [
+    "LOG_EVERY_S",
+    "HttpServer",
+    "Limits",
+    "RateLimitedLog",
+    "Request",
+    "Response",
+    "Route",
+    "Routes",
+    "body_length",
+    "connection_cap",
+    "start_server",
+]
 
 log = logging.getLogger("gpubot.http")
 
-LOG_EVERY_S = 10.0
 # File descriptors kept free of connections: Redis, the Kubernetes and Slack clients, log files.
 FD_RESERVE = 64
 _FD_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+# Answered by their own small pool: a liveness probe or a scrape never waits behind routes that
+# wait on Redis or Slack (with one thread per connection, as before waitress, they never did).
+PROBE_ROUTES = frozenset({("GET", "/healthz"), ("GET", "/metrics")})
+PROBE_THREADS = 2
+GUARD_EVERY_S = 0.2  # how often deadlines are looked at: the loop's longest sleep
+ACCEPT_PAUSE_S = 0.05  # out of descriptors: how long the listening socket is left alone
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one connection may cost. The defaults suit Slack (payloads of a few kB, sent at once)."""
+class _GuardedChannel(HTTPChannel):  # type: ignore[misc]
+    """A connection whose read phases run on total deadlines (`_Server.guard`)."""
 
-    header_s: float = 10.0  # request line and headers, in total; also the keep-alive idle limit
-    body_s: float = 10.0  # the body, in total
-    write_s: float = 10.0  # sending the answer to a client that does not read
-    max_connections: int = 512
-    max_body: int = 1 << 20
-    max_header_bytes: int = 32 << 10
-    # A request's own body limit (path, lower-case headers), else `max_body`: Alertmanager's
-    # notifications run to megabytes, and only a sender with the alert token may send that much.
-    body_limit: Callable[[str, Mapping[str, str]], int | None] | None = None
-    # Told (path, status) of each request refused before its route ran: the alert webhook counts them.
-    on_refusal: Callable[[str, int], None] | None = None
-
-
-@dataclass(frozen=True)
-class Request:
-    method: str
-    path: str
-    query: str
-    headers: Mapping[str, str]  # lower-case names; a repeated header keeps its last value
-    body: bytes
-
-
-@dataclass(frozen=True)
-class Response:
-    status: int
-    body: bytes = b""
-    headers: Mapping[str, Sequence[str]] = field(default_factory=dict)
-
-    @staticmethod
-    def text(status: int, text: str) -> Response:
-        return Response(status, text.encode())
-
-
-Route = Callable[[Request], Response]
-Routes = Mapping[tuple[str, str], Route]  # (method, path) -> route
-
-
-class RateLimitedLog:
-    """One log line per `every_s` for a kind of event, saying how many happened since the last."""
+    error_task_class = RefusalTask
 
     def __init__(
-        self, logger: logging.Logger, level: int = logging.WARNING, every_s: float = LOG_EVERY_S
+        self, server: _Server, sock: socket.socket, addr: Any, adj: Adjustments, map: Any = None
     ) -> None:
-        self.logger = logger
-        self.level = level
-        self.every_s = every_s
-        self._lock = threading.Lock()
-        self._last: dict[str, float] = {}
-        self._count: dict[str, int] = {}
+        super().__init__(server, sock, addr, adj, map=map)
+        self.waiting_since = time.monotonic()  # the headers' clock: since accept, or the last answer
 
-    def note(self, kind: str, detail: str) -> None:
-        now = time.monotonic()
-        with self._lock:
-            self._count[kind] = self._count.get(kind, 0) + 1
-            if now - self._last.get(kind, -self.every_s) < self.every_s:
-                return
-            self._last[kind], count = now, self._count.pop(kind)
-        # `detail` is ours (a reason), never the client's text: nothing of the request reaches the log.
-        self.logger.log(self.level, "%s: %d in the last %.0fs (last: %s)", kind, count, self.every_s, detail)
+    def service(self) -> None:
+        super().service()
+        self.waiting_since = time.monotonic()
+
+    def handle_read(self) -> None:
+        request = self.request
+        if request is None or not request.headers_finished or request.completed or self.requests:
+            super().handle_read()
+            return
+        # Mid-body, an end of stream is a client that half-closed and waits for an answer
+        # (waitress would close without one).
+        try:
+            data = self.socket.recv(self.adj.recv_bytes)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.handle_close()
+            return
+        if not data:
+            short = Refusal(400, "the body is shorter than its Content-Length\n", "refused short bodies")
+            self.server.refuse_body(self, request, short)
+            return
+        self.last_activity = time.time()
+        self.received(data)
 
 
-class _TooLarge(Exception):
-    pass
+class _QueueNote:
+    """waitress's queue logger, which warns on every request queued behind busy workers: here
+    one line per window with the count, as for refusals."""
+
+    def __init__(self, refusals: RateLimitedLog, pool: str) -> None:
+        self.refusals = refusals
+        self.pool = pool
+
+    def warning(self, _fmt: str, depth: int) -> None:
+        self.refusals.note(f"requests waiting for a free {self.pool} thread", f"{depth} queued")
 
 
-class _DeadlineSocket(io.RawIOBase):
-    """The connection's read side with a total deadline and a byte budget for the current phase.
+def _pool(threads: int, note: _QueueNote) -> ThreadedTaskDispatcher:
+    pool = ThreadedTaskDispatcher()
+    pool.queue_logger = note
+    pool.set_thread_count(threads)
+    return pool
 
-    A per-recv socket timeout alone lets a client trickle a byte every few seconds forever."""
 
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.deadline = 0.0
-        self.budget = 0
+class _Server(TcpWSGIServer):  # type: ignore[misc]
+    """waitress's TCP server with the connection cap, the deadlines and a pausing accept."""
 
-    def arm(self, seconds: float, budget: int) -> None:
-        self.deadline = time.monotonic() + seconds
-        self.budget = budget
+    channel_class = _GuardedChannel
+
+    def __init__(self, app: Any, limits: Limits, max_connections: int, adj: Adjustments) -> None:
+        self.limits = limits
+        self.max_connections = max_connections
+        self.refusals = RateLimitedLog(log)
+        self._paused_until = 0.0
+        self._next_guard = 0.0
+        self.probes = _pool(PROBE_THREADS, _QueueNote(self.refusals, "probe"))
+        routes = _pool(limits.threads, _QueueNote(self.refusals, "route"))
+        super().__init__(app, adj=adj, dispatcher=routes)
+
+    def add_task(self, channel: _GuardedChannel) -> None:
+        """The channel's next request to its pool: probes to theirs, the rest to waitress's."""
+        request = channel.requests[0] if channel.requests else None
+        if request is not None and not request.error and (request.command, request.path) in PROBE_ROUTES:
+            self.probes.add_task(channel)
+        else:
+            self.task_dispatcher.add_task(channel)
 
     def readable(self) -> bool:
-        return True
+        # Called by every turn of the loop: the deadlines are looked at here, as waitress's own
+        # maintenance is (which it replaces: its inactivity timeout is laxer than these).
+        now = time.monotonic()
+        if now >= self._next_guard:
+            self._next_guard = now + GUARD_EVERY_S
+            self.guard(now)
+        return bool(self.accepting) and now >= self._paused_until
 
-    def readinto(self, buffer: Any) -> int:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("read deadline passed")
-        if self.budget <= 0:
-            raise _TooLarge()
-        self.sock.settimeout(left)
-        view = memoryview(buffer)[: self.budget]
-        n = self.sock.recv_into(view)
-        self.budget -= n
-        return n
-
-
-def body_length(values: Sequence[str] | None, max_body: int) -> tuple[int, tuple[int, str] | None]:
-    """The body's length from its Content-Length header(s), or the refusal (status, text).
-
-    Missing: 411; not a non-negative integer, or several that disagree: 400; over
-    `max_body`: 413. `int()` alone would accept "-1" (then read to EOF, holding the
-    thread) and " +5", and raise on "abc"."""
-    if not values:
-        return 0, (411, "length required: send Content-Length\n")
-    distinct = {v.strip() for v in values}
-    raw = distinct.pop() if len(distinct) == 1 else ""
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 19:
-        return 0, (400, "bad Content-Length: expected one non-negative integer\n")
-    length = int(raw)
-    if length > max_body:
-        return 0, (413, "payload too large\n")
-    return length, None
-
-
-class _Handler(BaseHTTPRequestHandler):
-    routes: Routes
-    limits: Limits
-    refusals: RateLimitedLog
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # else ~40 ms per keep-alive answer
-    _raw: _DeadlineSocket
-
-    def setup(self) -> None:
-        super().setup()
-        self._raw = _DeadlineSocket(self.connection)
-        self.rfile = io.BufferedReader(self._raw)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
-
-    def handle_one_request(self) -> None:
-        # Slack's headers are under 2 kB; the budget also covers what the buffer reads ahead.
-        self._raw.arm(self.limits.header_s, self.limits.max_header_bytes + io.DEFAULT_BUFFER_SIZE)
-        try:
-            super().handle_one_request()
-        except _TooLarge:
-            self.close_connection = True
-            self.refusals.note("refused requests with oversized headers", "431")
-            self._tell_refusal(431)  # counted before the answer: who reads the answer sees the count
-            self._send(431, b"request header fields too large\n")
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        # http.server's own refusals (a bad request line, too many headers): plain, short, closed.
-        self.close_connection = True
-        self.refusals.note("refused malformed requests", f"{code} {message or ''}".strip())
-        self._send(code, f"{message or 'bad request'}\n".encode())
-
-    def _send(self, status: int, body: bytes, headers: Mapping[str, Sequence[str]] | None = None) -> None:
-        self.connection.settimeout(self.limits.write_s)
-        self.send_response_only(status)
-        self.send_header("Date", self.date_time_string())
-        sent_type = False
-        for name, values in (headers or {}).items():
-            if name.lower() in ("content-length", "connection", "date"):
+    def guard(self, now: float) -> None:
+        limits = self.limits
+        for channel in list(self.active_channels.values()):
+            if channel.requests:  # being answered: the route's time is not the client's
                 continue
-            for v in values:
-                self.send_header(name, v)
-            sent_type = sent_type or name.lower() == "content-type"
-        if not sent_type:
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
+            if channel.total_outbufs_len:
+                if time.time() - channel.last_activity > limits.write_s:
+                    channel.handle_close()  # the client does not read its answer
+                continue
+            request = channel.request
+            if request is not None and request.headers_finished and not request.completed:
+                if now - request.headers_at > limits.body_s:
+                    late = Refusal(408, "the body did not arrive in time\n", "refused slow bodies")
+                    self.refuse_body(channel, request, late)
+            elif now - channel.waiting_since > limits.header_s:
+                channel.handle_close()  # headers trickled, or idle: no answer owed
 
-    def _refuse(self, status: int, text: str, kind: str) -> None:
-        """The body's end is unknown or the request is hostile: answer and close the connection."""
-        self.close_connection = True
-        self.refusals.note(kind, f"{status} {text.strip()}")
-        self._tell_refusal(status)  # counted before the answer: who reads the answer sees the count
-        self._send(status, text.encode())
+    def refuse_body(self, channel: _GuardedChannel, request: FramedParser, refusal: Refusal) -> None:
+        """Answer a request whose body will not arrive whole, as if it were complete: then close."""
+        with channel.requests_lock:
+            request.error = refusal
+            request.completed = True
+            request.connection_close = True
+            channel.request = None
+            channel.requests.append(request)
+            self.add_task(channel)
 
-    def _tell_refusal(self, status: int) -> None:
-        """`on_refusal` (path, status), when the request line was read far enough to have a path."""
-        path = getattr(self, "path", None)
-        if self.limits.on_refusal is None or not isinstance(path, str):
+    def handle_accept(self) -> None:
+        try:
+            conn, addr = self.socket.accept()
+        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
             return
-        try:
-            self.limits.on_refusal(urlsplit(path).path, status)
-        except Exception:  # a counter of ours failing must not cost the answer
-            log.error("counting a refusal failed", exc_info=True)
-
-    def _read_body(self) -> bytes | None:
-        """The body by its Content-Length, within the limits; None when refused (and answered)."""
-        te = self.headers.get_all("Transfer-Encoding")
-        cl = self.headers.get_all("Content-Length")
-        if te:
-            if cl:
-                self._refuse(400, "Transfer-Encoding with Content-Length is refused\n", "refused smuggling")
-            else:
-                self._refuse(411, "length required: chunked bodies are not read\n", "refused chunked bodies")
-            return None
-        if not cl and self.command in ("GET", "HEAD"):
-            return b""
-        max_body = self.limits.max_body
-        if self.limits.body_limit is not None:
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            max_body = self.limits.body_limit(urlsplit(self.path).path, headers) or max_body
-        length, refusal = body_length(cl, max_body)
-        if refusal is not None:
-            self._refuse(refusal[0], refusal[1], "refused bad Content-Length")
-            return None
-        self._raw.arm(self.limits.body_s, length)
-        try:
-            body = self.rfile.read(length) if length else b""
-        except TimeoutError:
-            self._refuse(408, "the body did not arrive in time\n", "refused slow bodies")
-            return None
-        if len(body) < length:
-            self._refuse(400, "the body is shorter than its Content-Length\n", "refused short bodies")
-            return None
-        return body
-
-    def _dispatch(self) -> None:
-        url = urlsplit(self.path)
-        body = self._read_body()
-        if body is None:
-            return
-        route = self.routes.get((self.command, url.path))
-        if route is None:
-            known = any(path == url.path for _, path in self.routes)
-            self._send(405 if known else 404, b"method not allowed\n" if known else b"not found\n")
-            return
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        try:
-            response = route(Request(self.command, url.path, url.query, headers, body))
-        except Exception:  # a bug of ours: logged once with its traceback, answered 500
-            log.error("%s %s failed", self.command, url.path, exc_info=True)
-            response = Response.text(500, "internal error\n")
-        self._send(response.status, response.body, response.headers)
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _dispatch
-
-
-class HttpServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 128  # a burst of commands waits in the backlog instead of being refused
-
-    def __init__(self, address: tuple[str, int], handler: type[_Handler], max_connections: int) -> None:
-        super().__init__(address, handler)
-        self.max_connections = max_connections
-        self._slots = threading.BoundedSemaphore(max_connections)
-        self._refusals: RateLimitedLog = handler.refusals
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        try:
-            return super().get_request()
         except OSError as err:
             if err.errno in _FD_ERRORS:
                 # The listening socket stays readable: without a pause the accept loop spins.
-                self._refusals.note("could not accept connections", err.strerror or str(err))
-                time.sleep(0.05)
-            raise
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self._refusals.note("refused connections past the cap", f"{self.max_connections} in use")
-            _busy(request)
+                self.refusals.note("could not accept connections", err.strerror or str(err))
+                self._paused_until = time.monotonic() + ACCEPT_PAUSE_S
+            else:
+                log.debug("accept failed: %s", err)
             return
-        threading.Thread(target=self._serve, args=(request, client_address), daemon=True).start()
-
-    def _serve(self, request: Any, client_address: Any) -> None:
+        if len(self.active_channels) >= self.max_connections:
+            self.refusals.note("refused connections past the cap", f"{self.max_connections} in use")
+            _busy(conn)
+            return
         try:
-            self.process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
+            self.set_socket_options(conn)
+        except OSError:  # the client hung up before it was served
+            conn.close()
+            return
+        self.channel_class(self, conn, addr, self.adj, map=self._map)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # socketserver prints a raw traceback to stderr; a client that hangs up or stalls is no
-        # error of ours, and anything else belongs in the JSON log, not on bare stderr.
-        error = sys.exc_info()[1]
-        if isinstance(error, ConnectionError | TimeoutError):
-            log.debug("client %s went away: %s", client_address, error)
-        else:
-            log.error("error serving %s", client_address, exc_info=True)
+    def tell_refusal(self, path: Any, status: int) -> None:
+        """`on_refusal` (path, status), when the request line was read far enough to have a path."""
+        if self.limits.on_refusal is None or not isinstance(path, str):
+            return
+        try:
+            self.limits.on_refusal(path, status)
+        except Exception:  # a counter of ours failing must not cost the answer
+            log.error("counting a refusal failed", exc_info=True)
+
+
+class HttpServer:
+    """The running server: its address, `shutdown()` (stop serving) and `server_close()` (release)."""
+
+    def __init__(self, server: _Server) -> None:
+        self._server = server
+        sockname = server.socket.getsockname()
+        self.server_address: tuple[str, int] = (sockname[0], int(sockname[1]))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gpubot-http", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        # One turn at a time so `shutdown` is seen within GUARD_EVERY_S; poll(), not select(), so
+        # descriptors past 1024 still work.
+        while not self._stop.is_set():
+            wasyncore.loop(timeout=GUARD_EVERY_S, map=self._server._map, use_poll=True, count=1)
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._server.pull_trigger()
+        self._thread.join(timeout=5)
+
+    def server_close(self) -> None:
+        self._server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+        self._server.probes.shutdown(cancel_pending=True, timeout=5)
+        wasyncore.close_all(self._server._map)
 
 
 _BUSY = (
@@ -362,11 +295,22 @@ def connection_cap(wanted: int) -> int:
 def start_server(routes: Routes, host: str, port: int, limits: Limits | None = None) -> HttpServer:
     """Serve `routes` on a background thread; the server's `shutdown()` stops it."""
     limits = limits or Limits()
-    handler = type(
-        "Handler",
-        (_Handler,),
-        {"routes": dict(routes), "limits": limits, "refusals": RateLimitedLog(log)},
+    cap = connection_cap(limits.max_connections)
+    adj = Adjustments(
+        host=host,
+        port=port,
+        threads=limits.threads,
+        backlog=128,  # a burst of commands waits in the backlog instead of being refused
+        connection_limit=cap + 16,  # never reached: `_Server.handle_accept` answers 503 at `cap`
+        channel_timeout=int(max(limits.header_s, limits.body_s, limits.write_s)) + 1,
+        max_request_header_size=limits.max_header_bytes,
+        max_request_body_size=1 << 62,  # each request's own limit is the parser's (`FramedParser`)
+        expose_tracebacks=False,
+        log_socket_errors=False,  # a client hanging up is no error of ours
+        ident="gpubot",
+        clear_untrusted_proxy_headers=False,
     )
-    server = HttpServer((host, port), handler, connection_cap(limits.max_connections))
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
-    return server
+    parser = type("Parser", (FramedParser,), {"limits": limits})
+    channel = type("Channel", (_GuardedChannel,), {"parser_class": parser})
+    server_class = type("Server", (_Server,), {"channel_class": channel})
+    return HttpServer(server_class(RouteTable(routes), limits, cap, adj))

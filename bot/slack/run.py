@@ -80,7 +80,9 @@ def run_bot(args: argparse.Namespace) -> int:
         raise ConfigError(str(err)) from None
     state = leased(state, lease_of(cfg))
     assert cfg.slack_bot_token is not None  # load_config(need_slack=True) checked it
-    poster = Poster(cfg.slack_bot_token, cfg.slack_api_url)
+    poster = Poster(
+        cfg.slack_bot_token, cfg.slack_api_url, history=cfg.slack_history, pace_s=cfg.slack_pace_s
+    )
     bot = with_bot_token(cfg, lambda: build_app(cfg, sources, state, poster, client=poster.client))
     log.info("sources: %s", sources.description)
     log.info("%s", note)

@@ -1,7 +1,7 @@
 """The bot's HTTP side: Slack's Events API at /slack/events (HTTP mode) and /healthz, /readyz, /metrics.
 
 bot/slack/slackroute.py checks the signature on the raw bytes before anything
-else; every route is served behind bot/slack/httpserver.py's timeouts and caps.
+else; every route is served by waitress behind bot/slack/httpserver.py's timeouts and caps.
 With GPUBOT_ALERT_TOKEN set, both modes serve Alertmanager's webhook at
 /alertmanager (bot/slack/alert_webhook.py).
 Socket Mode (`socket_mode`, bot/slack/socketmode.py) serves only the health

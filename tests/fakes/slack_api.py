@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -60,6 +62,7 @@ class FakeSlack:
     # What chat.postMessage took, per channel, in order: conversations.history / .replies read it.
     messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _lost: dict[str, list[float]] = field(default_factory=dict)
+    _resets: dict[str, int] = field(default_factory=dict)
 
     def calls_to(self, method: str) -> list[Call]:
         with self._lock:
@@ -84,6 +87,11 @@ class FakeSlack:
         with self._lock:
             self._lost.setdefault(method, []).extend([seconds] * times)
 
+    def reset_connections(self, method: str, times: int = 1) -> None:
+        """The next `times` calls of `method` are read, not taken, and answered with a TCP reset."""
+        with self._lock:
+            self._resets[method] = self._resets.get(method, 0) + times
+
     def slow(self, method: str, seconds: float) -> None:
         """Every call of `method` waits this long before answering."""
         with self._lock:
@@ -95,6 +103,7 @@ class FakeSlack:
             self._faults.clear()
             self._delays.clear()
             self._lost.clear()
+            self._resets.clear()
             self.uploads.clear()
             self.messages.clear()
 
@@ -242,6 +251,15 @@ class _Handler(BaseHTTPRequestHandler):
         with self.fake._lock:
             lost = self.fake._lost.get(call.method)
             late = lost.pop(0) if lost else 0.0
+            reset = self.fake._resets.get(call.method, 0)
+            if reset:
+                self.fake._resets[call.method] = reset - 1
+        if reset:
+            # SO_LINGER 0: close() sends RST, not FIN. The client's read fails with a reset.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
+            return
         if late:
             answer = self.fake.answer(call.method, call.params)  # taken now, told much later
             time.sleep(late)
