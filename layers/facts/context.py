@@ -96,6 +96,11 @@ PER_NODE_READS = 50
 EXAMINED_NODES = 4
 
 
+def _found(_node: K8sObject) -> bool:
+    """The GPU-node test of nodes already found to be GPU nodes (ReadCache.gpu_nodes)."""
+    return True
+
+
 class WalkContext(ReadCache):
     """The target and cached reads of one walk: the read cache (layers/facts/readcache.py) plus the
     questions that need the DRA reads (candidates, examined nodes) and the operator's pods."""
@@ -127,7 +132,8 @@ class WalkContext(ReadCache):
                 carries, gpu_node = drareads.publishes_requested(self), drareads.is_dra_gpu_node(self)
                 return candidate_nodes(self.pod, nodes, carries, gpu_node, vols)
             carries = drareads.not_via_dra(self, carries_requested(self.pod))
-            return candidate_nodes(self.pod, nodes, carries, volumes=vols)
+            # The GPU nodes as found once per walk (every GPU node, in node order), not asked again.
+            return candidate_nodes(self.pod, self.gpu_nodes(), carries, gpu_node=_found, volumes=vols)
 
         return self.cached("candidates", pick)
 
