@@ -34,7 +34,7 @@ from tests.fakes.kube_api import serve  # noqa: E402
 from tests.services import start_prometheus  # noqa: E402
 
 CHILD = """
-import json, sys, time
+import json, os, sys, time
 sys.path.insert(0, {root!r})
 
 def status_mb(field):
@@ -50,13 +50,14 @@ from layers.digest import collect_digest
 base = status_mb("VmHWM")
 kube = KubeCluster.from_config({kubeconfig!r})
 prom = PrometheusTelemetry({prom!r}, at={now!r}, timeout_s=60)
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), os.times()
 digest = collect_digest(kube, prom)
 t1 = time.perf_counter()
 png = digest_chart(prom, digest)
-t2 = time.perf_counter()
+t2, c2 = time.perf_counter(), os.times()
 peak = status_mb("VmHWM")
 print(json.dumps({{"digest_s": t1 - t0, "chart_s": t2 - t1, "wall_s": t2 - t0, "queries": prom.queries,
+                  "cpu_s": (c2.user - c0.user) + (c2.system - c0.system),
                   "prom_bytes": prom.bytes_returned, "digest": digest.to_dict(),
                   "requests": kube.counts.by_verb_resource(), "list_pages": kube.counts.list_pages(),
                   "kube_calls": kube.calls, "flagged": len(digest.flagged), "gpu_nodes": digest.gpu_nodes,
@@ -137,7 +138,9 @@ def main() -> None:
             )
             if not same:
                 raise SystemExit(1)
+        before = " ".join(f"{v:.1f}" for v in os.getloadavg())
         r = run(n, args.sick_every, args.anomalous_only)
+        r["load"] = f"{before} -> " + " ".join(f"{v:.1f}" for v in os.getloadavg())
         rows.append(r)
         shown = {k: v for k, v in r.items() if k != "digest"}
         print(
@@ -147,7 +150,7 @@ def main() -> None:
         )
     head = (
         "| nodes | GPUs | series | node lists (pages) | kube calls | PromQL queries | digest | chart "
-        "| wall | peak RSS (after imports) | flagged | backfill | PromQL bytes | list pages |"
+        "| wall | client CPU | peak RSS (after imports) | flagged | backfill | PromQL bytes | list pages | load |"
     )
     print(head)
     print("|---" * (head.count("|") - 1) + "|")
@@ -155,8 +158,8 @@ def main() -> None:
         print(
             f"| {r['nodes']:,} | {r['gpus']:,} | {r['series']:,} | {r['node_lists']} ({r['node_pages']}) "
             f"| {r['kube_calls']} | {r['queries']} | {r['digest_s']:.2f} s | {r['chart_s']:.2f} s "
-            f"| {r['wall_s']:.2f} s | {r['rss_peak_mb']:.0f} MB ({r['rss_base_mb']:.0f} MB) "
-            f"| {r['flagged']} | {r['backfill_s']:.0f} s | {r['prom_bytes']:,} | {r['list_pages']} |"
+            f"| {r['wall_s']:.2f} s | {r['cpu_s']:.2f} s | {r['rss_peak_mb']:.0f} MB ({r['rss_base_mb']:.0f} MB) "
+            f"| {r['flagged']} | {r['backfill_s']:.0f} s | {r['prom_bytes']:,} | {r['list_pages']} | {r['load']} |"
         )
     if len(rows) > 1:
         first, last = rows[0], rows[-1]
@@ -164,8 +167,10 @@ def main() -> None:
         wall = float(last["wall_s"]) / float(first["wall_s"])  # type: ignore[arg-type]
         mem = float(last["rss_peak_mb"]) - float(last["rss_base_mb"])  # type: ignore[arg-type]
         mem0 = float(first["rss_peak_mb"]) - float(first["rss_base_mb"])  # type: ignore[arg-type]
+        cpu = float(last["cpu_s"]) / float(first["cpu_s"])  # type: ignore[arg-type]
         print(
-            f"\n{scale:g}x the nodes: wall x{wall:.1f}, memory above imports {mem0:.0f} → {mem:.0f} MB; "
+            f"\n{scale:g}x the nodes: wall x{wall:.2f}, client CPU x{cpu:.2f}, "
+            f"memory above imports {mem0:.0f} → {mem:.0f} MB; "
             f"queries {first['queries']} → {last['queries']}, node lists {first['node_lists']} → {last['node_lists']}"
         )
 
