@@ -23,19 +23,29 @@ BODIES = [
 ]
 
 
+def _large(body: bytes) -> bytes:
+    """The same value past PAUSE_BYTES (the msgspec path): trailing whitespace is no JSON."""
+    return body + b" " * PAUSE_BYTES
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
 @pytest.mark.parametrize("body", BODIES)
-def test_same_value_as_json_loads(body: bytes) -> None:
+def test_same_value_as_json_loads(body: bytes, large: bool) -> None:
+    if large:
+        body = _large(body)
     got, want = decode_body(body), json.loads(body)
     assert repr(got) == repr(want)
 
 
 def test_nan_as_json_reads_it() -> None:
     assert math.isnan(decode_body(b"NaN"))
+    assert math.isnan(decode_body(_large(b"NaN")))
 
 
 def test_malformed_raises_as_before() -> None:
-    with pytest.raises(json.JSONDecodeError):
-        decode_body(b'{"items": [')
+    for body in (b'{"items": [', _large(b'{"items": [')):
+        with pytest.raises(json.JSONDecodeError):
+            decode_body(body)
 
 
 def test_the_collector_is_back_on_after_a_large_answer_even_a_bad_one() -> None:
