@@ -197,3 +197,20 @@ def test_the_digests_prometheus_answers_carry_the_sick_gpus_only() -> None:
     large = _digest_answers(500, 250)
     assert small == large, (small, large)
     assert small[1] < 50  # a handful of the sick GPUs' series, not one per GPU
+
+
+def _walk_answers(nodes: int, sick_every: int, all_layers: bool) -> tuple[int, int]:
+    snapshot, tel = build_sources(parse_scenario(_fleet(nodes, sick_every, series=True), f"<fleet-{nodes}>"))
+    counting = AnswerCounting(tel)
+    walk(snapshot, counting, "ml", "trainer-0", all_layers=all_layers)  # type: ignore[arg-type]
+    return counting.queries, counting.series
+
+
+@pytest.mark.parametrize("all_layers", [False, True], ids=["default", "all"])
+def test_a_pending_pods_walk_asks_prometheus_the_same_on_any_fleet(all_layers: bool) -> None:
+    # Four sick nodes in 200 and in 400 (1,600 and 3,200 GPUs): the walk examines those four, so
+    # its queries and the series they answer are the same; a per-node or per-GPU read fails here.
+    small = _walk_answers(200, 50, all_layers)
+    large = _walk_answers(400, 100, all_layers)
+    assert small == large, (small, large)
+    assert small[1] <= small[0] * 8 * EXAMINED_NODES  # each query: at most a series per examined GPU
