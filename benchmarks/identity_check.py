@@ -4,9 +4,11 @@ run before and after a change to the walk's speed, then compare the two director
     python benchmarks/identity_check.py OUT_DIR [--api]      # write OUT_DIR/<scenario>.{why,all,digest}.json
     python benchmarks/identity_check.py --compare BEFORE AFTER
 
-`--api` also walks each bundled scenario through the fake Kubernetes API server and the real
-client (bot/sources/kube.py's decode), against the same snapshot. A scenario whose walk fails
-writes its error line instead, so a change that makes one fail shows as a difference too.
+Beyond scripts/dump_walks.py (`why --all` of each): the default walk (where a speed change to
+layer 1's candidates and examined nodes shows), the digest, and `--api`: each bundled scenario's
+`why --all` through the fake Kubernetes API server and the real client (bot/sources/kube.py's
+decode), against the same snapshot. A scenario whose walk fails writes its error line instead, so
+a change that makes one fail shows as a difference too.
 """
 
 from __future__ import annotations
