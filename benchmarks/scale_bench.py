@@ -15,6 +15,7 @@ watch cache (the default since ConsistentListFromCache): one seat per 100 object
 resource stored, whatever the selector, at least 1 and at most 10; any other request 1 seat.
 
     python benchmarks/scale_bench.py [--nodes 65000] [--workload-pods 9] [--modes bound pending gather]
+        [--profile /tmp/scale.prof]
 """
 
 from __future__ import annotations
@@ -38,8 +39,12 @@ import json, os, sys, time
 sys.path.insert(0, {root!r})
 from bot.sources.kube import KubeCluster
 from layers.sources import NoTelemetry
-mode, kubeconfig, out = {mode!r}, {kubeconfig!r}, {out!r}
+mode, kubeconfig, out, profile = {mode!r}, {kubeconfig!r}, {out!r}, {profile!r}
 kube = KubeCluster.from_config(kubeconfig, timeout_s=600.0)
+if profile:
+    import cProfile
+    prof = cProfile.Profile(time.process_time)
+    prof.enable()
 t0, c0 = time.perf_counter(), os.times()
 if mode == "gather":
     from bot.actions.bundle_writer import collect_bundle
@@ -51,6 +56,9 @@ else:
     codes = [f.code for layer in result.layers for f in layer.findings]
 c1 = os.times()
 wall = time.perf_counter() - t0
+if profile:
+    prof.disable()
+    prof.dump_stats(f"{{profile}}.{{mode}}")
 hwm = 0.0
 for line in open("/proc/self/status"):
     if line.startswith("VmHWM:"):
@@ -129,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=65_000)
     ap.add_argument("--workload-pods", type=int, default=9)
     ap.add_argument("--modes", nargs="+", default=["bound", "pending", "gather"])
+    ap.add_argument(
+        "--profile", default="", help="write each child's cProfile stats to PROFILE.<mode> (times inflated)"
+    )
     args = ap.parse_args(argv)
 
     from benchmarks.fleet import make_fleet, node_name
@@ -152,7 +163,11 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.modes:
             before = loadavg()
             code = CHILD.format(
-                root=str(ROOT), mode=mode, kubeconfig=api.kubeconfig, out=str(Path(tmp) / "bundle.tar.gz")
+                root=str(ROOT),
+                mode=mode,
+                kubeconfig=api.kubeconfig,
+                out=str(Path(tmp) / "bundle.tar.gz"),
+                profile=args.profile,
             )
             proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
             if proc.returncode != 0:

@@ -94,7 +94,6 @@ def _flag(
 ) -> FlaggedNode | None:
     reasons: list[str] = []
     published, taint_xids = _dra_resources(name, inventory)
-    resources = (_resources(node) if node is not None else ()) + published
     if (node is not None and o.allocatable_gaps(node)) or any(r.allocatable < r.capacity for r in published):
         reasons.append(ALLOCATABLE_BELOW_CAPACITY)
     if health is not None and health.rows_rising:
@@ -105,6 +104,8 @@ def _flag(
     reasons += owners.reasons
     if not reasons:
         return None
+    # Counted for the flagged nodes only: the rest of a 65,000-node fleet is not shown.
+    resources = (_resources(node) if node is not None else ()) + published
     gpus: tuple[str, ...] = ()
     if health is not None:
         gpus = tuple(g.label for g in health.gpus if g.rows_rising or (g.row_remap_failure or 0) > 0)
@@ -225,6 +226,12 @@ def collect_digest(
     A failed node list raises SourceError (there is no digest without nodes);
     unreadable telemetry leaves the capacity checks standing and says why.
     """
+    # Each node's GPU resources parsed once for the digest, however many checks ask.
+    with o.parsed_once({}):
+        return _collect(cluster, telemetry, operator_namespace)
+
+
+def _collect(cluster: Cluster, telemetry: Telemetry, operator_namespace: str | None) -> Digest:
     nodes = cluster.list_nodes()
     names = [o.name(n) for n in nodes]
     hostmap = host_map(names, [])

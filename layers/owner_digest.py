@@ -37,8 +37,8 @@ def not_ready(node: K8sObject) -> bool:
     return bool(ready) and ready[0].get("status") != "True"
 
 
-def _gave_up(node: K8sObject) -> str | None:
-    for held in ow.owners_of(node):
+def _gave_up(node: K8sObject, owners: list[ow.Held]) -> str | None:
+    for held in owners:
         if held.gave_up:
             why = f": {held.reason}" if held.reason else ""
             return f"{held.owner} gave up ({held.state}, {held.mark}){why}"
@@ -50,7 +50,8 @@ def owner_facts(node: K8sObject | None, gpu_node: bool) -> OwnerFacts:
     if node is None:
         return OwnerFacts()
     reasons: list[str] = []
-    person = _gave_up(node)
+    owners = ow.owners_of(node)
+    person = _gave_up(node, owners)
     if person:
         reasons.append(OWNER_NEEDS_PERSON)
     agents = ha.agent_conditions(node)
@@ -62,7 +63,8 @@ def owner_facts(node: K8sObject | None, gpu_node: bool) -> OwnerFacts:
         c.text + (f": recommended action {', '.join(dict.fromkeys(c.actions))}" if c.actions else "")
         for c in agents
     )
-    return OwnerFacts(tuple(reasons), ow.owner_of(node), person, lines, tuple(cordons.cordon_notes(node)))
+    held = owners[0] if owners else None  # ow.owner_of: the first in the table's order
+    return OwnerFacts(tuple(reasons), held, person, lines, tuple(cordons.cordon_notes(node)))
 
 
 def vanished_cordons(nodes: Iterable[K8sObject]) -> list[str]:

@@ -99,9 +99,10 @@ def check(ctx: WalkContext) -> LayerResult:
     elif nodes is not None:
         cands = ctx.candidates()
         findings.extend(unbound_pod(ctx, pod, nodes, cands, failures))
-        silent = any(o.is_gpu_node(n) and not o.advertised(n) for n in nodes)
         findings.extend(
-            elsewhere_in_fleet(nodes, cands, drareads.slice_nodes(ctx) if silent else frozenset())
+            elsewhere_in_fleet(
+                nodes, cands, drareads.slice_nodes(ctx) if ctx.some_gpu_node_silent() else frozenset()
+            )
         )
     return LayerResult.build(LAYER, findings)
 
@@ -189,7 +190,7 @@ def unbound_pod(
 ) -> list[Finding]:
     out: list[Finding] = []
     requests = o.pod_requests(pod)
-    gpu_nodes = [n for n in nodes if o.is_gpu_node(n)]
+    gpu_nodes = ctx.gpu_nodes()  # the same nodes, in the same order, found once per walk
     advertised = {o.name(n): o.advertised(n) for n in gpu_nodes}
     labels_cmd = "kubectl get nodes -L nvidia.com/gpu.count,nvidia.com/gpu.product,nvidia.com/mig.strategy"
 
@@ -215,7 +216,7 @@ def unbound_pod(
                 commands=[capacity_columns(o.GPU_RESOURCE), labels_cmd],
             )
         )
-    silent = [node_not_advertising(n) for n in cands.nodes if not o.advertised(n)]
+    silent = [node_not_advertising(n) for n in cands.nodes if not o.advertises(n)]
     out += fold(silent, keep=MAX_LISTED, into=more_nodes("advertise no GPU resource"))
     if not any(o.has_nvidia_labels(n) for n in nodes):
         out.append(

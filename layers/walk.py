@@ -31,8 +31,10 @@ LAYERS: dict[int, LayerCheck] = {
 def run_layer(ctx: WalkContext, layer: int) -> LayerResult:
     """One layer. A source error a layer did not turn into a finding still becomes `unknown`."""
     try:
-        # Every layer names the node's other owners; their maintenance is not a fault.
-        result = ownership.adjust(ctx, LAYERS[layer](ctx))
+        # Every layer names the node's other owners; their maintenance is not a fault. Each node's
+        # GPU resources are parsed once for the walk, however many checks ask.
+        with o.parsed_once(ctx.gpu_memo):
+            result = ownership.adjust(ctx, LAYERS[layer](ctx))
     except (SourceError, TelemetryError) as err:
         return LayerResult.build(layer, [unknown(layer, f"layer {layer} could not read its sources: {err}")])
     skipped = ctx.not_examined() if layer > 1 else []

@@ -111,3 +111,106 @@ def test_past_the_examined_nodes_each_layer_says_which_it_did_not_examine() -> N
         assert len(notes) == 1, layer.layer
         assert notes[0].summary.startswith(f"{12 - EXAMINED_NODES} more candidate node(s)")
         assert layer.status.name != "OK"
+
+
+def _digest_requests(
+    nodes: int, sick_every: int, page_size: int = PAGE_SIZE
+) -> dict[tuple[str, str, str, str], int]:
+    """(verb, resource, page kind, selector) -> requests of one digest through the fake API server."""
+    snapshot, _ = build_sources(parse_scenario(_fleet(nodes, sick_every), f"<fleet-{nodes}>"))
+    with serve(snapshot) as api:
+        kube = KubeCluster.from_config(api.kubeconfig)
+        kube.page_size = page_size
+        digest = collect_digest(kube, NoTelemetry(now=0.0))
+        kube.close()
+    assert len(digest.flagged) == len(range(1, nodes, sick_every))
+    reqs, _ = kube.counts.snapshot()
+    out: dict[tuple[str, str, str, str], int] = {}
+    for kind, n in reqs.items():
+        key = (kind.verb, kind.resource, kind.page, kind.selector)
+        out[key] = out.get(key, 0) + n
+    return out
+
+
+def test_the_digests_kubernetes_reads_grow_with_the_flagged_nodes_only() -> None:
+    # Four sick nodes in 200 and in 400: the same reads past the node list, whose pages are the fleet's.
+    small = _digest_requests(200, 50, page_size=50)
+    large = _digest_requests(400, 100, page_size=50)
+    node_pages = {k: n for k, n in small.items() if k[:2] == ("list", "nodes")}
+    assert sum(node_pages.values()) == 4
+    assert sum(n for k, n in large.items() if k[:2] == ("list", "nodes")) == 8
+    assert {k: n for k, n in small.items() if k[:2] != ("list", "nodes")} == {
+        k: n for k, n in large.items() if k[:2] != ("list", "nodes")
+    }
+    # Per flagged node: one pod list (its plugin pod) and its plugin log's reads.
+    assert small[("list", "pods", "first", "field")] == 4
+
+
+def test_past_fifty_capacity_gaps_the_digest_lists_no_fleet_wide_pods() -> None:
+    # 60 nodes with a capacity gap: the plugin logs of the first 50 are read, each node's pods by
+    # its own list. The 50th node's second question (its plugin pod, then its log) once listed the
+    # operator's pods of the whole fleet: 445 pages at 32,500 nodes.
+    reqs = _digest_requests(120, 2)
+    pod_lists = {k: n for k, n in reqs.items() if k[:2] == ("list", "pods")}
+    assert pod_lists == {("list", "pods", "first", "field"): 50}, pod_lists
+
+
+class AnswerCounting:
+    """The scenario's in-memory PromQL (its filters are Prometheus'), counting the queries the digest
+    sends and the series they answer."""
+
+    READS = frozenset({"instant", "increase", "rate", "max_over_time", "range", "changed", "count"})
+
+    def __init__(self, inner: SeriesTelemetry) -> None:
+        self.inner = inner
+        self.queries = 0
+        self.series = 0
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "read_many":
+            raise AttributeError(name)  # one query at a time, each counted
+        attr = getattr(self.inner, name)
+        if name not in self.READS:
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            out = attr(*args, **kwargs)
+            self.queries += 1
+            self.series += len(out) if isinstance(out, list | tuple | dict) else 0
+            return out
+
+        return counted
+
+
+def _digest_answers(nodes: int, sick_every: int) -> tuple[int, int]:
+    snapshot, tel = build_sources(parse_scenario(_fleet(nodes, sick_every, series=True), f"<fleet-{nodes}>"))
+    counting = AnswerCounting(tel)
+    digest = collect_digest(snapshot, counting)  # type: ignore[arg-type]
+    assert len(digest.flagged) == 2
+    return counting.queries, counting.series
+
+
+def test_the_digests_prometheus_answers_carry_the_sick_gpus_only() -> None:
+    # Two sick nodes among 50 (400 GPUs) and among 500 (4,000 GPUs): the same queries, and answers
+    # with the same series: the filters (`> 0`, the changed read) leave the healthy GPUs out.
+    small = _digest_answers(50, 25)
+    large = _digest_answers(500, 250)
+    assert small == large, (small, large)
+    assert small[1] < 50  # a handful of the sick GPUs' series, not one per GPU
+
+
+def _walk_answers(nodes: int, sick_every: int, all_layers: bool) -> tuple[int, int]:
+    snapshot, tel = build_sources(parse_scenario(_fleet(nodes, sick_every, series=True), f"<fleet-{nodes}>"))
+    counting = AnswerCounting(tel)
+    walk(snapshot, counting, "ml", "trainer-0", all_layers=all_layers)  # type: ignore[arg-type]
+    return counting.queries, counting.series
+
+
+@pytest.mark.parametrize("all_layers", [False, True], ids=["default", "all"])
+def test_a_pending_pods_walk_asks_prometheus_the_same_on_any_fleet(all_layers: bool) -> None:
+    # Four sick nodes in 200 and in 400 (1,600 and 3,200 GPUs): the walk examines those four, so
+    # its queries and the series they answer are the same; a per-node or per-GPU read fails here.
+    small = _walk_answers(200, 50, all_layers)
+    large = _walk_answers(400, 100, all_layers)
+    assert small == large, (small, large)
+    assert small[1] <= small[0] * 8 * EXAMINED_NODES  # each query: at most a series per examined GPU

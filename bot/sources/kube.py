@@ -3,7 +3,7 @@
 The client's Configuration does auth (tokens, exec plugins and their refresh: its
 `auth_settings`) and its RESTClientObject TLS, proxies and retries; requests go
 out through it on the REST paths below, and bodies come back as the API's own
-JSON (camelCase dicts, `json.loads`), so a live cluster looks exactly like a
+JSON (camelCase dicts, bot/sources/jsonbody.py), so a live cluster looks exactly like a
 scenario file to the layers. The generated API classes, their pydantic models and
 the ApiClient that serializes them are never imported: building them cost ~1 s of
 every command's start (bot/sources/kubeclient.py, bot/sources/kubeconfig.py).
@@ -14,7 +14,6 @@ its kind; nothing from the client (tokens included) leaks into messages.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,7 @@ from urllib.parse import quote, urlencode
 import urllib3
 from urllib3.util.retry import Retry
 
+from bot.sources.jsonbody import decode_body
 from bot.sources.kube_counts import RequestCounts, request_kind
 from bot.sources.kube_errors import api_error, counted, unreachable
 from bot.sources.kube_resources import (
@@ -196,7 +196,7 @@ class KubeCluster(ListReads):
     def _get(self, res: Resource, name: str, namespace: str | None = None) -> K8sObject:
         path = res.path(namespace, name)
         body = self._send("GET", path, verb="get", resource=res.rbac, namespace=namespace)
-        obj: K8sObject = json.loads(body)
+        obj: K8sObject = decode_body(body)
         return obj
 
     def _list(self, res: Resource, where: Selection = EVERYTHING) -> list[K8sObject]:
@@ -223,7 +223,7 @@ class KubeCluster(ListReads):
                 [*(q for q in query if q[0] != "resourceVersion"), ("continue", token)] if token else query
             )
             body = self._send("GET", path, page_query, verb="list", resource=res.rbac, namespace=namespace)
-            page = json.loads(body)
+            page = decode_body(body)
             self.counts.add_items(request_kind("list", res.rbac, page_query), len(page.get("items") or ()))
             kind = str(page.get("kind") or "")
             item_kind = kind[: -len("List")] if kind.endswith("List") else ""
@@ -380,5 +380,5 @@ class KubeCluster(ListReads):
             body=patch,
             content_type=STRATEGIC_MERGE,
         )
-        node: K8sObject = json.loads(body)
+        node: K8sObject = decode_body(body)
         return node

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.ops.config import Config
-from bot.sources.snapshot import SnapshotCluster
 from layers.sources import Cluster, ClusterWriter, NoTelemetry, SourceError, Telemetry
+
+if TYPE_CHECKING:  # imported where a scenario or a bundle is read: a live cluster's `why` skips it
+    from bot.sources.snapshot import SnapshotCluster
 
 
 @dataclass
@@ -25,6 +26,8 @@ class Sources:
 
 def bundled_scenarios() -> list[Path]:
     """The scenario files shipped with the package, sorted by name."""
+    from importlib import resources  # ~5 ms (tempfile and more): only scenarios need it
+
     folder = resources.files("bot") / "scenarios"
     return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".yaml"))
 

@@ -96,6 +96,11 @@ PER_NODE_READS = 50
 EXAMINED_NODES = 4
 
 
+def _found(_node: K8sObject) -> bool:
+    """The GPU-node test of nodes already found to be GPU nodes (ReadCache.gpu_nodes)."""
+    return True
+
+
 class WalkContext(ReadCache):
     """The target and cached reads of one walk: the read cache (layers/facts/readcache.py) plus the
     questions that need the DRA reads (candidates, examined nodes) and the operator's pods."""
@@ -127,7 +132,8 @@ class WalkContext(ReadCache):
                 carries, gpu_node = drareads.publishes_requested(self), drareads.is_dra_gpu_node(self)
                 return candidate_nodes(self.pod, nodes, carries, gpu_node, vols)
             carries = drareads.not_via_dra(self, carries_requested(self.pod))
-            return candidate_nodes(self.pod, nodes, carries, volumes=vols)
+            # The GPU nodes as found once per walk (every GPU node, in node order), not asked again.
+            return candidate_nodes(self.pod, self.gpu_nodes(), carries, gpu_node=_found, volumes=vols)
 
         return self.cached("candidates", pick)
 
@@ -188,7 +194,7 @@ class WalkContext(ReadCache):
         about, so a walk or a digest pays per examined node, not per pod of the fleet;
         from the fleet-wide operator list once that is read anyway or many nodes are asked.
         """
-        if self._fleet_wide_operator_reads():
+        if self._fleet_wide_operator_reads(node):
 
             def index() -> dict[str | None, list[K8sObject]]:
                 # One pass over the operator pods, then a lookup per node: a pending pod
@@ -209,12 +215,17 @@ class WalkContext(ReadCache):
             ]
         return pods if comp is None else [p for p in pods if component(p) == comp]
 
-    def _fleet_wide_operator_reads(self) -> bool:
+    def _fleet_wide_operator_reads(self, node: str) -> bool:
         if "operator_pods" in self._cache:
             return True
         examined = self._cache.get("examined")
-        many = isinstance(examined, list) and len(examined) > PER_NODE_READS
-        return many or len(self._nodes_asked) >= PER_NODE_READS
+        if isinstance(examined, list) and len(examined) > PER_NODE_READS:
+            return True
+        if node in self._nodes_asked:
+            # Its own list is read (and cached) already: asking again about the 50th node (the
+            # digest reads its plugin pods, then their logs) is no reason to list the fleet's pods.
+            return False
+        return len(self._nodes_asked) >= PER_NODE_READS
 
     def pods_on(self, node: str) -> list[K8sObject]:
         """Every pod bound to the node, in any namespace (one `spec.nodeName=` list)."""

@@ -158,8 +158,9 @@ def extended_requests(ctx: ReadCache) -> dict[str, int]:
         here = ctx.node(bound) if bound else None
         unserved = {r: q for r, q in wanted.items() if here is None or r not in o.advertised(here)}
         if unserved:
-            offered = {r for n in ctx.nodes() for r in o.advertised(n)}
-            unserved = {r: q for r, q in unserved.items() if r not in offered}
+            # Some node offers it (usually the first one asked): the fleet is not read node by node.
+            nodes = ctx.nodes()
+            unserved = {r: q for r, q in unserved.items() if not any(r in o.advertised(n) for n in nodes)}
     except SourceError:
         return out
     if not unserved:
@@ -347,7 +348,7 @@ def not_via_dra(ctx: ReadCache, carries: Callable[[K8sObject], bool]) -> Callabl
     GPUs through DRA does not carry it (its device plugin is not meant to register). The slices are
     read only when some GPU node advertises nothing."""
     try:
-        silent = any(o.is_gpu_node(n) and not o.advertised(n) for n in ctx.nodes())
+        silent = ctx.some_gpu_node_silent()
     except SourceError:
         silent = False
     via_dra = slice_nodes(ctx) if silent else frozenset()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -67,40 +69,79 @@ def quantity(value: Any) -> Decimal:
     return number * Decimal(_SUFFIX[suffix]) if suffix else number
 
 
-# gpu_resources' results by the id of the capacity/allocatable map they were parsed from. A
-# pending pod's walk asks about each of 5,000 nodes a dozen times (candidates, gaps, placement):
-# parsing once saves most of layer 1's time. An entry holds the map itself (so its id is not
-# reused while cached) and a copy, compared on every hit (C-speed dict equality), so a map
-# changed in place is parsed again. Bounded: cleared past _PARSED_MAX maps.
-_PARSED: dict[int, tuple[dict[str, Any], dict[str, Any], dict[str, int]]] = {}
-_PARSED_MAX = 20_000
+# Parsed GPU resources of the capacity/allocatable maps one walk (or digest) reads, by the map's
+# id, for as long as it runs (`parsed_once`): a pending pod's walk asks about each of 65,000 nodes'
+# maps a dozen times (GPU node, candidates, gaps, placement, DRA), and parsing once per walk is most
+# of layer 1's time saved. The memo is the walk's own (a context variable, so threads and nested
+# walks keep theirs) and holds each map (its id is not reused while the memo lives); it is dropped
+# with the walk, so a long-running bot pins no fleet's maps. Within a walk the nodes are read-only
+# data (the layers are pure), so a hit is the same map, not a copy compared.
+GpuMemo = dict[int, tuple[Any, dict[str, int], dict[str, int]]]
+_MEMO: ContextVar[GpuMemo | None] = ContextVar("gpu_resources_memo", default=None)
+
+
+@contextmanager
+def parsed_once(memo: GpuMemo) -> Iterator[None]:
+    """Within the block, each capacity/allocatable map is parsed once into `memo` (layers/walk.py)."""
+    token = _MEMO.set(memo)
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def _units(value: Any) -> int:
+    """A GPU resource's quantity as an integer: the plain digits every device plugin writes read
+    directly, anything else ("1k", "500m") as a Kubernetes quantity."""
+    if type(value) is str and value.isascii() and value.isdigit():
+        return int(value)
+    return int(quantity(value))
+
+
+def _parsed(node: K8sObject, field: str) -> tuple[dict[str, int], dict[str, int]]:
+    """(every GPU resource of the map, those above 0): shared, never to be changed by a caller."""
+    raw = (node.get("status") or {}).get(field) or {}
+    if not raw:
+        return _NONE, _NONE
+    memo = _MEMO.get()
+    if memo is not None:
+        hit = memo.get(id(raw))
+        if hit is not None and hit[0] is raw:
+            return hit[1], hit[2]
+    parsed = {k: _units(v) for k, v in raw.items() if k.startswith("nvidia.com/") and is_gpu_resource(k)}
+    # Usually every resource is above 0: one dict serves both (30 MB less memo at 65,000 nodes).
+    positive = parsed if all(v > 0 for v in parsed.values()) else {k: v for k, v in parsed.items() if v > 0}
+    if memo is not None:
+        memo[id(raw)] = (raw, parsed, positive)
+    return parsed, positive
+
+
+_NONE: dict[str, int] = {}
 
 
 def gpu_resources(node: K8sObject, field: str) -> dict[str, int]:
     """GPU resources of a node's status.capacity or status.allocatable, as integers."""
-    raw = (node.get("status") or {}).get(field) or {}
-    hit = _PARSED.get(id(raw))
-    if hit is not None and hit[0] is raw and hit[1] == raw:
-        return dict(hit[2])
-    parsed = {
-        k: int(quantity(v)) for k, v in raw.items() if k.startswith("nvidia.com/") and is_gpu_resource(k)
-    }
-    if isinstance(raw, dict):
-        if len(_PARSED) >= _PARSED_MAX:
-            _PARSED.clear()
-        _PARSED[id(raw)] = (raw, dict(raw), parsed)
-    return dict(parsed)
+    return dict(_parsed(node, field)[0])
 
 
 def advertised(node: K8sObject) -> dict[str, int]:
     """GPU resources the node advertises: in capacity with a quantity above 0."""
-    return {k: v for k, v in gpu_resources(node, "capacity").items() if v > 0}
+    return dict(_parsed(node, "capacity")[1])
+
+
+def advertises(node: K8sObject) -> bool:
+    """The node advertises some GPU resource (`advertised` is not empty), without a copy."""
+    return bool(_parsed(node, "capacity")[1])
 
 
 def allocatable_gaps(node: K8sObject) -> dict[str, tuple[int, int]]:
     """resource -> (capacity, allocatable) where capacity > allocatable."""
-    cap = gpu_resources(node, "capacity")
-    alloc = gpu_resources(node, "allocatable")
+    cap = _parsed(node, "capacity")[0]
+    if not cap:
+        return {}
+    alloc = _parsed(node, "allocatable")[0]
+    if alloc == cap:
+        return {}  # a healthy node (most of a fleet): one comparison, no pass over its resources
     return {r: (c, alloc.get(r, 0)) for r, c in cap.items() if c > alloc.get(r, 0)}
 
 
@@ -181,7 +222,7 @@ def has_nvidia_labels(node: K8sObject) -> bool:
 
 def is_gpu_node(node: K8sObject) -> bool:
     """Advertises a GPU resource, or is labelled as a GPU node (spec: Terms)."""
-    if advertised(node):
+    if advertises(node):
         return True
     lab = labels(node)
     if lab.get("nvidia.com/gpu.present") == "true" or "nvidia.com/gpu.count" in lab:

@@ -106,6 +106,8 @@ def _expr_matches(expr: Mapping[str, Any], value: str | None) -> bool:
 def selector_misses(pod: K8sObject, node: K8sObject) -> list[str]:
     """Why the pod's nodeSelector / required node affinity rejects the node (empty: it matches)."""
     spec = pod.get("spec") or {}
+    if not spec.get("nodeSelector") and not spec.get("affinity"):
+        return []  # nothing to miss: the node's labels are not read (a pending pod's 65,000 candidates)
     lab = _labels(node)
     wanted = {str(k): label_value(v) for k, v in (spec.get("nodeSelector") or {}).items()}
     why = [

@@ -49,6 +49,8 @@ class ReadCache:
         self.pod = pod  # None for a node-only walk (from the digest)
         self.settings = settings or Settings()
         self._cache: dict[object, object] = {}
+        # The GPU resources of the nodes' maps, parsed once per walk (layers/facts/objects.py, parsed_once).
+        self.gpu_memo: o.GpuMemo = {}
 
     def cached(self, key: object, read: Callable[[], T]) -> T:
         """Run a read once per walk; a SourceError is cached and re-raised."""
@@ -90,6 +92,10 @@ class ReadCache:
 
     def gpu_nodes(self) -> list[K8sObject]:
         return self.cached("gpu_nodes", lambda: [n for n in self.nodes() if o.is_gpu_node(n)])
+
+    def some_gpu_node_silent(self) -> bool:
+        """Some GPU node advertises no GPU resource (its plugin never registered, or it serves DRA)."""
+        return self.cached("silent_gpu_node", lambda: not all(o.advertises(n) for n in self.gpu_nodes()))
 
     @property
     def bound_node(self) -> str | None:
