@@ -288,4 +288,32 @@ class Collector:
             self.read(f"events of pod {ns}/{name}", lambda: self.cluster.list_events(ns, "Pod", name), [])
         )
         self.archive.add("target/events.txt", bt.events_table(events, self.now), essential=True)
+        self.configmaps(pod)
         self.pod_logs(pod)
+
+    def configmaps(self, pod: K8sObject) -> None:
+        """The ConfigMaps the target mounts, masked (bot/actions/redact.py): layer 4 reads the script
+        a command names from one (layers/facts/inference.py), so its replay needs them."""
+        ns = o.namespace(pod) or ""
+        kept = []
+        for cm in mounted_configmaps(pod):
+            try:
+                kept.append(self.cluster.get_configmap(ns, cm))
+            except SourceError as err:
+                if err.kind != "not_found":
+                    self.manifest.errors.append({"read": f"configmap {ns}/{cm}", "error": str(err)})
+        if kept:
+            self.archive.add("target/configmaps.yaml", bt.to_yaml(self.keep(kept)), essential=True)
+
+
+def mounted_configmaps(pod: K8sObject) -> list[str]:
+    """The ConfigMaps a pod's volumes (and projected volumes) mount, in order, once each."""
+    names: dict[str, None] = {}
+    for v in (pod.get("spec") or {}).get("volumes") or []:
+        sources = [v.get("configMap")] + [
+            s.get("configMap") for s in (v.get("projected") or {}).get("sources") or []
+        ]
+        for cm in sources:
+            if isinstance(cm, dict) and cm.get("name"):
+                names[str(cm["name"])] = None
+    return list(names)
