@@ -16,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.actions.archive import Archive, Caps, name_part
 from bot.actions.bug_report import bug_reports, kube_exec
@@ -24,17 +24,15 @@ from bot.actions.bundle_yaml import write_scenario
 from bot.actions.gather import Collector, ExecFn, Progress
 from bot.actions.gather_dra import dra_files
 from bot.actions.gather_series import telemetry_files
+from bot.actions.history import record_action
 from bot.actions.redact import mask_text
+from bot.ledger.store import Ledger
 from layers import remedy as rm
 from layers.facts import objects as o
 from layers.findings import WalkResult
 from layers.sources import Cluster, SourceError, Telemetry
 
 __all__ = ["BundleReport", "Caps", "ExecFn", "Progress", "collect_bundle", "kube_exec"]
-
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass
@@ -47,6 +45,7 @@ class BundleReport:
     cut: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)
     walk: WalkResult | None = None
+    notes: list[str] = field(default_factory=list)  # what befell the bundle after it was written
 
 
 # --- the entry points -------------------------------------------------------------------
@@ -106,11 +105,15 @@ def collect_bundle(
     caps: Caps | None = None,
     progress: Progress | None = None,
     operator_namespace: str | None = None,
+    ledger: Ledger | None = None,
+    actor: str = "",
 ) -> BundleReport:
     """Collect a must-gather bundle into `out_path` (written whole or not at all).
 
     Raises SourceError only for what makes a bundle pointless: the node or the
     target pod does not exist (not_found), or the cluster cannot be reached at all.
+    A bundle written is a `bundle` entry in the node's `ledger` (the node asked for, else the
+    target's; who: `actor`), so the node's history says a bundle exists and who took it.
     """
     caps = caps or Caps()
     say: Progress = progress or (lambda _msg: None)
@@ -189,7 +192,13 @@ def collect_bundle(
         raise
     finally:
         c.logs.close()
+    after: list[str] = []
+    logged = node or scope.target_node
+    detail = f"must-gather {out.name}: {len(manifest.files)} files, {out.stat().st_size / 1e6:.1f} MB"
+    if note := record_action(ledger, logged or "", "bundle", now, actor, detail):
+        after.append(f"the bundle is {note}")
     return BundleReport(
+        notes=after,
         path=str(out),
         files=len(manifest.files),
         content_bytes=archive.used,
