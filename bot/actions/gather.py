@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from bot.actions import bundle_text as bt
@@ -45,6 +46,8 @@ class Collector:
         self.failed: dict[str, SourceError] = {}  # what -> the error its read raised, as raised
         self.objects: dict[tuple[str, str, str, str], K8sObject] = {}
         self.logs = tempfile.TemporaryFile()  # noqa: SIM115 - closed in collect_bundle
+        # A node's bundle without a target: every read is of that node or by name, none of the fleet.
+        self.node_only = scope.node is not None and not scope.want_fleet_gpu_pods()
         self.series: list[dict[str, Any]] = []
 
     # --- reads ---------------------------------------------------------------------
@@ -164,7 +167,22 @@ class Collector:
         self.archive.add("nvidiadrivers.yaml", bt.to_yaml(drivers), essential=True)
         self.keep(self.read("runtimeclasses", self.cluster.list_runtimeclasses, []))
         self.progress("nodes")
-        nodes = self.keep(self.read("nodes", self.cluster.list_nodes, []))
+        if self.node_only:
+            # One node's bundle replays the pods on it, whose walks read their node by name: the
+            # fleet's node list (130 pages and 1.5 GB at 65,000 nodes) is not read nor kept.
+            # Layer 3's comparisons with the rest of the fleet (driver or kernel skew, another pool's
+            # driver) need it: a bundle with a target pod (--pod, the Slack button's) reads it whole.
+            node = self.scope.node or ""
+            nodes = self.keep(self.read("nodes", lambda: [self.cluster.get_node(node)], []))
+            self.manifest.skipped.append(
+                {
+                    "what": "the other nodes",
+                    "why": "a node's bundle holds its own node: a replay compares it with no other "
+                    "(collect with --pod NAMESPACE/POD for a walk that weighs the fleet)",
+                }
+            )
+        else:
+            nodes = self.keep(self.read("nodes", self.cluster.list_nodes, []))
         return nodes, self.scope.scoped_nodes(nodes)
 
     def _lister(self, label_sel: str, field_sel: str | None) -> Callable[[], list[K8sObject]]:
@@ -267,7 +285,12 @@ class Collector:
         self.progress("operand daemonsets and operator events")
         if operator_ns:
             dss = self.read("daemonsets", lambda: self.cluster.list_daemonsets(namespace=operator_ns), [])
-            events = self.read(f"events in {operator_ns}", lambda: self.cluster.list_events(operator_ns), [])
+            if self.node_only:
+                events = self._events_of(operator_ns, pods, dss)
+            else:
+                events = self.read(
+                    f"events in {operator_ns}", lambda: self.cluster.list_events(operator_ns), []
+                )
         else:
             self.manifest.skipped.append(
                 {"what": "operand daemonsets, operator events", "why": "no GPU Operator pod found"}
@@ -279,6 +302,20 @@ class Collector:
         self.archive.add(
             "gpu_operator_events.txt", bt.events_table(self.keep(events), self.now), essential=True
         )
+
+    def _events_of(self, ns: str, pods: list[K8sObject], dss: list[K8sObject]) -> list[K8sObject]:
+        """The operator namespace's events about this node's pods (and the operator's) and the
+        operand DaemonSets, object by object: the namespace's whole list grows with the fleet."""
+        objects = [("Pod", o.name(p)) for p in pods if o.namespace(p) == ns]
+        objects += [("DaemonSet", o.name(d)) for d in dss]
+        events: list[K8sObject] = []
+        for kind, name in objects:
+            events += self.read(
+                f"events of {kind.lower()} {ns}/{name}",
+                partial(self.cluster.list_events, ns, kind, name),
+                [],
+            )
+        return events
 
     def target_files(self, pod: K8sObject) -> None:
         ns, name = self.scope.target or ("", "")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from bot.actions import bundle_text as bt
 from bot.actions.gather import Collector
 from layers.facts import dra
@@ -18,11 +20,14 @@ def dra_files(c: Collector, scoped: list[K8sObject], target: K8sObject | None) -
     # A target's layer 1 weighs every node's devices, as it weighs every node's GPU pods: a node
     # bundle that kept only its own slices replayed the other GPU nodes as publishing none.
     every = c.scope.want_fleet_gpu_pods()
+    # One node's bundle asks the server for that node's slices only (spec.nodeName is a field
+    # ResourceSlices can be selected by): the fleet's are 65,000 objects at 65,000 nodes.
+    on_node = f",spec.nodeName={c.scope.node}" if c.node_only else ""
     slices = [
         s
         for s in c.read(
             "resourceslices",
-            lambda: c.cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={dra.DRIVER}"),
+            lambda: c.cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={dra.DRIVER}{on_node}"),
             [],
         )
         if every or (s.get("spec") or {}).get("nodeName") in names
@@ -33,7 +38,7 @@ def dra_files(c: Collector, scoped: list[K8sObject], target: K8sObject | None) -
     wanted = {(target_ns, e.claim_name) for e in dra.pod_claims(target or {}) if e.claim_name}
     if slices or wanted:
         pools = {str((s.get("spec") or {}).get("pool", {}).get("name")) for s in slices}
-        for claim in c.read("resourceclaims", lambda: c.cluster.list_dra("ResourceClaim"), []):
+        for claim in _claims(c):
             held = {a.pool for a in dra.read_claim(claim).allocated or ()}
             if (o.namespace(claim) or "", o.name(claim)) in wanted or held & pools:
                 picked.append(claim)
@@ -65,3 +70,26 @@ def dra_files(c: Collector, scoped: list[K8sObject], target: K8sObject | None) -
         "gpuclusters", lambda: c.cluster.list_custom("nvidia.com", "v1alpha1", "gpuclusters"), []
     )
     c.archive.add("dra.yaml", bt.to_yaml(c.keep(picked)), essential=True)
+
+
+def _claims(c: Collector) -> list[K8sObject]:
+    """The claims to look through: every claim, or for one node's bundle the claims of the
+    namespaces whose pods on the node use claims (a claim holding the node's devices is reserved
+    for pods there), so the read does not grow with the fleet."""
+    if not c.node_only:
+        return list(c.read("resourceclaims", lambda: c.cluster.list_dra("ResourceClaim"), []))
+    namespaces = sorted(
+        {
+            o.namespace(p) or ""
+            for p in c.objects.values()
+            if p.get("kind") == "Pod"
+            and o.pod_node(p) == c.scope.node
+            and (p.get("spec") or {}).get("resourceClaims")
+        }
+    )
+    out: list[K8sObject] = []
+    for ns in namespaces:
+        out += c.read(
+            f"resourceclaims in {ns}", partial(c.cluster.list_dra, "ResourceClaim", namespace=ns), []
+        )
+    return out
