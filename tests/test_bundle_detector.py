@@ -99,3 +99,23 @@ def test_a_shell_script_keeps_its_programs_and_loses_its_values() -> None:
     assert mask_argv(["bash", "-lc", "curl -H 'Authorization: Bearer Xy9' https://x"], program=True)[2] == (
         f"curl -H {MASK} {MASK}"
     )
+
+
+@pytest.mark.parametrize(
+    "chunk", ["api_key", "api_key ", 'secret"', "password: '", "//a/_authToken=", "pass "]
+)
+def test_the_detector_is_linear_on_hostile_lines(chunk: str) -> None:
+    """detect-secrets' keyword regexes are quadratic on a long line of their words (0.9 s for
+    2 KB of `api_key…`): long lines are windowed, word runs cut, keyword lines pre-tested by RE2."""
+    import time
+
+    from tests.hostile_text import hostile
+
+    took = []
+    for size in (32 * 1024, 64 * 1024):
+        text = hostile(chunk, size)
+        started = time.thread_time()
+        scrub(text)
+        took.append(time.thread_time() - started)
+    assert took[1] < 2.0, took
+    assert took[1] < 3 * took[0] + 0.05, took  # twice the text, about twice the time

@@ -32,7 +32,7 @@ run the entropy plugins could flag. A log with no candidate line costs that pass
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -79,10 +79,12 @@ _NOT_SECRET = frozenset({"true", "false", "null", "none", "yes", "no", "redacted
 
 # --- the shapes no detect-secrets plugin covers (see the module's docstring) -------------------
 _SECRETISH = r"(?:pass(?:word|wd|phrase)?|pwd|pw|secret|token|bearer|auth(?:orization)?|api[_-]?key|apikey|creds?|credentials?|sig(?:nature)?|cookie|private[_-]?key)"
+_SECRET_WORD = re.compile(r"(?i)" + _SECRETISH)
 # `-p`/`-a` after what may precede a flag (a GPU UUID's `-a…` is no flag); a text's first word too.
 _SHORT_FLAGS = tuple(f"{before}-{flag}" for before in " \t\n\"'=(" for flag in "pa")
 _WORDS = ("pass", "pwd", "pw", "secret", "token", "bearer", "auth", "key", "cred", "sig", "cookie")
-_EXTRA: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
+_Replacement = str | Callable[[re.Match[str]], str]
+_EXTRA: tuple[tuple[tuple[str, ...], re.Pattern[str], _Replacement], ...] = (
     # (gates, pattern, replacement): every match holds one of the lower-cased gates.
     (
         ("_test_",),
@@ -111,12 +113,9 @@ _EXTRA: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
     ),
     (
         ("=>",),
-        re.compile(
-            r"(?i)([\"']?[\w.-]*"
-            + _SECRETISH
-            + r"[\w.-]*[\"']?[ \t]*=>[ \t]*)(\"[^\"]*\"|'[^']*'|[^\s,}\]]+)"
-        ),
-        r"\1" + MASK,
+        # Linear: the key is one possessive run, and whether it names a secret is asked after.
+        re.compile(r"(?i)(?<![\w.-])([\"']?([\w.-]++)[\"']?[ \t]*=>[ \t]*)(\"[^\"]*\"|'[^']*'|[^\s,}\]]+)"),
+        lambda m: m.group(1) + MASK if _SECRET_WORD.search(m.group(2)) else m.group(0),
     ),
     (
         ("password", "passwd"),
@@ -126,11 +125,9 @@ _EXTRA: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
     (
         _WORDS,
         re.compile(
-            r"(?i)(?<![\w-])(--?[\w-]*"
-            + _SECRETISH
-            + r"[\w-]*)([ \t]*=[ \t]*|[ \t]+)(?![-<])(\"[^\"]*\"|'[^']*'|[^\s'\";|&]+)"
+            r"(?<![\w-])(--?([\w-]++))([ \t]*=[ \t]*|[ \t]+)(?![-<])(\"[^\"]*\"|'[^']*'|[^\s'\";|&]+)"
         ),
-        r"\1\2" + MASK,
+        lambda m: m.group(1) + m.group(3) + MASK if _SECRET_WORD.search(m.group(2)) else m.group(0),
     ),
     # A CLI login given its key as a word (`wandb login KEY`, `huggingface-cli login KEY`).
     (("login",), re.compile(r"(?i)(\blogin[ \t]+)(?!-)[A-Za-z0-9_-]{20,}(?![^\s'\"])"), r"\1" + MASK),
@@ -153,6 +150,20 @@ def _plugins() -> tuple[tuple[Any, tuple[str, ...]], ...]:
     with transient_settings({"plugins_used": config}):
         plugins = list(get_plugins())
     return tuple((p, PLUGINS[type(p).__name__]) for p in plugins)
+
+
+@lru_cache(maxsize=1)
+def _keyword_line() -> Any:
+    """An RE2 superset of what the keyword plugin's regexes can match (a word of its DENYLIST
+    followed by `:`, `=`, `!=`, `=>`… or a quoted value, or a quoted value compared with one):
+    its regexes cost ~150 µs a line and run only where this linear test passes."""
+    import re2
+    from detect_secrets.plugins.keyword import DENYLIST
+
+    words = "(?:" + "|".join(DENYLIST) + ")"
+    return re2.compile(
+        r"(?i)" + words + r"\w*(?:[\]'\"]{0,2}\s*[:=!?|&]|\S{0,50}\s*['\"`])|[!=]{2,3}\s*\w*" + words
+    )
 
 
 @lru_cache(maxsize=1)
@@ -179,22 +190,42 @@ def _filtered(secret: str, line: str, plugin: Any) -> bool:
     )
 
 
+# Some plugins' regexes take time quadratic in a line's length on hostile text (the keyword
+# plugin's `\w*` before its words: 0.9 s for 2 KB of `api_keyapi_key…`; npm's `//.+/`): a long
+# line is seen in windows overlapping by more than a token's length, and the keyword plugin sees
+# word runs cut to _RUN characters (a value reported cut is masked with the rest of its word,
+# _mask_values). tests/test_bundle_detector.py holds 64 KB of each hostile line under 2 s.
+_WINDOW, _OVERLAP = 2048, 512
+_RUN = 24
+_LONG_RUN = re.compile(r"\w{" + str(_RUN + 1) + ",}")
+
+
+def _windows(line: str) -> Iterator[str]:
+    if len(line) <= _WINDOW:
+        yield line
+        return
+    for start in range(0, len(line) - _OVERLAP, _WINDOW - _OVERLAP):
+        yield line[start : start + _WINDOW]
+
+
 def _found(plugin: Any, line: str) -> Iterator[str]:
     name = type(plugin).__name__
-    if name == "KeywordDetector":
-        from detect_secrets.filters.heuristic import is_indirect_reference
+    for window in _windows(line):
+        if name == "KeywordDetector":
+            from detect_secrets.filters.heuristic import is_indirect_reference
 
-        if is_indirect_reference(line):
-            return
-        for regexes in _keyword_regexes():
-            yield from plugin.analyze_string(line, denylist_regex_to_group=regexes)
-    elif name in _LIMITS:
-        limit = _LIMITS[name]
-        for value in plugin.analyze_string(line):
-            if plugin.calculate_shannon_entropy(value) > limit:
-                yield value
-    else:
-        yield from plugin.analyze_string(line)
+            cut = _LONG_RUN.sub(lambda m: m.group(0)[:_RUN], window)
+            if not _keyword_line().search(cut) or is_indirect_reference(cut):
+                continue
+            for regexes in _keyword_regexes():
+                yield from plugin.analyze_string(cut, denylist_regex_to_group=regexes)
+        elif name in _LIMITS:
+            limit = _LIMITS[name]
+            for value in plugin.analyze_string(window):
+                if plugin.calculate_shannon_entropy(value) > limit:
+                    yield value
+        else:
+            yield from plugin.analyze_string(window)
 
 
 def detected(line: str) -> set[str]:
@@ -208,8 +239,10 @@ def detected(line: str) -> set[str]:
 
 
 def _mask_values(line: str, secrets: set[str]) -> str:
+    """Each value reported, with the rest of its word (a value seen in a window or a cut run
+    may be the start of a longer one)."""
     for secret in sorted(secrets, key=len, reverse=True):
-        line = re.sub(r"(?<![A-Za-z0-9])" + re.escape(secret) + r"(?![A-Za-z0-9])", MASK, line)
+        line = re.sub(r"(?<![A-Za-z0-9])" + re.escape(secret) + r"[A-Za-z0-9_]*+", MASK, line)
     return line
 
 
