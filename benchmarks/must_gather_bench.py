@@ -35,18 +35,19 @@ APPS = [
 ]
 
 CHILD = """
-import json, resource, sys, time
+import json, os, resource, sys, time
 sys.path.insert(0, {root!r})
 from bot.actions.bundle_writer import collect_bundle
 from bot.sources.kube import KubeCluster
 from layers.sources import NoTelemetry
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 kube = KubeCluster.from_config({kubeconfig!r})
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), os.times()
 report = collect_bundle(kube, NoTelemetry(now=time.time()), {out!r}, node="gpu-0")
+c1 = os.times()
 wall = time.perf_counter() - t0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({{"wall_s": wall, "rss_base_mb": base / 1024, "rss_peak_mb": peak / 1024, "calls": kube.calls,
+print(json.dumps({{"wall_s": wall, "cpu_s": (c1.user - c0.user) + (c1.system - c0.system), "rss_base_mb": base / 1024, "rss_peak_mb": peak / 1024, "calls": kube.calls,
                   "files": report.files, "archive_mb": report.archive_bytes / 1e6,
                   "content_mb": report.content_bytes / 1e6, "errors": len(report.errors)}}))
 """

@@ -111,9 +111,9 @@ def _kube_rules() -> Iterator[Rule]:
 
 
 def _bundle_calls() -> Iterator[str]:
-    """CoreV1Api methods bot/actions/bundle_writer.py calls (the bug report's pods/exec)."""
-    bundle = (ROOT / "bot" / "actions" / "bundle_writer.py").read_text()
-    yield from re.findall(r"\bcore\.(\w+)", bundle)
+    """CoreV1Api methods the must-gather calls (bot/actions/bug_report.py: the bug report's pods/exec)."""
+    for name in ("bundle_writer.py", "bug_report.py"):
+        yield from re.findall(r"\bcore\.(\w+)", (ROOT / "bot" / "actions" / name).read_text())
 
 
 def _custom_plurals() -> set[tuple[str, str]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.actions.gather import name_part
+from bot.actions.archive import name_part
 from bot.ops.config import load_config
 from bot.slack.node_actions import ClusterNodeActions
 from bot.sources.opener import open_sources

@@ -14,25 +14,25 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.actions.archive import Archive, Caps, name_part
+from bot.actions.bug_report import bug_reports, kube_exec
 from bot.actions.bundle_yaml import write_scenario
 from bot.actions.gather import Collector, ExecFn, Progress
+from bot.actions.gather_dra import dra_files
+from bot.actions.gather_series import telemetry_files
+from bot.actions.history import record_action
 from bot.actions.redact import mask_text
+from bot.ledger.store import Ledger
 from layers import remedy as rm
 from layers.facts import objects as o
 from layers.findings import WalkResult
 from layers.sources import Cluster, SourceError, Telemetry
 
 __all__ = ["BundleReport", "Caps", "ExecFn", "Progress", "collect_bundle", "kube_exec"]
-
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass
@@ -45,6 +45,7 @@ class BundleReport:
     cut: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)
     walk: WalkResult | None = None
+    notes: list[str] = field(default_factory=list)  # what befell the bundle after it was written
 
 
 # --- the entry points -------------------------------------------------------------------
@@ -104,11 +105,15 @@ def collect_bundle(
     caps: Caps | None = None,
     progress: Progress | None = None,
     operator_namespace: str | None = None,
+    ledger: Ledger | None = None,
+    actor: str = "",
 ) -> BundleReport:
     """Collect a must-gather bundle into `out_path` (written whole or not at all).
 
     Raises SourceError only for what makes a bundle pointless: the node or the
     target pod does not exist (not_found), or the cluster cannot be reached at all.
+    A bundle written is a `bundle` entry in the node's `ledger` (the node asked for, else the
+    target's; who: `actor`), so the node's history says a bundle exists and who took it.
     """
     caps = caps or Caps()
     say: Progress = progress or (lambda _msg: None)
@@ -151,13 +156,13 @@ def collect_bundle(
         operator, operands = c.pods()
         operator_ns = operator_namespace or next((o.namespace(p) for p in operator + operands), None)
         c.node_files(scoped, operator_ns)
-        c.dra_files(scoped, target_pod)
+        dra_files(c, scoped, target_pod)
         if target_pod is not None:
             c.target_files(target_pod)
         c.pod_files(operator, operands)
-        c.telemetry_files(nodes, operands)
+        telemetry_files(c, nodes, operands)
         if with_bug_report:
-            notes += c.bug_reports(operands, exec_fn if exec_fn is not None else kube_exec(cluster))
+            notes += bug_reports(c, operands, exec_fn if exec_fn is not None else kube_exec(cluster))
         else:
             manifest.skipped.append({"what": "nvidia-bug-report", "why": "not requested (--with-bug-report)"})
         say("the walk")
@@ -187,7 +192,13 @@ def collect_bundle(
         raise
     finally:
         c.logs.close()
+    after: list[str] = []
+    logged = node or scope.target_node
+    detail = f"must-gather {out.name}: {len(manifest.files)} files, {out.stat().st_size / 1e6:.1f} MB"
+    if note := record_action(ledger, logged or "", "bundle", now, actor, detail):
+        after.append(f"the bundle is {note}")
     return BundleReport(
+        notes=after,
         path=str(out),
         files=len(manifest.files),
         content_bytes=archive.used,
@@ -197,51 +208,3 @@ def collect_bundle(
         errors=manifest.errors,
         walk=walk,
     )
-
-
-def kube_exec(cluster: Cluster) -> ExecFn | None:
-    """Run a command in a container through the pods/exec websocket; None when the source has no API."""
-    api = getattr(cluster, "api_client", None)
-    if api is None:
-        return None
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.stream import stream
-
-    def run(namespace: str, pod: str, container: str, command: Sequence[str]) -> bytes:
-        # A private ApiClient: stream() swaps the client's transport while it runs.
-        core = client.CoreV1Api(client.ApiClient(configuration=api.configuration))
-        try:
-            out = stream(
-                core.connect_get_namespaced_pod_exec,
-                pod,
-                namespace,
-                container=container,
-                command=list(command),
-                stderr=False,
-                stdin=False,
-                stdout=True,
-                tty=False,
-            )
-        except ApiException as exc:
-            text = f"{exc.status} {exc.reason}"
-            if exc.status == 403 or "403" in text:
-                raise SourceError(
-                    "forbidden",
-                    f"exec in pod {namespace}/{pod} forbidden",
-                    verb="create",
-                    resource="pods/exec",
-                    namespace=namespace,
-                ) from None
-            raise SourceError("unavailable", f"exec in pod {namespace}/{pod} failed: {text}") from None
-        import base64
-        import binascii
-
-        try:
-            return base64.b64decode("".join(str(out).split()), validate=True)
-        except (binascii.Error, ValueError):
-            raise SourceError(
-                "unavailable", f"nvidia-bug-report.sh in {namespace}/{pod} gave no report"
-            ) from None
-
-    return run

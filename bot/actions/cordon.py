@@ -25,6 +25,8 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from bot.actions.history import record_action
+from bot.ledger.store import Ledger
 from handlers.ports import LockNotAcquired, StateStore, StateUnavailable
 from layers import remedy as rm
 from layers.facts import cordons
@@ -122,14 +124,17 @@ def cordon(
     dry_run: bool = False,
     now: float | None = None,
     breaker_lock: BreakerLock | None = None,
+    ledger: Ledger | None = None,
 ) -> CordonOutcome:
     """Cordon a GPU node unless the breaker says no. Raises SourceError (not_found, forbidden, ...).
 
     The breaker's count and the patch happen under `breaker_lock` (default: this process's lock);
-    a dry run changes nothing and takes no lock."""
+    a dry run changes nothing and takes no lock. An applied cordon is written to `ledger` (who,
+    when, why): the node's annotations say it only while it lasts."""
     check_object_name(node, "node")
     if dry_run:
         return _cordon(cluster, writer, node, reason, actor, max_fraction, True, now)
+    now = time.time() if now is None else now
     held = (breaker_lock or process_breaker_lock)()
     try:
         held.__enter__()
@@ -150,7 +155,17 @@ def cordon(
     except StateUnavailable as err:
         # The cordon is done; the lock expires on its own after its timeout.
         log.warning("cordon of %s applied, but the breaker's lock was not released: %s", node, err)
-    return outcome
+    return _recorded(outcome, ledger, now, actor, reason.strip())
+
+
+def _recorded(
+    outcome: CordonOutcome, ledger: Ledger | None, now: float, actor: str, detail: str
+) -> CordonOutcome:
+    """An applied cordon or uncordon written to the node's ledger; a failed write said in its message."""
+    if not outcome.applied:
+        return outcome
+    note = record_action(ledger, outcome.node, outcome.action, now, actor, detail)
+    return dataclasses.replace(outcome, message=f"{outcome.message} ({note})") if note else outcome
 
 
 def _cordon(
@@ -194,9 +209,18 @@ def _after_cordon(cluster: Cluster, nodes: list[K8sObject], node: str) -> list[s
 
 
 def uncordon(
-    cluster: Cluster, writer: ClusterWriter, node: str, *, force: bool = False, dry_run: bool = False
+    cluster: Cluster,
+    writer: ClusterWriter,
+    node: str,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    actor: str = "",
+    ledger: Ledger | None = None,
+    now: float | None = None,
 ) -> CordonOutcome:
-    """Undo a cordon gpubot made (any cordon with force)."""
+    """Undo a cordon gpubot made (any cordon with force). An applied uncordon is written to
+    `ledger` (who, when): the cordon's annotations it removes were the only trace of it."""
     check_object_name(node, "node")
     try:
         obj: K8sObject | None = cluster.get_node(node)
@@ -206,7 +230,8 @@ def uncordon(
         raise _forbidden(err, node, "uncordon") from None
     decision = rm.uncordon_plan(obj, node, force=force)
     done = decision.message.replace("uncordon ", "uncordoned ", 1)
-    return _carry_out(writer, node, decision, "uncordon", done, dry_run)
+    outcome = _carry_out(writer, node, decision, "uncordon", done, dry_run)
+    return _recorded(outcome, ledger, time.time() if now is None else now, actor, done)
 
 
 def _carry_out(

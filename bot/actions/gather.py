@@ -1,35 +1,30 @@
 """The must-gather collector's reads: what is collected, masked and written, file by file.
 
-bot/actions/bundle_writer.py is the entry point (collect_bundle); this module does
-the reading, masking and writing, in the order of hack/must-gather.sh. The archive
-and its budget are bot/actions/archive.py; scenario.yaml is bot/actions/bundle_yaml.py.
+bot/actions/bundle_writer.py is the entry point (collect_bundle); this module holds the
+Collector (its reads, the objects it keeps, the logs it spools) and the Kubernetes files, in the
+order of hack/must-gather.sh. The DRA objects are bot/actions/gather_dra.py, the DCGM series
+bot/actions/gather_series.py, nvidia-bug-report bot/actions/bug_report.py; the archive and its
+budget bot/actions/archive.py; scenario.yaml bot/actions/bundle_yaml.py.
 """
 
 from __future__ import annotations
 
-import io
 import tempfile
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from bot.actions import bundle_text as bt
-from bot.actions.archive import Archive, name_part
+from bot.actions.archive import Archive
 from bot.actions.bundle_yaml import log_entry
 from bot.actions.redact import mask_object, mask_text
 from layers import remedy as rm
-from layers.facts import dra
 from layers.facts import objects as o
 from layers.facts.context import OPERATOR_SELECTORS
-from layers.sources import Cluster, K8sObject, Selector, SourceError, Telemetry, TelemetryError
+from layers.sources import Cluster, K8sObject, SourceError, Telemetry
 
 ExecFn = Callable[[str, str, str, Sequence[str]], bytes]
 Progress = Callable[[str], None]
-
-
-# What `Telemetry.changed` looks back on before a window (layers/sources.py), and the recent window
-# kept at a scrape's step for rates over 5 minutes (spec L4_PREEMPTIONS).
-CHANGED_LOOKBACK_S = 3600
-RECENT_WINDOW_S, RECENT_STEP_S = 900, 15
 
 
 class Collector:
@@ -51,6 +46,8 @@ class Collector:
         self.failed: dict[str, SourceError] = {}  # what -> the error its read raised, as raised
         self.objects: dict[tuple[str, str, str, str], K8sObject] = {}
         self.logs = tempfile.TemporaryFile()  # noqa: SIM115 - closed in collect_bundle
+        # A node's bundle without a target: every read is of that node or by name, none of the fleet.
+        self.node_only = scope.node is not None and not scope.want_fleet_gpu_pods()
         self.series: list[dict[str, Any]] = []
 
     # --- reads ---------------------------------------------------------------------
@@ -170,7 +167,22 @@ class Collector:
         self.archive.add("nvidiadrivers.yaml", bt.to_yaml(drivers), essential=True)
         self.keep(self.read("runtimeclasses", self.cluster.list_runtimeclasses, []))
         self.progress("nodes")
-        nodes = self.keep(self.read("nodes", self.cluster.list_nodes, []))
+        if self.node_only:
+            # One node's bundle replays the pods on it, whose walks read their node by name: the
+            # fleet's node list (130 pages and 1.5 GB at 65,000 nodes) is not read nor kept.
+            # Layer 3's comparisons with the rest of the fleet (driver or kernel skew, another pool's
+            # driver) need it: a bundle with a target pod (--pod, the Slack button's) reads it whole.
+            node = self.scope.node or ""
+            nodes = self.keep(self.read("nodes", lambda: [self.cluster.get_node(node)], []))
+            self.manifest.skipped.append(
+                {
+                    "what": "the other nodes",
+                    "why": "a node's bundle holds its own node: a replay compares it with no other "
+                    "(collect with --pod NAMESPACE/POD for a walk that weighs the fleet)",
+                }
+            )
+        else:
+            nodes = self.keep(self.read("nodes", self.cluster.list_nodes, []))
         return nodes, self.scope.scoped_nodes(nodes)
 
     def _lister(self, label_sel: str, field_sel: str | None) -> Callable[[], list[K8sObject]]:
@@ -273,7 +285,12 @@ class Collector:
         self.progress("operand daemonsets and operator events")
         if operator_ns:
             dss = self.read("daemonsets", lambda: self.cluster.list_daemonsets(namespace=operator_ns), [])
-            events = self.read(f"events in {operator_ns}", lambda: self.cluster.list_events(operator_ns), [])
+            if self.node_only:
+                events = self._events_of(operator_ns, pods, dss)
+            else:
+                events = self.read(
+                    f"events in {operator_ns}", lambda: self.cluster.list_events(operator_ns), []
+                )
         else:
             self.manifest.skipped.append(
                 {"what": "operand daemonsets, operator events", "why": "no GPU Operator pod found"}
@@ -286,62 +303,19 @@ class Collector:
             "gpu_operator_events.txt", bt.events_table(self.keep(events), self.now), essential=True
         )
 
-    def dra_files(self, scoped: list[K8sObject], target: K8sObject | None) -> None:
-        """The DRA objects involved (spec/findings.md, DRA): the GPU slices of the nodes in scope (of
-        every node when a target is), the classes, device taint rules, the target's claims and templates and the claims holding devices
-        in scope, ComputeDomains and GPUCluster. A cluster without DRA gives an empty dra.yaml."""
-        self.progress("DRA objects")
-        names = {o.name(n) for n in scoped}
-        # A target's layer 1 weighs every node's devices, as it weighs every node's GPU pods: a node
-        # bundle that kept only its own slices replayed the other GPU nodes as publishing none.
-        every = self.scope.want_fleet_gpu_pods()
-        slices = [
-            s
-            for s in self.read(
-                "resourceslices",
-                lambda: self.cluster.list_dra("ResourceSlice", field_selector=f"spec.driver={dra.DRIVER}"),
+    def _events_of(self, ns: str, pods: list[K8sObject], dss: list[K8sObject]) -> list[K8sObject]:
+        """The operator namespace's events about this node's pods (and the operator's) and the
+        operand DaemonSets, object by object: the namespace's whole list grows with the fleet."""
+        objects = [("Pod", o.name(p)) for p in pods if o.namespace(p) == ns]
+        objects += [("DaemonSet", o.name(d)) for d in dss]
+        events: list[K8sObject] = []
+        for kind, name in objects:
+            events += self.read(
+                f"events of {kind.lower()} {ns}/{name}",
+                partial(self.cluster.list_events, ns, kind, name),
                 [],
             )
-            if every or (s.get("spec") or {}).get("nodeName") in names
-        ]
-        picked = [*self.read("deviceclasses", lambda: self.cluster.list_dra("DeviceClass"), []), *slices]
-        picked += self.read("devicetaintrules", lambda: self.cluster.list_dra("DeviceTaintRule"), [])
-        target_ns = (o.namespace(target) or "") if target is not None else ""
-        wanted = {(target_ns, e.claim_name) for e in dra.pod_claims(target or {}) if e.claim_name}
-        if slices or wanted:
-            pools = {str((s.get("spec") or {}).get("pool", {}).get("name")) for s in slices}
-            for claim in self.read("resourceclaims", lambda: self.cluster.list_dra("ResourceClaim"), []):
-                held = {a.pool for a in dra.read_claim(claim).allocated or ()}
-                if (o.namespace(claim) or "", o.name(claim)) in wanted or held & pools:
-                    picked.append(claim)
-        templates = {t for e in dra.pod_claims(target or {}) if (t := e.template)}
-        if templates:
-            ns = target_ns
-            picked += [
-                t
-                for t in self.read(
-                    f"resourceclaimtemplates in {ns}",
-                    lambda: self.cluster.list_dra("ResourceClaimTemplate", namespace=ns),
-                    [],
-                )
-                if o.name(t) in templates
-            ]
-        domains = self.read(
-            "computedomains",
-            lambda: self.cluster.list_custom("resource.nvidia.com", "v1beta1", "computedomains"),
-            [],
-        )
-        picked += domains
-        # The IMEX daemons of the target's ComputeDomains: layer 2 names the ones not Ready.
-        for cd in domains:
-            uid = (cd.get("metadata") or {}).get("uid")
-            if uid and target is not None and o.namespace(cd) == target_ns:
-                sel = f"resource.nvidia.com/computeDomain={uid}"
-                self.keep(self.read(f"pods -l {sel}", self._lister(sel, None), []))
-        picked += self.read(
-            "gpuclusters", lambda: self.cluster.list_custom("nvidia.com", "v1alpha1", "gpuclusters"), []
-        )
-        self.archive.add("dra.yaml", bt.to_yaml(self.keep(picked)), essential=True)
+        return events
 
     def target_files(self, pod: K8sObject) -> None:
         ns, name = self.scope.target or ("", "")
@@ -351,84 +325,32 @@ class Collector:
             self.read(f"events of pod {ns}/{name}", lambda: self.cluster.list_events(ns, "Pod", name), [])
         )
         self.archive.add("target/events.txt", bt.events_table(events, self.now), essential=True)
+        self.configmaps(pod)
         self.pod_logs(pod)
 
-    def telemetry_files(self, nodes: list[K8sObject], operands: list[K8sObject]) -> None:
-        from bot.sources.openmetrics import write_openmetrics
-        from bot.sources.series import SeriesData
-        from layers.facts import hosts
-
-        self.progress(f"DCGM series over 24 h from {self.telemetry.source}")
-        exporters = [p for p in operands if rm.component(p) == "dcgm-exporter"]
-        match = rm.series_match(self.scope, [o.name(n) for n in nodes], exporters)
-        hostmap = hosts.host_map([o.name(n) for n in nodes], exporters)
-        wanted = [(m, match) for m in rm.DCGM_METRICS] + [
-            (m, rm.vllm_match(self.scope)) for m in rm.VLLM_METRICS if self.scope.target
-        ]
-        by_node: dict[str, list[SeriesData]] = {}
-        for metric, sel in wanted:
+    def configmaps(self, pod: K8sObject) -> None:
+        """The ConfigMaps the target mounts, masked (bot/actions/redact.py): layer 4 reads the script
+        a command names from one (layers/facts/inference.py), so its replay needs them."""
+        ns = o.namespace(pod) or ""
+        kept = []
+        for cm in mounted_configmaps(pod):
             try:
-                got = self._series(metric, sel)
-            except TelemetryError as err:
-                self.manifest.skipped.append(
-                    {"what": "DCGM and vLLM series", "why": str(err) or type(err).__name__}
-                )
-                return
-            for labels, points in got:
-                labels.setdefault("__name__", metric.split("|")[0])
-                by_node.setdefault(hostmap.node_of(labels) or "pods", []).append(SeriesData(labels, points))
-                self.series.append(
-                    {"metric": labels, "values": [[round(t - self.now, 3), v] for t, v in points]}
-                )
-        for node, series in sorted(by_node.items()):
-            out = io.StringIO()
-            write_openmetrics(series, out)
-            self.archive.add(
-                f"dcgm/{name_part(node)}.openmetrics", out.getvalue(), reserve=len(out.getvalue())
-            )
-        if not by_node:
-            self.manifest.skipped.append(
-                {"what": "DCGM series", "why": f"no series for the scope in {self.telemetry.source}"}
-            )
-
-    def _series(
-        self, metric: str, sel: Sequence[Selector]
-    ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
-        """A metric's series as the replayed walk must read them: 24 h and the hour before at the
-        bundle's step (a last-Xid gauge is news only when it changed in 24 h or began in them, which
-        `changed` tells by that hour), and the last minutes at a scrape's step (`rate(…[5m])` of vLLM's
-        preemptions needs more than one point in five minutes), merged per series."""
-        merged: dict[tuple[tuple[str, str], ...], dict[float, float]] = {}
-        for window, step in (
-            (rm.SERIES_WINDOW_S + CHANGED_LOOKBACK_S, self.archive.caps.series_step_s),
-            (RECENT_WINDOW_S, RECENT_STEP_S),
-        ):
-            for rs in self.telemetry.range(metric, window, step, sel):
-                merged.setdefault(tuple(sorted(rs.labels.items())), {}).update(rs.points)
-        return [(dict(key), sorted(points.items())) for key, points in merged.items()]
-
-    def bug_reports(self, operands: list[K8sObject], exec_fn: ExecFn | None) -> list[str]:
-        notes: list[str] = []
-        drivers = [p for p in operands if rm.is_driver_pod(p) and o.pod_node(p)]
-        if exec_fn is None:
-            why = f"running commands in pods is not possible with {self.cluster.source}"
-            self.manifest.skipped.append({"what": "nvidia-bug-report", "why": why})
-            return [f"--with-bug-report skipped: {why}"]
-        for pod in drivers:
-            node, container = o.pod_node(pod), rm.driver_container(pod)
-            if not container:
-                continue
-            self.progress(f"nvidia-bug-report.sh on {node} (takes minutes)")
-            try:
-                out = exec_fn(o.namespace(pod) or "", o.name(pod), container, rm.BUG_REPORT_COMMAND)
+                kept.append(self.cluster.get_configmap(ns, cm))
             except SourceError as err:
-                if err.kind == "forbidden":
-                    msg = "pods/exec not allowed: --with-bug-report skipped"
-                    self.manifest.skipped.append({"what": "nvidia-bug-report", "why": f"{msg} ({err})"})
-                    return [msg]
-                self.manifest.errors.append({"read": f"nvidia-bug-report on {node}", "error": str(err)})
-                continue
-            self.archive.add(f"nvidia-bug-report_{name_part(node or o.name(pod))}.log.gz", out)
-        if not drivers:
-            self.manifest.skipped.append({"what": "nvidia-bug-report", "why": "no driver pod in scope"})
-        return notes
+                if err.kind != "not_found":
+                    self.manifest.errors.append({"read": f"configmap {ns}/{cm}", "error": str(err)})
+        if kept:
+            self.archive.add("target/configmaps.yaml", bt.to_yaml(self.keep(kept)), essential=True)
+
+
+def mounted_configmaps(pod: K8sObject) -> list[str]:
+    """The ConfigMaps a pod's volumes (and projected volumes) mount, in order, once each."""
+    names: dict[str, None] = {}
+    for v in (pod.get("spec") or {}).get("volumes") or []:
+        sources = [v.get("configMap")] + [
+            s.get("configMap") for s in (v.get("projected") or {}).get("sources") or []
+        ]
+        for cm in sources:
+            if isinstance(cm, dict) and cm.get("name"):
+                names[str(cm["name"])] = None
+    return list(names)

@@ -1,22 +1,27 @@
-"""Masking secrets in what a must-gather collects: by structure in Kubernetes objects, by pattern in text.
+"""Masking secrets in what a must-gather collects: by structure in Kubernetes objects, by a
+maintained detector in free text (issue 20).
 
-A bundle leaves the cluster (it is handed to a vendor, attached to a Slack
-thread), so nothing that authenticates may ride along. Where there is
-structure it decides, whatever the names say:
+A bundle leaves the cluster (it is handed to a vendor, attached to a Slack thread), so nothing
+that authenticates may ride along. A denylist of key names cannot win (`-p`, `--pw`, `sh -c`,
+`creds`, `client-key-data` all passed one), so structure decides, whatever the names say:
 
-- every env `value` of every container, init and ephemeral container is
-  masked (`DB_PASS`, `KAGGLE_KEY`, `SENTRY_DSN` … do not say "token"), except
-  a few GPU-stack settings whose values are evidence (`NVIDIA_VISIBLE_DEVICES`,
-  `MIG_STRATEGY`, `DRIVER_VERSION` …) and still look harmless;
-- in `command` and `args`, the value after a secret-looking flag (`--token X`,
-  `--api-key=X`, `-u user:pass`);
+- every env `value` is masked (`valueFrom` only names a Secret or a field and is kept), but for
+  a few GPU-stack settings whose values are the walk's evidence (`NVIDIA_VISIBLE_DEVICES`,
+  `MIG_STRATEGY`, the driver manager's `ENABLE_GPU_POD_EVICTION` …) when they look harmless;
+- `command` and `args`, anywhere (containers, probes' `exec`, ClusterPolicy `spec.driver.args`):
+  every value masked but the program, plain flags and what the walk reads (bot/actions/argv.py);
+- every probe and lifecycle `httpHeaders` value;
+- every annotation value, but for a short allowlist of keys known harmless and read by the
+  walk (`ALLOWED_ANNOTATIONS`); JSON or YAML in one is parsed and masked leaf by leaf, and
+  `kubectl.kubernetes.io/last-applied-configuration` is masked as the object it is;
+- a ConfigMap's values: JSON or YAML documents leaf by leaf, any other text as a script;
 - a string field whose key ends in a secret-ish word (`password:`);
-- an annotation holding JSON is parsed and masked the same way.
+- `metadata.managedFields` are structure only (field names, managers, times) and are kept on
+  Nodes, where the walk reads who cordoned (layers/facts/cordons.py); on other kinds dropped.
 
-Everything else, and every string above, then goes through the one text
-masker (bot/ops/secrets.py: token prefixes, JWTs, PEM blocks, URL passwords,
-`key=value`). Secret objects are never read at all; a pod's `secretKeyRef`
-only names a Secret and is kept.
+Every string then goes through the free-text detector (bot/actions/detector.py: detect-secrets'
+plugins and the shapes none covers). Secret objects are never read; one met is reduced to its
+metadata.
 """
 
 from __future__ import annotations
@@ -26,18 +31,23 @@ import json
 import re
 from typing import Any
 
-from bot.ops.secrets import MASK, mask_text
+import yaml
 
-__all__ = ["MASK", "mask_object", "mask_text"]
+from bot.actions.argv import mask_argv, mask_script
+from bot.actions.detector import MASK, scrub
+from layers import remedy as rm
+from layers.facts.cordons import DRIVER_MANAGER_SWITCHES
+
+__all__ = ["ALLOWED_ANNOTATIONS", "MASK", "mask_object", "mask_text"]
+
+mask_text = scrub  # the one text masking of the bundle's modules
 
 _HARMLESS = frozenset({"true", "false", "null", "none", "yes", "no", "", "redacted", MASK.lower()})
 # A key (or flag, without its dashes) that ends in a secret-ish word.
 _SECRET_KEY = re.compile(
-    r"(?i)(?:password|passwd|pass|pwd|passphrase|secret|token|credentials?|apikey|api[_-]key|"
+    r"(?i)(?:password|passwd|pass|pwd|pw|passphrase|secret|token|credentials?|creds?|apikey|api[_-]?key|bearer|"
     r"(?:access|private|client|auth|account|app|signing|master)[_-]?key|dsn|webhook[_-]?url|cookie|auth)"
 )
-_FLAG = re.compile(r"-{1,2}([A-Za-z0-9][A-Za-z0-9_.-]{0,63})(=.*)?", re.S)
-_USER_FLAGS = frozenset({"-u", "--user", "--proxy-user"})  # curl's user:password
 # GPU-stack settings whose values are the diagnosis's evidence, never credentials.
 _EVIDENCE_ENV = frozenset(
     {
@@ -56,12 +66,31 @@ _EVIDENCE_ENV = frozenset(
         "CONTAINER_RUNTIME",
         "RUNTIME",
         "OPERATOR_NAMESPACE",
+        *DRIVER_MANAGER_SWITCHES,  # read by layers/facts/cordons.py `driver_manager_uncordons`
     }
 )
 _EVIDENCE_VALUE = re.compile(r"[A-Za-z0-9._,:=/+-]{0,80}")
-_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
-# Annotations that replay a whole manifest, env values included.
-_DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# Annotations whose values are kept (and still scanned as text): what the walk reads on nodes
+# (gpubot's cordon marks, the GPU Operator's `nvidia.com/…` upgrade state, NVSentinel's
+# quarantine marks, Karpenter's and the autoscaler's "leave it") and kubectl's restart time.
+ALLOWED_ANNOTATIONS = frozenset(
+    {
+        *rm.CORDON_ANNOTATIONS,
+        "kubectl.kubernetes.io/restartedAt",
+        "kubectl.kubernetes.io/default-container",
+        "deprecated.daemonset.template.generation",
+        "quarantineHealthEvent",
+        "quarantineHealthEventIsCordoned",
+        "quarantineHealthEventCordonPreExisting",
+        "karpenter.sh/do-not-disrupt",
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+        "cluster-autoscaler.kubernetes.io/safe-to-evict",
+        "node.alpha.kubernetes.io/ttl",
+        "volumes.kubernetes.io/controller-managed-attach-detach",
+    }
+)
+ALLOWED_ANNOTATION_PREFIXES = ("nvidia.com/", "gpubot/")
 
 
 def _secret_key(key: str) -> bool:
@@ -70,95 +99,148 @@ def _secret_key(key: str) -> bool:
     return any(m.end() == len(last) for m in _SECRET_KEY.finditer(last[-40:]))
 
 
+def _allowed_annotation(key: str) -> bool:
+    return key in ALLOWED_ANNOTATIONS or key.startswith(ALLOWED_ANNOTATION_PREFIXES)
+
+
 def _mask_env(env: list[Any]) -> None:
     for var in env:
         if not isinstance(var, dict) or not isinstance(var.get("value"), str):
             continue  # valueFrom only names a Secret or a field
         value = var["value"]
         evidence = str(var.get("name")) in _EVIDENCE_ENV and _EVIDENCE_VALUE.fullmatch(value)
-        if value and not (evidence and mask_text(value) == value):
+        if value and not (evidence and scrub(value) == value):
             var["value"] = MASK
 
 
-def _mask_argv(argv: list[Any]) -> None:
-    """The value after (or in) a secret-looking flag; every argument is text-masked after."""
-    after_secret = False
-    for i, arg in enumerate(argv):
-        if not isinstance(arg, str):
-            after_secret = False
-            continue
-        if after_secret and not arg.startswith("-"):
-            argv[i] = MASK
-            after_secret = False
-            continue
-        after_secret = False
-        flag = _FLAG.fullmatch(arg)
-        if flag is None:
-            continue
-        secret = arg in _USER_FLAGS or _secret_key(flag.group(1))
-        if secret and flag.group(2) is not None:
-            argv[i] = arg[: flag.start(2) + 1] + MASK
-        else:
-            after_secret = secret
+def _leaves(node: Any) -> Any:
+    """A parsed document with every string leaf masked (its keys, numbers and booleans kept)."""
+    if isinstance(node, dict):
+        return {k: _leaves(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_leaves(v) for v in node]
+    if isinstance(node, str):
+        return node if node.lower() in _HARMLESS else MASK
+    return node
 
 
-def _mask_annotation(value: str) -> str:
-    """JSON in an annotation is masked as structure (then as text)."""
-    if value.lstrip()[:1] in ("{", "["):
+def _document(text: str) -> tuple[str, Any] | None:
+    """("json"|"yaml", the parsed mapping or list) when the text is one, else None."""
+    stripped = text.lstrip()
+    if stripped[:1] in ("{", "["):
         try:
-            parsed = json.loads(value)
+            return "json", json.loads(text)
         except ValueError:
-            return mask_text(value)
-        return json.dumps(_mask_tree(parsed), separators=(",", ":"))
-    return mask_text(value)
+            pass
+    if ":" in text or stripped.startswith("- "):
+        try:
+            parsed = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return None
+        if isinstance(parsed, (dict, list)):
+            return "yaml", parsed
+    return None
+
+
+def _dump(form: str, tree: Any, original: str) -> str:
+    if form == "json":
+        compact = "\n" not in original.strip()
+        return json.dumps(tree, separators=(",", ":")) if compact else json.dumps(tree, indent=2) + "\n"
+    return str(yaml.safe_dump(tree, sort_keys=False, allow_unicode=True, width=120))
+
+
+def _mask_annotation(key: str, value: str) -> str:
+    if key == LAST_APPLIED:
+        try:
+            applied = json.loads(value)
+        except ValueError:
+            return MASK
+        if not isinstance(applied, dict):
+            return MASK
+        return json.dumps(mask_object(applied), separators=(",", ":"))
+    if _allowed_annotation(key):
+        return scrub(value)
+    if value.lower() in _HARMLESS:
+        return value
+    doc = _document(value)
+    if doc is not None:
+        return _dump(doc[0], _leaves(doc[1]), value)
+    return MASK
+
+
+def _mask_configmap_value(value: str) -> str:
+    """A ConfigMap file: a JSON or YAML document leaf by leaf, any other text as a script."""
+    doc = _document(value)
+    if doc is not None:
+        return _dump(doc[0], _leaves(doc[1]), value)
+    return mask_script(value)
+
+
+def _mask_commands(node: dict[str, Any]) -> None:
+    """`command` and `args` of one container (or probe `exec`), masked as one command line, so
+    `command: [sh, -c]` with `args: [script]` masks the script as a script."""
+    command = node.get("command") if isinstance(node.get("command"), list) else None
+    args = node.get("args") if isinstance(node.get("args"), list) else None
+    if command is not None and args is not None:
+        both = mask_argv([*command, *args], program=True)
+        node["command"], node["args"] = both[: len(command)], both[len(command) :]
+    elif command is not None:
+        node["command"] = mask_argv(command, program=True)
+    elif args is not None:
+        node["args"] = mask_argv(args, program=False)
 
 
 def _mask_tree(node: Any) -> Any:
     if isinstance(node, dict):
-        for lists in _CONTAINER_LISTS:
-            containers = node.get(lists)
-            for container in containers if isinstance(containers, list) else ():
-                if isinstance(container, dict):
-                    for argv in ("command", "args"):
-                        if isinstance(container.get(argv), list):
-                            _mask_argv(container[argv])
+        _mask_commands(node)
         for key, value in list(node.items()):
+            if key in ("command", "args") and isinstance(value, list):
+                continue  # masked above, each kept word already scrubbed
             if key == "env" and isinstance(value, list):
                 _mask_env(value)
+            if key == "httpHeaders" and isinstance(value, list):
+                for header in value:
+                    if isinstance(header, dict) and isinstance(header.get("value"), str):
+                        header["value"] = MASK
             if key == "annotations" and isinstance(value, dict):
                 for name, text in list(value.items()):
                     if isinstance(text, str):
-                        value[name] = MASK if _secret_key(str(name)) else _mask_annotation(text)
+                        value[name] = _mask_annotation(str(name), text)
                 continue
             if isinstance(value, str):
                 secret = _secret_key(str(key)) and value.lower() not in _HARMLESS
-                node[key] = MASK if secret else mask_text(value)
+                node[key] = MASK if secret else scrub(value)
             else:
                 _mask_tree(value)
     elif isinstance(node, list):
         for i, value in enumerate(node):
             if isinstance(value, str):
-                node[i] = mask_text(value)
+                node[i] = scrub(value)
             else:
                 _mask_tree(value)
     return node
 
 
 def mask_object(obj: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a Kubernetes object fit to leave the cluster (see the module's docstring).
-
-    Drops managedFields and last-applied-configuration. A Secret object itself is
-    reduced to its metadata.
-    """
+    """A copy of a Kubernetes object fit to leave the cluster (see the module's docstring)."""
     out = copy.deepcopy(obj)
     meta = out.get("metadata")
-    if isinstance(meta, dict):
+    if isinstance(meta, dict) and out.get("kind") != "Node":
         meta.pop("managedFields", None)
-        annotations = meta.get("annotations")
-        if isinstance(annotations, dict):
-            for key in _DROPPED_ANNOTATIONS:
-                annotations.pop(key, None)
-    if out.get("kind") == "Secret":
+    kind = out.get("kind")
+    if kind == "Secret":
         out.pop("data", None)
         out.pop("stringData", None)
+    if kind == "ConfigMap":
+        data = out.get("data")
+        if isinstance(data, dict):
+            out["data"] = {k: _mask_configmap_value(v) if isinstance(v, str) else v for k, v in data.items()}
+        if isinstance(out.get("binaryData"), dict):
+            out["binaryData"] = dict.fromkeys(out["binaryData"], MASK)
+        # Its values are masked whole above: the tree walk only scans the rest.
+        data_kept = out.pop("data", None)
+        _mask_tree(out)
+        if data_kept is not None:
+            out["data"] = data_kept
+        return out
     return _mask_tree(out)

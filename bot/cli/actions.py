@@ -53,6 +53,14 @@ def _stderr_progress() -> Callable[[str], None] | None:
     return show
 
 
+def _ledger(args: argparse.Namespace, cfg: Any, src: Any) -> Any:
+    """The node ledger an action writes to (REDIS_URL, else this process); None for a read-only
+    scenario or bundle, whose made-up history must not land in a shared Redis."""
+    from bot.cli.node import open_ledger_for
+
+    return None if src.offline or getattr(args, "dry_run", False) else open_ledger_for(args, cfg)
+
+
 def cmd_must_gather(args: argparse.Namespace) -> int:
     from bot.actions.archive import name_part
     from bot.actions.bundle_writer import collect_bundle
@@ -78,6 +86,8 @@ def cmd_must_gather(args: argparse.Namespace) -> int:
             with_bug_report=args.with_bug_report,
             progress=progress,
             operator_namespace=cfg.operator_namespace,
+            ledger=_ledger(args, cfg, src),
+            actor=cli_actor(),
         )
     except OSError as err:
         # Writing the bundle failed (a read-only or special folder, no space): the user's --out, not a bug.
@@ -99,6 +109,8 @@ def cmd_must_gather(args: argparse.Namespace) -> int:
         print(f"  {len(report.cut)} cut by caps (see manifest.json)")
     if report.errors:
         print(f"  {len(report.errors)} read(s) failed (see errors.txt), e.g. {report.errors[0]['error']}")
+    for note in report.notes:
+        print(f"  {note}")
     if report.walk is not None and report.walk.verdict is not None:
         v = report.walk.verdict
         print(f"  verdict: {v.code} (layer {v.layer}): {v.summary}")
@@ -128,6 +140,7 @@ def cmd_cordon(args: argparse.Namespace) -> int:
             max_fraction=cfg.cordon_max_fraction,
             dry_run=args.dry_run,
             breaker_lock=_breaker_lock(args, cfg, src),
+            ledger=_ledger(args, cfg, src),
         )
     except RemedyInputError as err:
         raise UsageError(str(err)) from None
@@ -155,8 +168,16 @@ def _breaker_lock(args: argparse.Namespace, cfg: Any, src: Any) -> Any:
 def cmd_uncordon(args: argparse.Namespace) -> int:
     from bot.actions.cordon import uncordon
 
-    _cfg, src = _sources(args)
-    outcome = uncordon(src.cluster, src.writer, args.node, force=args.force, dry_run=args.dry_run)
+    cfg, src = _sources(args)
+    outcome = uncordon(
+        src.cluster,
+        src.writer,
+        args.node,
+        force=args.force,
+        dry_run=args.dry_run,
+        actor=cli_actor(),
+        ledger=_ledger(args, cfg, src),
+    )
     return _report(outcome, src.offline)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Any
 
 from bot.ops.config import Config
 from bot.sources.opener import Sources
@@ -25,6 +26,12 @@ class ClusterNodeActions:
         # the same REDIS_URL) counts cordons one at a time.
         self.store = store
 
+    def _ledger(self) -> Any:
+        """The bot's node ledger the actions write to; none for a scenario or bundle (read-only)."""
+        from bot.slack.ledger_open import bot_ledger
+
+        return None if self.sources.offline else bot_ledger(self.cfg)
+
     def cordon(self, node: str, actor: str, reason: str) -> Outcome:
         from bot.actions.cordon import cordon, store_breaker_lock
 
@@ -40,16 +47,19 @@ class ClusterNodeActions:
                 if self.store is not None
                 else None
             ),
+            ledger=self._ledger(),
         )
         return Outcome(out.applied, out.message)
 
     def uncordon(self, node: str, actor: str) -> Outcome:
         from bot.actions.cordon import uncordon
 
-        out = uncordon(self.sources.cluster, self.sources.writer, node)
+        out = uncordon(self.sources.cluster, self.sources.writer, node, actor=actor, ledger=self._ledger())
         return Outcome(out.applied, out.message)
 
-    def must_gather(self, node: str, target: Target, walk: WalkResult | None) -> Bundle:
+    def must_gather(self, node: str, target: Target, walk: WalkResult | None, actor: str = "slack") -> Bundle:
+        """The bundle of `node`, written to the node's ledger as taken by `actor` (handlers/buttons.py
+        does not pass the clicking user yet: "slack" until it does)."""
         from bot.actions.archive import name_part
         from bot.actions.bundle_writer import collect_bundle
 
@@ -65,6 +75,8 @@ class ClusterNodeActions:
                 target=pod,
                 walk=walk,
                 operator_namespace=self.cfg.operator_namespace,
+                ledger=self._ledger(),
+                actor=actor,
             )
         except BaseException:
             os.unlink(path)
