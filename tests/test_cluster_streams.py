@@ -154,3 +154,38 @@ def test_redis_down_is_one_line_without_the_password() -> None:
     text = str(err.value)
     assert text.startswith("Redis at redis://127.0.0.1 failed to queue on gpubot:requests:eu-1: ")
     assert "s3cret" not in text and "\n" not in text
+
+
+class _AnswerLost:
+    """A real client whose first XADD lands in Redis and then meets a reset connection (the answer
+    lost in a master switch), and whose next `fail` XADDs are refused before they are sent."""
+
+    def __init__(self, client: redis.Redis, fail: int = 1) -> None:
+        self._client, self._lost, self._fail = client, False, fail
+
+    def xadd(self, *args: object, **kw: object) -> object:
+        if not self._lost:
+            self._lost = True
+            self._client.xadd(*args, **kw)  # type: ignore[arg-type]
+            raise redis.ConnectionError("Connection reset by peer")
+        if self._fail > 0:
+            self._fail -= 1
+            raise redis.ConnectionError("Connection refused")
+        return self._client.xadd(*args, **kw)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+
+def test_a_request_sent_again_through_a_switch_is_queued_once(redis_server: RedisServer) -> None:
+    from tests.cluster_harness import SIGNER
+
+    c = cluster()
+    client = redis_client(redis_server.url)
+    streams = ClusterStreams(_AnswerLost(client), shown="test", signer=SIGNER)  # type: ignore[arg-type]
+    entry_id = streams.queue(c, Request("why", {"walk_id": "w-switch"}), patience_s=5.0)
+    kept = client.xrange(REQUESTS.format(c))
+    assert [eid for eid, _ in kept] == [entry_id]  # the copy that landed, not a second one
+    with pytest.raises(StreamsUnavailable):  # without patience a refused write is said at once
+        ClusterStreams(_AnswerLost(client), shown="test").queue(c, Request("why", {}))
+    client.close()

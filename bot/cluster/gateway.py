@@ -30,7 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from slack_bolt import Ack, App
 from slack_sdk import WebClient
@@ -38,6 +38,7 @@ from slack_sdk import WebClient
 from bot.cluster.agent import gpubot_version
 from bot.cluster.digest_root import DigestRoots
 from bot.cluster.kinds import click_request, why_request
+from bot.cluster.replay_record import BoundedReplayRecord
 from bot.cluster.routing import NoRoute, Route, clusters_text, route
 from bot.cluster.streams import ClusterStreams, Request, StreamsUnavailable
 from bot.ops.config import Config
@@ -56,6 +57,21 @@ ACK_BUDGET_S = 2.5  # Slack drops an ack after 3 s
 QUEUE_DOWN = (
     ":x: the request could not be queued: the bot's Redis is unreachable ({}). Try again in a moment."
 )
+# Sentinel and Cluster modes, past the ack budget: Redis is switching master, the request goes on.
+QUEUE_LATER = (
+    ":hourglass: walking the layers for {label} as soon as the bot's Redis answers again (it is switching "
+    "master): the request is not queued yet; it will be within {s:g} s, or you are told that it could not be."
+)
+QUEUE_PATIENCE_S = 30.0  # Sentinel's default down-after-milliseconds, plus an election
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Queued:
+    """What became of a command: the text to answer, and whether it is on its cluster's stream."""
+
+    text: str
+    queued: bool
 
 
 class Unroutable(Exception):
@@ -76,6 +92,9 @@ class Gateway:
     version: str = field(default_factory=gpubot_version)
     clock: Callable[[], float] = time.time
     slack_up: Callable[[], bool] = lambda: True
+    # How long a command or click keeps trying while Redis switches master (0: single mode, where an
+    # unreachable Redis is said in the ack at once).
+    patience_s: float = 0.0
     alerts: Any = None  # POST /alertmanager (bot/cluster/alert_forward.py), with GPUBOT_ALERT_TOKEN
     pending: set[Future[None]] = field(default_factory=set)
     # The command acks' Redis work, bounded by ACK_BUDGET_S (a stuck call keeps its thread, not the ack).
@@ -109,6 +128,8 @@ class Gateway:
         self.roots.cancel()
         self.pool.shutdown(wait=wait, cancel_futures=not wait)
         self.ack_pool.shutdown(wait=False, cancel_futures=True)
+        if isinstance(self.state, BoundedReplayRecord):
+            self.state.shutdown()
 
     # --- commands ---------------------------------------------------------------------------
 
@@ -117,7 +138,26 @@ class Gateway:
 
     def why(self, cmd: Why, channel: str, user: str) -> str:
         """Queue the walk; the ephemeral answer (the ack's text), within ACK_BUDGET_S whatever Redis does."""
-        return self.within_budget(lambda late: self._why(cmd, channel, user, late))
+        if self.patience_s <= 0:
+            return self.within_budget(lambda late: self._why(cmd, channel, user, late).text)
+        # Sentinel or Cluster: a master switch is expected and short. Past the budget the ack says the
+        # request is not queued yet; the work goes on for patience_s and says once if it fails after all.
+        fut = self.ack_pool.submit(self._why, cmd, channel, user, threading.Event())
+        try:
+            return fut.result(timeout=ACK_BUDGET_S).text
+        except FutureTimeout:
+            fut.add_done_callback(lambda done: self._queued_late(done, channel, user))
+            return QUEUE_LATER.format(label=escape(cmd.label), s=self.patience_s)
+
+    def _queued_late(self, done: Future[Queued], channel: str, user: str) -> None:
+        """The end of a request acknowledged before Redis answered: nothing to say once it is queued
+        (its root follows), one ephemeral line when it could not be."""
+        try:
+            answer = done.result()
+        except Exception as err:  # a bug: still said, never a silent drop
+            answer = Queued(QUEUE_DOWN.format(escape(f"{type(err).__name__}: {err}")), False)
+        if not answer.queued:
+            self.tell(channel, user, answer.text)
 
     def within_budget(self, answer: Callable[[threading.Event], str]) -> str:
         """`answer(late)` if it is ready within ACK_BUDGET_S, else "could not be queued": Slack drops
@@ -131,23 +171,36 @@ class Gateway:
             late.set()
             return QUEUE_DOWN.format(f"Redis did not answer within {ACK_BUDGET_S:g} s")
 
-    def _why(self, cmd: Why, channel: str, user: str, late: threading.Event) -> str:
+    def _patiently(self, call: Callable[[], T]) -> T:
+        """`call()`, tried again for patience_s while Redis refuses it (a master switch), else once."""
+        deadline = time.monotonic() + self.patience_s
+        wait = 0.1
+        while True:
+            try:
+                return call()
+            except (StreamsUnavailable, StateUnavailable):
+                if time.monotonic() + wait > deadline:
+                    raise
+                time.sleep(wait)
+                wait = min(1.0, wait * 2)
+
+    def _why(self, cmd: Why, channel: str, user: str, late: threading.Event) -> Queued:
         try:
-            where = self.route(cmd.cluster)
+            where = self._patiently(lambda: self.route(cmd.cluster))
             walk_id = new_walk_id()
             if late.is_set():
-                return QUEUE_DOWN.format("Redis did not answer in time")
+                return Queued(QUEUE_DOWN.format("Redis did not answer in time"), False)
             self.queue(
                 where.cluster, why_request(walk_id, cmd.namespace, cmd.pod, channel, user, self.version)
             )
         except NoRoute as err:
-            return str(err)
+            return Queued(str(err), False)
         except StreamsUnavailable as err:
-            return QUEUE_DOWN.format(escape(str(err)))
+            return Queued(QUEUE_DOWN.format(escape(str(err))), False)
         log.info("walk %s of %s queued for cluster %s by %s", walk_id, cmd.label, where.cluster, user)
         text = f"walking the layers for {escape(cmd.label)} on cluster `{escape(where.cluster)}`…"
         note = where.note()
-        return f"{text}\n{note}" if note else text
+        return Queued(f"{text}\n{note}" if note else text, True)
 
     def clusters(self) -> str:
         def answer(_late: threading.Event) -> str:
@@ -159,15 +212,16 @@ class Gateway:
         return self.within_budget(answer)
 
     def queue(self, cluster: str, request: Request) -> str:
-        return self.streams.queue(cluster, request)
+        # Signed once and sent again while the master switches; a copy that landed is not added twice.
+        return self.streams.queue(cluster, request, patience_s=self.patience_s)
 
     # --- clicks ------------------------------------------------------------------------------
 
     def click(self, click: Click) -> None:
         """Queue a click on its walk's cluster; whatever stops it is told to the clicker."""
         try:
-            cluster, thread = self._click_target(click)
-            where = self.route(cluster)
+            cluster, thread = self._patiently(lambda: self._click_target(click))
+            where = self._patiently(lambda: self.route(cluster))
             self.queue(where.cluster, click_request(click, thread, self.version))
         except (Unroutable, NoRoute) as err:
             self._tell(click, str(err))
@@ -220,7 +274,10 @@ def build_gateway(
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpubot-gateway")
     roots = DigestRoots(cfg, state, streams, poster, gpubot_version())
     # Heartbeats are in Redis's clock (TIME): read against it, never this machine's.
-    gw = Gateway(app, streams, state, poster, cfg, roots, pool, clock=streams.now)
+    patience = QUEUE_PATIENCE_S if cfg.redis_mode != "single" else 0.0
+    # The Slack gate's replay record (gw.state's only set-if-absent) must leave the ack its budget.
+    front_state = BoundedReplayRecord(state) if patience else state
+    gw = Gateway(app, streams, front_state, poster, cfg, roots, pool, clock=streams.now, patience_s=patience)
     if cfg.alert_token and cfg.alert_channel:
         from bot.cluster.alert_forward import AlertForwarder
         from bot.slack.alert_webhook import AlertWebhook
