@@ -161,7 +161,8 @@ def test_max_alerts_as_the_docs_say_cuts_the_notification_and_the_rest_is_counte
             lambda: [
                 c for c in posts(slack, CHANNEL) if "left 2000 alert(s) out" in str(c.params.get("text"))
             ],
-            timeout=60, explain=bot.log,
+            timeout=60,
+            explain=bot.log,
         )
         assert len(note) == 1
     finally:

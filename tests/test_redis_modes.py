@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from bot.ops.config import ConfigError, load_config
 from bot.slack.redisconn import RedisTarget, connect
 from tests.cluster_harness import REQUEST_KEY, SIGNER
 from tests.redis_topologies import RedisClusterServer
-from tests.services import ServiceUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = {
@@ -25,13 +23,10 @@ BASE = {
 }
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServer]:
-    try:
-        with RedisClusterServer(tmp_path_factory.mktemp("rc")) as c:
-            yield c
-    except ServiceUnavailable as err:
-        pytest.skip(str(err))
+@pytest.fixture
+def cluster(redis_cluster: RedisClusterServer) -> RedisClusterServer:
+    """The session's 3-master cluster (tests/conftest.py): one for the whole suite."""
+    return redis_cluster
 
 
 def _serve(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
