@@ -19,7 +19,7 @@ from layers.findings import Target
 from tests.cluster_harness import cluster_scenario, inprocess_agent, inprocess_gateway
 from tests.fakes.slack_api import FakeSlack, serve_slack
 from tests.services import RedisServer
-from tests.slack_harness import action_body, dispatch, posts, slash_body, told, wait_for
+from tests.slack_harness import OPERATOR, action_body, dispatch, posts, slash_body, told, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -239,3 +239,59 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("kubernete
     assert not [m for m in modules if m.startswith("kubernetes")]
     assert "bot.sources.kube" not in modules  # the adapter over the kubernetes client
     assert len(queued(clean, "eu-1")) == 2  # the walk, and the digest's part
+
+
+def test_node_ledgers_and_run_diagnostics_go_to_the_nodes_cluster(
+    gateway: Gateway, clean: Any, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """`/gpu node CLUSTER/NODE` is read and posted by that cluster's agent; its Run diagnostics button
+    names the cluster, so the click goes back there, and that agent re-checks the operator."""
+    eu = cluster_scenario(tmp_path, "eu-1")
+    us = cluster_scenario(tmp_path, "us-1", prefix="us-")
+    diag = {"GPUBOT_DIAG_ENABLED": "true"}
+    with (
+        inprocess_agent(slack.url, clean, "eu-1", scenario=eu, **diag),
+        inprocess_agent(slack.url, clean, "us-1", scenario=us, **diag),
+    ):
+        wait_for("both registered", lambda: len(gateway.streams.clusters()) == 2)
+        assert "`eu-1`" in command(gateway, "node us-gpu-7", channel="C0NODE")  # two clusters: which?
+        assert command(gateway, "node us-1/us-gpu-7", channel="C0NODE") == (
+            "reading the ledger of us-gpu-7 on cluster `us-1`…"
+        )
+        (ledger,) = wait_for(
+            "us-1's ledger",
+            lambda: [c for c in posts(slack, "C0NODE") if str(c.params["text"]).startswith("Ledger of ")],
+        )
+        assert str(ledger.params["text"]).startswith("Ledger of us-gpu-7:")
+        button = next(
+            e
+            for b in ledger.params["blocks"]
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if e["action_id"] == "run_diagnostics"
+        )
+        assert button["value"] == "diag|us-1/us-gpu-7|2|1"
+        kw = {"channel": "C0NODE", "message_ts": str(ledger.params.get("ts") or "1795000001.000100")}
+        dispatch(gateway, action_body("run_diagnostics", button["value"], user="U0NOTOPS", **kw))
+        dispatch(gateway, action_body("run_diagnostics", button["value"], user=OPERATOR, **kw))
+        refused = wait_for("the agent's refusal", lambda: told(slack, "U0NOTOPS"))
+        ran = wait_for("the agent's answer", lambda: told(slack, OPERATOR))
+    assert refused == [
+        ":no_entry: Run diagnostics is for operators only (GPUBOT_OPERATORS, GPUBOT_OPERATOR_GROUPS)."
+    ]
+    # The operator's click reached us-1's agent, which read the bare node; a scenario runs no Job.
+    assert ran == [":no_entry: this bot reads a scenario or bundle: it cannot run a Job"]
+    assert queued(clean, "eu-1") == []  # nothing of it went to the other cluster
+
+
+def test_node_takes_an_optional_cluster() -> None:
+    from handlers.commands import CommandError, Node, answer_now, parse_command
+
+    assert parse_command("node eu-1/gpu-7") == Node("gpu-7", "eu-1")
+    assert parse_command("node gpu-7") == Node("gpu-7")
+    for bad in ("node EU/gpu-7", "node a/b/gpu-7", "node eu-1/", "node eu-1/GPU_7"):
+        with pytest.raises(CommandError):
+            parse_command(bad)
+    # A single-cluster bot asked for another cluster's node says so at once, reading nothing.
+    assert "not `us-1`" in str(answer_now(Node("gpu-7", "us-1"), "eu-1"))
+    assert answer_now(Node("gpu-7", "eu-1"), "eu-1") is None

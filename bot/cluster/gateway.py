@@ -38,15 +38,27 @@ from slack_sdk import WebClient
 from bot.cluster.agent import gpubot_version
 from bot.cluster.digest_root import DigestRoots
 from bot.cluster.kinds import click_request, why_request
+from bot.cluster.node_kinds import diag_cluster, diag_request, node_request
 from bot.cluster.replay_record import BoundedReplayRecord
 from bot.cluster.routing import NoRoute, Route, clusters_text, route
 from bot.cluster.streams import ClusterStreams, Request, StreamsUnavailable
 from bot.ops.config import Config
 from bot.slack.app import submit_job
 from handlers.clicks import Click, click_from_payload, click_problem, clicker
-from handlers.commands import USAGE, Clusters, CommandError, Digest, Help, Why, parse_command, usage_reply
+from handlers.commands import (
+    USAGE,
+    Clusters,
+    CommandError,
+    Digest,
+    Help,
+    Node,
+    Why,
+    parse_command,
+    usage_reply,
+)
 from handlers.digest import cluster_of, parse_button_value
 from handlers.escape import escape
+from handlers.ledger_blocks import RUN_DIAGNOSTICS
 from handlers.ports import SlackPoster, StateStore, StateUnavailable
 from handlers.walkstate import Walk, new_walk_id, walk_key
 
@@ -138,16 +150,23 @@ class Gateway:
 
     def why(self, cmd: Why, channel: str, user: str) -> str:
         """Queue the walk; the ephemeral answer (the ack's text), within ACK_BUDGET_S whatever Redis does."""
+        return self._command(cmd.label, lambda late: self._why(cmd, channel, user, late), channel, user)
+
+    def node(self, cmd: Node, channel: str, user: str) -> str:
+        """Queue `/gpu node` on the node's cluster: its agent reads the ledger and posts it here."""
+        return self._command(cmd.label, lambda late: self._node(cmd, channel, user, late), channel, user)
+
+    def _command(self, label: str, work: Callable[[threading.Event], Queued], channel: str, user: str) -> str:
         if self.patience_s <= 0:
-            return self.within_budget(lambda late: self._why(cmd, channel, user, late).text)
+            return self.within_budget(lambda late: work(late).text)
         # Sentinel or Cluster: a master switch is expected and short. Past the budget the ack says the
         # request is not queued yet; the work goes on for patience_s and says once if it fails after all.
-        fut = self.ack_pool.submit(self._why, cmd, channel, user, threading.Event())
+        fut = self.ack_pool.submit(work, threading.Event())
         try:
             return fut.result(timeout=ACK_BUDGET_S).text
         except FutureTimeout:
             fut.add_done_callback(lambda done: self._queued_late(done, channel, user))
-            return QUEUE_LATER.format(label=escape(cmd.label), s=self.patience_s)
+            return QUEUE_LATER.format(label=escape(label), s=self.patience_s)
 
     def _queued_late(self, done: Future[Queued], channel: str, user: str) -> None:
         """The end of a request acknowledged before Redis answered: nothing to say once it is queued
@@ -185,22 +204,40 @@ class Gateway:
                 wait = min(1.0, wait * 2)
 
     def _why(self, cmd: Why, channel: str, user: str, late: threading.Event) -> Queued:
+        walk_id = new_walk_id()
+        request = why_request(walk_id, cmd.namespace, cmd.pod, channel, user, self.version)
+        got = self._route_and_queue(cmd.cluster, request, late)
+        if isinstance(got, Queued):
+            return got
+        log.info("walk %s of %s queued for cluster %s by %s", walk_id, cmd.label, got.cluster, user)
+        return self._queued(f"walking the layers for {escape(cmd.label)}", got)
+
+    def _node(self, cmd: Node, channel: str, user: str, late: threading.Event) -> Queued:
+        got = self._route_and_queue(cmd.cluster, node_request(cmd.node, channel, user, self.version), late)
+        if isinstance(got, Queued):
+            return got
+        log.info("ledger of %s queued for cluster %s by %s", cmd.node, got.cluster, user)
+        return self._queued(f"reading the ledger of {escape(cmd.node)}", got)
+
+    def _queued(self, doing: str, where: Route) -> Queued:
+        text = f"{doing} on cluster `{escape(where.cluster)}`…"
+        note = where.note()
+        return Queued(f"{text}\n{note}" if note else text, True)
+
+    def _route_and_queue(
+        self, cluster: str | None, request: Request, late: threading.Event
+    ) -> Route | Queued:
+        """The route the request was queued on, or the answer saying why it was not."""
         try:
-            where = self._patiently(lambda: self.route(cmd.cluster))
-            walk_id = new_walk_id()
+            where = self._patiently(lambda: self.route(cluster))
             if late.is_set():
                 return Queued(QUEUE_DOWN.format("Redis did not answer in time"), False)
-            self.queue(
-                where.cluster, why_request(walk_id, cmd.namespace, cmd.pod, channel, user, self.version)
-            )
+            self.queue(where.cluster, request)
         except NoRoute as err:
             return Queued(str(err), False)
         except StreamsUnavailable as err:
             return Queued(QUEUE_DOWN.format(escape(str(err))), False)
-        log.info("walk %s of %s queued for cluster %s by %s", walk_id, cmd.label, where.cluster, user)
-        text = f"walking the layers for {escape(cmd.label)} on cluster `{escape(where.cluster)}`…"
-        note = where.note()
-        return Queued(f"{text}\n{note}" if note else text, True)
+        return where
 
     def clusters(self) -> str:
         def answer(_late: threading.Event) -> str:
@@ -232,6 +269,25 @@ class Gateway:
         log.info("%s by %s queued for cluster %s", click.action_id, click.user, where.cluster)
         note = where.note()
         if note:
+            self._tell(click, note)
+
+    def diag_click(self, click: Click) -> None:
+        """A Run diagnostics click, to the cluster its button names (an agent posted it so)."""
+        try:
+            cluster, _value = diag_cluster(click.value)
+            where = self._patiently(lambda: self.route(cluster))
+            self.queue(where.cluster, diag_request(click, self.version))
+        except ValueError:
+            self._tell(click, "this Run diagnostics button is not understood, so nothing was done.")
+            return
+        except NoRoute as err:
+            self._tell(click, str(err))
+            return
+        except StreamsUnavailable as err:
+            self._tell(click, QUEUE_DOWN.format(escape(str(err))))
+            return
+        log.info("run diagnostics by %s queued for cluster %s", click.user, where.cluster)
+        if note := where.note():
             self._tell(click, note)
 
     def _click_target(self, click: Click) -> tuple[str | None, str | None]:
@@ -317,13 +373,17 @@ def build_gateway(
             )
             run = "now-" + uuid.uuid4().hex[:12]
             gw.submit("digest", roots.post_now, channel, user, run)
-        else:
-            # `/gpu node` reads one cluster's ledger: served by `serve --role all` (docs/ledger.md).
-            ack(
-                text="`/gpu node` is answered by a single-cluster bot (serve --role all), not yet through "
-                "the gateway: run `gpubot node NODE` in the cluster",
-                response_type="ephemeral",
-            )
+        elif isinstance(cmd, Node):
+            ack(text=gw.node(cmd, channel, user), response_type="ephemeral")
+
+    @app.action(RUN_DIAGNOSTICS)
+    def on_run_diagnostics(ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        if (why := click_problem(body)) is not None:
+            if (who := clicker(body)) is not None:
+                gw.tell(*who, f":warning: this click could not be read ({why}), so nothing was done.")
+            return
+        gw.diag_click(click_from_payload(body))
 
     @app.action(button_actions or BUTTON_ACTIONS)
     def on_button(ack: Ack, body: dict[str, Any]) -> None:

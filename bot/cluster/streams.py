@@ -131,7 +131,9 @@ class ClusterStreams:
         """The id of the entry among the stream's newest whose field `mark[0]` is `mark[1]` (the nonce
         when signed, else the request id)."""
         name, value = mark
-        recent: list[Any] = self._do(f"read {key}", lambda: self.redis.xrevrange(key, count=BURY_LOOKBACK)) or []
+        recent: list[Any] = (
+            self._do(f"read {key}", lambda: self.redis.xrevrange(key, count=BURY_LOOKBACK)) or []
+        )
         return next((str(eid) for eid, f in recent if (f or {}).get(name) == value), None)
 
     def _entry(self, key: str, entry_id: str, fields: Mapping[str, str], deliveries: int) -> Entry:
