@@ -173,10 +173,10 @@ class Gateway:
         (its root follows), one ephemeral line when it could not be."""
         try:
             answer = done.result()
-        except Exception as err:  # a bug: still said, never a silent drop
-            answer = Queued(QUEUE_DOWN.format(escape(f"{type(err).__name__}: {err}")), False)
-        if not answer.queued:
-            self.tell(channel, user, answer.text)
+            if not answer.queued:
+                self.tell(channel, user, answer.text)
+        except Exception as err:  # a bug, or shutting down: logged, never a silent drop
+            log.error("request of %s not queued, and not told: %s", user, err)
 
     def within_budget(self, answer: Callable[[threading.Event], str]) -> str:
         """`answer(late)` if it is ready within ACK_BUDGET_S, else "could not be queued": Slack drops

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from bot.cluster.entries import ClusterSeen, Entry, Request
 from bot.cluster.signing import RequestSigner
-from bot.slack.redisconn import riding_out
+from bot.slack.redisconn import riding_out, said
 
 REQUESTS = "gpubot:requests:{}"
 DEAD = "gpubot:dead:{}"
@@ -92,7 +92,7 @@ class ClusterStreams:
         try:
             return riding_out(self.redis, call)
         except RedisError as err:
-            text = " ".join(str(err).split())[:300] or type(err).__name__
+            text = said(err)
             raise StreamsUnavailable(f"Redis at {self.shown} failed to {what}: {text}") from None
 
     # --- the gateway's side ----------------------------------------------------------------
