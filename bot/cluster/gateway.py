@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from slack_bolt import Ack, App
 from slack_sdk import WebClient
 
+from bot.cluster.acks import ACK_BUDGET_S, QUEUE_DOWN, QUEUE_LATER, QUEUE_PATIENCE_S, Queued
 from bot.cluster.agent import gpubot_version
 from bot.cluster.digest_root import DigestRoots
 from bot.cluster.kinds import click_request, why_request
@@ -63,27 +64,8 @@ from handlers.ports import SlackPoster, StateStore, StateUnavailable
 from handlers.walkstate import Walk, new_walk_id, walk_key
 
 log = logging.getLogger("gpubot.gateway")
-_ME = f"{socket.gethostname()}-{os.getpid()}"
-
-ACK_BUDGET_S = 2.5  # Slack drops an ack after 3 s
-QUEUE_DOWN = (
-    ":x: the request could not be queued: the bot's Redis is unreachable ({}). Try again in a moment."
-)
-# Sentinel and Cluster modes, past the ack budget: Redis is switching master, the request goes on.
-QUEUE_LATER = (
-    ":hourglass: walking the layers for {label} as soon as the bot's Redis answers again (it is switching "
-    "master): the request is not queued yet; it will be within {s:g} s, or you are told that it could not be."
-)
-QUEUE_PATIENCE_S = 30.0  # Sentinel's default down-after-milliseconds, plus an election
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Queued:
-    """What became of a command: the text to answer, and whether it is on its cluster's stream."""
-
-    text: str
-    queued: bool
+_ME = f"{socket.gethostname()}-{os.getpid()}"
 
 
 class Unroutable(Exception):
@@ -150,13 +132,15 @@ class Gateway:
 
     def why(self, cmd: Why, channel: str, user: str) -> str:
         """Queue the walk; the ephemeral answer (the ack's text), within ACK_BUDGET_S whatever Redis does."""
-        return self._command(cmd.label, lambda late: self._why(cmd, channel, user, late), channel, user)
+        doing = f"walking the layers for {escape(cmd.label)}"
+        return self._command(doing, lambda late: self._why(cmd, channel, user, late), channel, user)
 
     def node(self, cmd: Node, channel: str, user: str) -> str:
         """Queue `/gpu node` on the node's cluster: its agent reads the ledger and posts it here."""
-        return self._command(cmd.label, lambda late: self._node(cmd, channel, user, late), channel, user)
+        doing = f"reading the ledger of {escape(cmd.label)}"
+        return self._command(doing, lambda late: self._node(cmd, channel, user, late), channel, user)
 
-    def _command(self, label: str, work: Callable[[threading.Event], Queued], channel: str, user: str) -> str:
+    def _command(self, doing: str, work: Callable[[threading.Event], Queued], channel: str, user: str) -> str:
         if self.patience_s <= 0:
             return self.within_budget(lambda late: work(late).text)
         # Sentinel or Cluster: a master switch is expected and short. Past the budget the ack says the
@@ -166,7 +150,7 @@ class Gateway:
             return fut.result(timeout=ACK_BUDGET_S).text
         except FutureTimeout:
             fut.add_done_callback(lambda done: self._queued_late(done, channel, user))
-            return QUEUE_LATER.format(label=escape(label), s=self.patience_s)
+            return QUEUE_LATER.format(doing=doing, s=self.patience_s)
 
     def _queued_late(self, done: Future[Queued], channel: str, user: str) -> None:
         """The end of a request acknowledged before Redis answered: nothing to say once it is queued
