@@ -11,6 +11,7 @@ request as it should). Every other call goes straight to the store.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager
@@ -28,13 +29,24 @@ class BoundedReplayRecord:
         self.budget_s = budget_s
         # Bounded: a Redis that never answers keeps at most `workers` threads, not one per request.
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpubot-replay")
+        self._slots = threading.BoundedSemaphore(workers)
 
     def set_if_absent(self, key: str, value: JSONValue, ttl_s: float) -> bool:
-        fut = self._pool.submit(self.inner.set_if_absent, key, value, ttl_s)
+        # Records still waiting on Redis take a slot each: when all are taken, none is queued behind
+        # them (a Redis that never answers would grow that queue with every request).
+        if not self._slots.acquire(blocking=False):
+            raise StateUnavailable("Redis has not answered the last requests' records yet")
+        fut = self._pool.submit(self._record, key, value, ttl_s)
         try:
             return fut.result(timeout=self.budget_s)
         except FutureTimeout:
             raise StateUnavailable(f"Redis did not record the request within {self.budget_s:g} s") from None
+
+    def _record(self, key: str, value: JSONValue, ttl_s: float) -> bool:
+        try:
+            return self.inner.set_if_absent(key, value, ttl_s)
+        finally:
+            self._slots.release()
 
     def get(self, key: str) -> JSONValue | None:
         return self.inner.get(key)
