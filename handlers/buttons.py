@@ -293,21 +293,26 @@ class Buttons:
     def _schedule(self, click: Click, walk: Walk, verb: str, undo: str) -> str:
         """Cordon or uncordon the walk's node, once per thread until the other undoes it.
 
-        Once the node action has run, the thread hears of it first (the audit line, or the
-        failure); claims are then freed best-effort, so a store failure never hides it.
+        Two records: `verb:node`, durable, says it was done (until the opposite action is done);
+        `verb:node:running` is a lease (claim_s, renewed while the action runs) that keeps a second
+        click from running it alongside. A holder SIGKILLed mid-action stops renewing it, so within
+        the lease another click or replica (an agent taking the entry over) runs it instead of
+        answering "already done" for an action nobody finished. Once the node action has run, the
+        thread hears of it first (the audit line, or the failure); claims are then freed
+        best-effort, so a store failure never hides it.
         """
         node = self._node(click, walk)
         if node is None or self.actions is None:
             return NOTHING
-        name = f"{verb}:{node}"
-        if not self._claim(walk, name, click.user):
+        done, running = f"{verb}:{node}", f"{verb}:{node}:running"
+        if not self._take(walk, done, running, click.user):
             self._tell(click, f"{escape(node)} was already {verb}ed from this thread: nothing more to do.")
             return REPEATED
         actor = f"slack:{click.user}"
         try:
             reason = self._cordon_reason(walk) if verb == "cordon" else ""
         except StateUnavailable:
-            self._release(walk, name)
+            self._release(walk, running)
             raise  # nothing was done yet: the clicker is told so
         try:
             if verb == "cordon":
@@ -316,7 +321,7 @@ class Buttons:
                 outcome = self.actions.uncordon(node, actor)
         except Exception as err:
             # Freed before the failure is said: a retry prompted by the report must find it free.
-            self._release(walk, name)
+            self._release(walk, running)
             self.service.tell.report_failure(walk, f"{verb} {node} requested by {click.user} failed", err)
             return FAILED
         if outcome.changed:
@@ -324,13 +329,31 @@ class Buttons:
                 [uncordon_actions(walk.walk_id, node, click.from_layer)] if verb == "cordon" else None
             )
             self._audit(walk, click, f"{verb}ed `{escape(node)}`: {escape(outcome.message)}", undo_button)
+            self._finish(walk, done, running, click.user)
             # Done: the opposite action becomes possible again from this thread.
             self._release(walk, f"{undo}:{node}")
             return DONE
         # Nothing changed (refused by the breaker, already in that state): a later click may try again.
         self._audit(walk, click, f"asked to {verb} `{escape(node)}`: {escape(outcome.message)}")
-        self._release(walk, name)
+        self._release(walk, running)
         return UNCHANGED
+
+    def _take(self, walk: Walk, done: str, running: str, user: str) -> bool:
+        """The running lease for this click, unless the action is done (or running: another live
+        holder renews its lease; a dead one's lapses within claim_s)."""
+        if self.service.claims.held(walk.walk_id, done):
+            return False
+        if not self._claim(walk, running, user, self.service.claim_s):
+            return False
+        if self.service.claims.held(walk.walk_id, done):  # finished just before we took the lease
+            self._release(walk, running)
+            return False
+        return True
+
+    def _finish(self, walk: Walk, done: str, running: str, user: str) -> None:
+        """The durable record first, then the lease is freed (it no longer guards anything)."""
+        self._claim(walk, done, user)
+        self._release(walk, running)
 
     def _cordon_reason(self, walk: Walk) -> str:
         """The reason annotated on the node: the walk and its verdict."""
@@ -339,10 +362,14 @@ class Buttons:
         return reason + f": {verdict.code}" if verdict is not None else reason
 
     def _must_gather(self, click: Click, walk: Walk) -> str:
+        """One bundle per node and thread: a lease while it is collected (renewed; a SIGKILLed
+        holder's lapses within claim_s and the next click or replica collects it), then a durable
+        record once it is attached."""
         node = self._node(click, walk)
         if node is None or self.actions is None:
             return NOTHING
-        if not self._claim(walk, f"must_gather:{node}", click.user):
+        done, running = f"must_gather:{node}", f"must_gather:{node}:running"
+        if not self._take(walk, done, running, click.user):
             self._tell(click, f"a must-gather for {escape(node)} is already in this thread (or on its way).")
             return REPEATED
         self._audit(walk, click, f"started a must-gather of `{escape(node)}`")
@@ -357,8 +384,9 @@ class Buttons:
                 walk.channel, Attachment(bundle.filename, content), thread_ts=walk.thread
             )
         except Exception as err:
-            self._release(walk, f"must_gather:{node}")  # before the report, as for cordon
+            self._release(walk, running)  # before the report, as for cordon
             self.service.tell.report_failure(walk, f"must-gather of {node} failed", err)
             return FAILED
+        self._finish(walk, done, running, click.user)
         self.service.tell.note(walk, f"must-gather of `{escape(node)}` attached: {escape(bundle.summary)}")
         return DONE

@@ -20,7 +20,8 @@ USAGE = (
     "the same, on one of several clusters\n"
     "• `/gpu clusters`: the clusters this bot serves, with their agents' last heartbeat\n"
     "• `/gpu digest`: post the GPU fleet digest now, in this channel\n"
-    "• `/gpu node <node>`: the node's GPU ledger (30 days of events, the repeat-offender and RMA rules met)\n"
+    "• `/gpu node [<cluster>/]<node>`: the node's GPU ledger (30 days of events, the repeat-offender and RMA "
+    "rules met)\n"
     "• `/gpu help`: this message"
 )
 
@@ -60,9 +61,14 @@ class Help:
 
 @dataclass(frozen=True)
 class Node:
-    """`/gpu node NODE`: the node's ledger (handlers/ledger_blocks.py)."""
+    """`/gpu node [CLUSTER/]NODE`: the node's ledger (handlers/ledger_blocks.py), of one cluster."""
 
     node: str
+    cluster: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.cluster}/{self.node}" if self.cluster else self.node
 
 
 @dataclass(frozen=True)
@@ -149,8 +155,10 @@ def parse_command(text: str | None) -> Command:
     if verb == "node":
         if len(args) != 1:
             raise CommandError(f"`node` takes one node name, got {len(args)}")
+        # A node name has no '/': `CLUSTER/NODE` names the cluster (as `/gpu why CLUSTER/NS/POD` does).
+        cluster, _, name = args[0].rpartition("/")
         try:
-            return Node(check_object_name(args[0], "node"))
+            return Node(check_object_name(name, "node"), check_cluster(cluster) if cluster else None)
         except BadTarget as err:
             raise CommandError(str(err)) from None
     if verb == "clusters":
@@ -177,7 +185,7 @@ def answer_now(cmd: Command, cluster_name: str | None) -> str | None:
         return USAGE
     if isinstance(cmd, Clusters):
         return one_cluster_reply(cluster_name)
-    if isinstance(cmd, Why) and cmd.cluster and cmd.cluster != cluster_name:
+    if isinstance(cmd, Why | Node) and cmd.cluster and cmd.cluster != cluster_name:
         return one_cluster_reply(cluster_name, asked=cmd.cluster)
     return None
 

@@ -57,6 +57,10 @@ class LayerClaims:
         value = {"by": who, "at": self.clock()}
         return self.state.set_if_absent(walk_part(walk_id, "claim", name), value, ttl_s or self.retention_s)
 
+    def held(self, walk_id: str, name: str) -> bool:
+        """Someone holds `name` for this walk (a durable record, or a live lease)."""
+        return self.state.get(walk_part(walk_id, "claim", name)) is not None
+
     def release(self, walk_id: str, name: str) -> None:
         self.state.delete(walk_part(walk_id, "claim", name))
 

@@ -23,7 +23,8 @@ from bot.cluster.signing import RequestSigner
 from bot.cluster.streams import ClusterStreams
 from bot.ops.config import Config, load_config
 from bot.slack.post import Poster
-from bot.slack.state import RedisState, redis_client
+from bot.slack.redisconn import RedisTarget, connect
+from bot.slack.state import RedisState
 from bot.sources.opener import open_sources
 from tests.slack_harness import BOT_TOKEN, bot_env, scenario_doc
 
@@ -70,8 +71,10 @@ class InProcessAgent:
     """A real Agent of `cluster` on a thread; `stop()` ends it as SIGTERM would (drains)."""
 
     def __init__(self, cfg: Config, sources: Any, redis_url: str, slack_url: str) -> None:
-        self.state = RedisState(redis_url)
-        self.client = redis_client(redis_url)
+        # The Redis of cfg's shape (GPUBOT_REDIS_MODE in the settings: one server or a Redis Cluster).
+        target = RedisTarget.of(cfg)
+        self.state = RedisState(None, target=target)
+        self.client = connect(target)
         self.streams = ClusterStreams(self.client, shown="test", maxlen=cfg.stream_maxlen, signer=SIGNER)
         self.poster = Poster(
             BOT_TOKEN, slack_url, backoff_s=0.01, history=cfg.slack_history, pace_s=cfg.slack_pace_s
@@ -93,16 +96,25 @@ def agent_config(slack_url: str, redis_url: str, cluster: str, **extra: str) -> 
     return load_config(agent_env(slack_url, redis_url, cluster, **extra), need_slack=True, role="agent")
 
 
+def where(redis_at: str | Any, extra: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """A Redis URL (one server), or a server of tests/redis_topologies.py: its URL, and `extra` with the
+    settings its shape needs (GPUBOT_REDIS_MODE=cluster)."""
+    if isinstance(redis_at, str):
+        return redis_at, extra
+    return redis_at.url, {**redis_at.env, **extra}
+
+
 @contextlib.contextmanager
 def inprocess_agent(
     slack_url: str,
-    redis_url: str,
+    redis_at: str | Any,
     cluster: str,
     *,
     scenario: Path | None = None,
     kubeconfig: str | None = None,
     **extra: str,
 ) -> Iterator[InProcessAgent]:
+    redis_url, extra = where(redis_at, extra)
     cfg = agent_config(slack_url, redis_url, cluster, **extra)
     sources = open_sources(cfg, scenario=str(scenario) if scenario else None, kubeconfig=kubeconfig)
     agent = InProcessAgent(cfg, sources, redis_url, slack_url)
@@ -112,11 +124,13 @@ def inprocess_agent(
         agent.stop()
 
 
-def inprocess_gateway(slack_url: str, redis_url: str, **extra: str) -> Gateway:
+def inprocess_gateway(slack_url: str, redis_at: str | Any, **extra: str) -> Gateway:
+    redis_url, extra = where(redis_at, extra)
     cfg = load_config(gateway_env(slack_url, redis_url, **extra), need_slack=True, http=True, role="gateway")
     poster = Poster(BOT_TOKEN, slack_url, backoff_s=0.01, history=cfg.slack_history, pace_s=cfg.slack_pace_s)
-    streams = ClusterStreams(redis_client(redis_url), shown="test", maxlen=cfg.stream_maxlen, signer=SIGNER)
-    return build_gateway(cfg, RedisState(redis_url), streams, poster, client=poster.client)
+    target = RedisTarget.of(cfg)
+    streams = ClusterStreams(connect(target), shown="test", maxlen=cfg.stream_maxlen, signer=SIGNER)
+    return build_gateway(cfg, RedisState(None, target=target), streams, poster, client=poster.client)
 
 
 def fresh_cluster(name: str = "c") -> str:
@@ -125,3 +139,13 @@ def fresh_cluster(name: str = "c") -> str:
 
 def flush(redis_url: str) -> None:
     redis.Redis.from_url(redis_url).flushdb()
+
+
+def streams_of(server: Any, signer: RequestSigner | None = SIGNER) -> ClusterStreams:
+    """ClusterStreams over a client of `server`'s shape (tests/redis_topologies.py: single or cluster)."""
+    return ClusterStreams(server.client(), shown="test", signer=signer)
+
+
+def state_of(server: Any, **kw: Any) -> RedisState:
+    target = RedisTarget(server.url, mode=server.mode)
+    return RedisState(None, target=target, **kw)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,26 @@ def redis_server() -> Iterator[RedisServer]:
         pytest.skip(str(e))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One 3-master Redis Cluster for the session (tests/redis_topologies.py): distinct keys per test."""
+    from tests.redis_topologies import RedisClusterServer
+
+    try:
+        server = RedisClusterServer(tmp_path_factory.mktemp("redis-cluster")).start()
+    except ServiceUnavailable as e:
+        pytest.skip(str(e))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["single", "cluster"])
+def redis_any(request: pytest.FixtureRequest) -> Any:
+    """The session's redis-server, then the session's Redis Cluster: checks that differ between the
+    two shapes (hash slots, MOVED, scripts) run on both. Each `url`, `mode`, `env`, `client()`."""
+    return request.getfixturevalue("redis_server" if request.param == "single" else "redis_cluster")
 
 
 @pytest.fixture(scope="session")

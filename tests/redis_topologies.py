@@ -136,8 +136,9 @@ class SentinelSet:
 
     mode = "sentinel"
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, down_after_ms: int = 1000) -> None:
         self.workdir = workdir
+        self.down_after_ms = down_after_ms
         self.data_ports = [free_port(), free_port()]  # primary, replica (at start)
         self.sentinel_ports = [free_port() for _ in range(3)]
         self.data: list[subprocess.Popen[bytes] | None] = [None, None]
@@ -182,7 +183,7 @@ class SentinelSet:
         conf.write_text(
             f"port {port}\nbind {HOST}\ndir {self.workdir}\n"
             f"sentinel monitor {MASTER} {HOST} {self.data_ports[0]} 2\n"
-            f"sentinel down-after-milliseconds {MASTER} 1000\n"
+            f"sentinel down-after-milliseconds {MASTER} {self.down_after_ms}\n"
             f"sentinel failover-timeout {MASTER} 5000\n"
             f"sentinel parallel-syncs {MASTER} 1\n"
         )
@@ -218,6 +219,12 @@ class SentinelSet:
     def failover(self) -> None:
         """SENTINEL FAILOVER: the replica is promoted, the old primary turns replica."""
         redis.Redis(host=HOST, port=self.sentinel_ports[0]).execute_command("SENTINEL", "FAILOVER", MASTER)
+
+    def kill_primary(self) -> None:
+        """SIGKILL of the data node that is primary now: no goodbye, the Sentinels must notice
+        (down-after-milliseconds) and elect the replica."""
+        port = self.master_port()
+        _stop(self.data[self.data_ports.index(port)], kill=True)
 
     def stop(self) -> None:
         for proc in [*self.sentinels, *self.data]:

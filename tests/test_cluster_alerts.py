@@ -48,13 +48,21 @@ def slack() -> Iterator[FakeSlack]:
         yield fake
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["single", "cluster"])
 def fleet(
-    slack: FakeSlack, redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+    slack: FakeSlack, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Any]:
-    url = redis_server.url.rsplit("/", 1)[0] + "/12"  # a database of its own: only these two clusters
-    r = redis.Redis.from_url(url)
+    """Gateway and two agents over a database of their own (only these two clusters), then over the
+    session's Redis Cluster (database 0 only: flushed)."""
+    if request.param == "cluster":
+        on: Any = request.getfixturevalue("redis_cluster")
+        url, r = on, on.client(decode=False)
+    else:
+        server = request.getfixturevalue("redis_server")
+        url = server.url.rsplit("/", 1)[0] + "/12"
+        r = redis.Redis.from_url(url)
     r.flushdb()
+    slack.reset()
     folder = tmp_path_factory.mktemp("alert-clusters")
     gw = inprocess_gateway(slack.url, url, **ALERT_ENV)
     server = start_http(gw, "127.0.0.1", 0, events=False)

@@ -14,27 +14,26 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-import redis
 
 from bot.cluster.kinds import click_request, why_request
 from bot.cluster.signing import REPLAY_WINDOW_S, RequestSigner
 from bot.cluster.streams import DEAD, REQUESTS, ClusterStreams, Request
 from bot.ops.metrics import REGISTRY
-from bot.slack.state import redis_client
 from handlers.clicks import Click
 from tests.cluster_harness import SIGNER, cluster_scenario, fresh_cluster, inprocess_agent
 from tests.fakes.slack_api import FakeSlack
-from tests.services import RedisServer
 from tests.slack_harness import posts, wait_for
 
 OPS = "U0OPS0001"
 
 
 @pytest.fixture
-def streams(redis_server: RedisServer) -> Iterator[ClusterStreams]:
-    client = redis_client(redis_server.url)
+def streams(redis_any: Any, slack: FakeSlack) -> Iterator[ClusterStreams]:
+    slack.reset()  # run on both Redis shapes: each run's channels as new
+    client = redis_any.client()
     yield ClusterStreams(client, shown="test", signer=SIGNER)
     client.close()
 
@@ -51,14 +50,14 @@ def _cordoned(slack: FakeSlack, channel: str) -> list[str]:
 
 
 def test_forged_replayed_and_stale_requests_do_nothing_and_a_signed_one_runs(
-    slack: FakeSlack, redis_server: RedisServer, streams: ClusterStreams, tmp_path: Path
+    slack: FakeSlack, redis_any: Any, streams: ClusterStreams, tmp_path: Path
 ) -> None:
     c, channel = fresh_cluster("forge"), "C0FORGED"
-    raw = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    raw = redis_any.client()
     key = REQUESTS.format(c)
     streams.queue(c, why_request("walkforged0001", "ml", "trainer-0", channel, "U0ASKER", "0.2.0"))
     with inprocess_agent(
-        slack.url, redis_server.url, c, scenario=cluster_scenario(tmp_path, c), GPUBOT_OPERATORS=OPS
+        slack.url, redis_any, c, scenario=cluster_scenario(tmp_path, c), GPUBOT_OPERATORS=OPS
     ):
         layer5 = wait_for(
             "the walk",

@@ -8,33 +8,40 @@ access) never reads "0 s ago".
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-import redis
 
 from bot.cluster.gateway import Gateway
 from bot.cluster.streams import CLUSTERS, ClusterStreams
-from bot.slack.state import redis_client
 from tests.cluster_harness import SIGNER, inprocess_gateway
 from tests.fakes.slack_api import FakeSlack
 from tests.services import RedisServer
 from tests.slack_harness import dispatch, slash_body
 
 
-@pytest.fixture
-def gateway(slack: FakeSlack) -> Iterator[tuple[Gateway, str]]:
-    with RedisServer() as server:
-        gw = inprocess_gateway(slack.url, server.url)
-        yield gw, server.url
+@pytest.fixture(params=["single", "cluster"])
+def gateway(slack: FakeSlack, request: pytest.FixtureRequest) -> Iterator[tuple[Gateway, Any]]:
+    """Over a redis-server of its own, and over the session's Redis Cluster (flushed first): there
+    the clock read (TIME) must be the node's that holds the heartbeats."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "cluster":
+            server: Any = request.getfixturevalue("redis_cluster")
+            server.client().flushdb()
+        else:
+            server = stack.enter_context(RedisServer())
+        gw = inprocess_gateway(slack.url, server)
+        yield gw, server
         gw.shutdown(wait=False)
 
 
-def _agent_streams(url: str, skew_s: float) -> ClusterStreams:
+def _agent_streams(server: Any, skew_s: float) -> ClusterStreams:
     """An agent's streams whose machine clock is `skew_s` off."""
-    return ClusterStreams(redis_client(url), clock=lambda: time.time() + skew_s, signer=SIGNER)
+    return ClusterStreams(server.client(), clock=lambda: time.time() + skew_s, signer=SIGNER)
 
 
 def _listing(gw: Gateway) -> str:
@@ -43,7 +50,7 @@ def _listing(gw: Gateway) -> str:
 
 
 def test_a_fast_agent_that_died_and_a_slow_one_alive_read_true_ages(
-    gateway: tuple[Gateway, str],
+    gateway: tuple[Gateway, Any],
 ) -> None:
     gw, url = gateway
     _agent_streams(url, +600).heartbeat("fast-1", "fast-agent", "0.2.0", ("why",))
@@ -60,10 +67,10 @@ def test_a_fast_agent_that_died_and_a_slow_one_alive_read_true_ages(
 
 
 @pytest.mark.parametrize("bad", ["NaN", "1e18", "Infinity"])
-def test_a_heartbeat_that_cannot_be_one_never_reads_just_now(gateway: tuple[Gateway, str], bad: str) -> None:
+def test_a_heartbeat_that_cannot_be_one_never_reads_just_now(gateway: tuple[Gateway, Any], bad: str) -> None:
     gw, url = gateway
     raw = '{"version": "0.2.0", "last_seen": ' + bad + ', "agent": "x", "kinds": ["why"]}'
-    redis.Redis.from_url(url).hset(CLUSTERS, "odd-1", raw)
+    url.client().hset(CLUSTERS, "odd-1", raw)
     listing = _listing(gw)
     assert "• `odd-1` · gpubot 0.2.0 · :warning: silent for an unknown time" in listing
     assert "0 s ago" not in listing

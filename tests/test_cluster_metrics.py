@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -14,10 +15,8 @@ from bot.cluster.kinds import why_request
 from bot.cluster.streams import ClusterStreams
 from bot.ops import metrics
 from bot.ops.metrics import REGISTRY
-from bot.slack.state import redis_client
 from tests.cluster_harness import SIGNER, cluster_scenario, fresh_cluster, inprocess_agent
 from tests.fakes.slack_api import FakeSlack, serve_slack
-from tests.services import RedisServer
 from tests.slack_harness import wait_for
 
 
@@ -37,11 +36,9 @@ def samples(cluster: str) -> dict[str, float]:
     return found
 
 
-def test_stream_gauges_and_claims_per_cluster(
-    slack: FakeSlack, redis_server: RedisServer, tmp_path: Path
-) -> None:
+def test_stream_gauges_and_claims_per_cluster(slack: FakeSlack, redis_any: Any, tmp_path: Path) -> None:
     c, other = fresh_cluster("metrics"), fresh_cluster("other")
-    client = redis_client(redis_server.url)
+    client = redis_any.client()
     streams = ClusterStreams(client, shown="test", signer=SIGNER)
     collector = stream_metrics.register(streams, lambda: [c, other])
     try:
@@ -59,7 +56,7 @@ def test_stream_gauges_and_claims_per_cluster(
         assert before["gpubot_stream_dead"] == 0
         assert samples(other)["gpubot_stream_length"] == 0  # a cluster that never queued anything
         fast = {"GPUBOT_CLAIM_IDLE_SECONDS": "0.4", "GPUBOT_HEARTBEAT_SECONDS": "0.05"}
-        with inprocess_agent(slack.url, redis_server.url, c, scenario=cluster_scenario(tmp_path, c), **fast):
+        with inprocess_agent(slack.url, redis_any, c, scenario=cluster_scenario(tmp_path, c), **fast):
             stream_metrics.prime(c)
             wait_for(
                 "all acknowledged", lambda: streams.stats(c).pending == 0 and streams.stats(c).waiting == 0

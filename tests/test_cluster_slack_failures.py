@@ -12,18 +12,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-import redis
 
 from bot.cluster.kinds import alerts_request
 from bot.cluster.streams import DEAD, ClusterStreams
-from bot.slack.state import redis_client
 from handlers.alerts import AlertSettings
 from tests.alertmanager import alert, payload
 from tests.cluster_harness import SIGNER, cluster_scenario, fresh_cluster, inprocess_agent
 from tests.fakes.slack_api import FakeSlack
-from tests.services import RedisServer
 from tests.slack_harness import posts, wait_for
 
 QUICK = {"GPUBOT_CLAIM_IDLE_SECONDS": "0.6", "GPUBOT_HEARTBEAT_SECONDS": "0.1"}
@@ -31,8 +29,9 @@ ATTEMPTS = 4  # the Poster's own attempts per post (bot/slack/post.py)
 
 
 @pytest.fixture
-def streams(redis_server: RedisServer) -> Iterator[ClusterStreams]:
-    client = redis_client(redis_server.url)
+def streams(redis_any: Any, slack: FakeSlack) -> Iterator[ClusterStreams]:
+    slack.reset()  # run on both Redis shapes: each run's channels as new
+    client = redis_any.client()
     yield ClusterStreams(client, shown="test", signer=SIGNER)
     client.close()
 
@@ -54,12 +53,12 @@ def _roots(slack: FakeSlack, channel: str) -> list[str]:
 
 
 def test_a_root_slack_refused_stays_pending_and_is_posted_by_the_next_delivery(
-    slack: FakeSlack, redis_server: RedisServer, streams: ClusterStreams, tmp_path: Path
+    slack: FakeSlack, redis_any: Any, streams: ClusterStreams, tmp_path: Path
 ) -> None:
     c, channel = fresh_cluster("refused"), "C0REFUSEDONCE"
     slack.fail("chat.postMessage", 500, times=ATTEMPTS)  # the whole first delivery's root post
     _queue(streams, c, channel)
-    with inprocess_agent(slack.url, redis_server.url, c, scenario=cluster_scenario(tmp_path, c), **QUICK):
+    with inprocess_agent(slack.url, redis_any, c, scenario=cluster_scenario(tmp_path, c), **QUICK):
         wait_for("the root, on a later delivery", lambda: _roots(slack, channel), timeout=20)
         wait_for(
             "the walk", lambda: [x for x in posts(slack, channel) if "Layer 5 (" in str(x.params["text"])]
@@ -70,12 +69,12 @@ def test_a_root_slack_refused_stays_pending_and_is_posted_by_the_next_delivery(
 
 
 def test_after_five_refused_deliveries_it_is_kept_dead_and_said_once(
-    slack: FakeSlack, redis_server: RedisServer, streams: ClusterStreams, tmp_path: Path
+    slack: FakeSlack, redis_any: Any, streams: ClusterStreams, tmp_path: Path
 ) -> None:
     c, channel = fresh_cluster("refused5"), "C0REFUSEDFIVE"
     slack.fail("chat.postMessage", 500, times=5 * ATTEMPTS)  # every try of all five deliveries
     _queue(streams, c, channel)
-    with inprocess_agent(slack.url, redis_server.url, c, scenario=cluster_scenario(tmp_path, c), **QUICK):
+    with inprocess_agent(slack.url, redis_any, c, scenario=cluster_scenario(tmp_path, c), **QUICK):
         said = wait_for(
             "the give-up",
             lambda: [
@@ -85,6 +84,6 @@ def test_after_five_refused_deliveries_it_is_kept_dead_and_said_once(
         )
         wait_for("acknowledged", lambda: streams.stats(c).pending == 0, timeout=10)
     assert len(said) == 1 and f"`gpubot:dead:{c}`" in said[0] and "after 5 failed attempts" in said[0]
-    ((_, dead),) = redis.Redis.from_url(redis_server.url, decode_responses=True).xrange(DEAD.format(c))
+    ((_, dead),) = redis_any.client().xrange(DEAD.format(c))
     assert dead["kind"] == "alerts" and dead["deliveries"] == "5"
     assert _roots(slack, channel) == []

@@ -6,6 +6,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -19,12 +20,12 @@ from bot.cluster.streams import (
     StreamsUnavailable,
 )
 from bot.slack.state import redis_client
-from tests.services import RedisServer, free_port
+from tests.services import free_port
 
 
 @pytest.fixture
-def streams(redis_server: RedisServer) -> Iterator[ClusterStreams]:
-    client = redis_client(redis_server.url)
+def streams(redis_any: Any) -> Iterator[ClusterStreams]:
+    client = redis_any.client()
     yield ClusterStreams(client, shown="test", maxlen=100)
     client.close()
 
@@ -81,7 +82,7 @@ def test_live_work_is_renewed_so_nobody_takes_it(streams: ClusterStreams) -> Non
 
 
 def test_a_buried_entry_is_in_the_dead_stream_and_no_longer_pending(
-    streams: ClusterStreams, redis_server: RedisServer
+    streams: ClusterStreams, redis_any: Any
 ) -> None:
     c = cluster()
     streams.ensure_group(c)
@@ -90,16 +91,16 @@ def test_a_buried_entry_is_in_the_dead_stream_and_no_longer_pending(
     streams.bury(c, entry, "failed 3 times: boom")
     s = streams.stats(c)
     assert (s.pending, s.dead) == (0, 1)
-    raw = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    raw = redis_any.client()
     ((_, fields),) = raw.xrange(DEAD.format(c))
     assert fields["reason"] == "failed 3 times: boom" and fields["entry"] == entry.entry_id
     assert fields["kind"] == "click"
 
 
-def test_an_unreadable_entry_is_delivered_as_such(streams: ClusterStreams, redis_server: RedisServer) -> None:
+def test_an_unreadable_entry_is_delivered_as_such(streams: ClusterStreams, redis_any: Any) -> None:
     c = cluster()
     streams.ensure_group(c)
-    raw = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    raw = redis_any.client()
     raw.xadd(REQUESTS.format(c), {"kind": "why", "id": "x", "body": "{not json"})
     raw.xadd(REQUESTS.format(c), {"hello": "world"})
     raw.xadd(REQUESTS.format(c), {"kind": "why", "id": "y", "body": "[1, 2]"})
@@ -132,12 +133,10 @@ def test_waiting_and_oldest_pending_age(streams: ClusterStreams) -> None:
     assert 0.2 <= s.oldest_pending_age_s < 5
 
 
-def test_heartbeats_list_clusters_and_skip_foreign_fields(
-    streams: ClusterStreams, redis_server: RedisServer
-) -> None:
+def test_heartbeats_list_clusters_and_skip_foreign_fields(streams: ClusterStreams, redis_any: Any) -> None:
     c = cluster()
     streams.heartbeat(c, "host-1", "0.2.0", ("click", "why"))
-    raw = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    raw = redis_any.client()
     raw.hset(CLUSTERS, "junk-" + c, "not json")
     raw.hset(CLUSTERS, "partial-" + c, json.dumps({"version": "1"}))
     seen = streams.clusters()
@@ -154,3 +153,38 @@ def test_redis_down_is_one_line_without_the_password() -> None:
     text = str(err.value)
     assert text.startswith("Redis at redis://127.0.0.1 failed to queue on gpubot:requests:eu-1: ")
     assert "s3cret" not in text and "\n" not in text
+
+
+class _AnswerLost:
+    """A real client whose first XADD lands in Redis and then meets a reset connection (the answer
+    lost in a master switch), and whose next `fail` XADDs are refused before they are sent."""
+
+    def __init__(self, client: redis.Redis, fail: int = 1) -> None:
+        self._client, self._lost, self._fail = client, False, fail
+
+    def xadd(self, *args: object, **kw: object) -> object:
+        if not self._lost:
+            self._lost = True
+            self._client.xadd(*args, **kw)  # type: ignore[arg-type]
+            raise redis.ConnectionError("Connection reset by peer")
+        if self._fail > 0:
+            self._fail -= 1
+            raise redis.ConnectionError("Connection refused")
+        return self._client.xadd(*args, **kw)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+
+def test_a_request_sent_again_through_a_switch_is_queued_once(redis_any: Any) -> None:
+    from tests.cluster_harness import SIGNER
+
+    c = cluster()
+    client = redis_any.client()
+    streams = ClusterStreams(_AnswerLost(client), shown="test", signer=SIGNER)  # type: ignore[arg-type]
+    entry_id = streams.queue(c, Request("why", {"walk_id": "w-switch"}), patience_s=5.0)
+    kept = client.xrange(REQUESTS.format(c))
+    assert [eid for eid, _ in kept] == [entry_id]  # the copy that landed, not a second one
+    with pytest.raises(StreamsUnavailable):  # without patience a refused write is said at once
+        ClusterStreams(_AnswerLost(client), shown="test").queue(c, Request("why", {}))
+    client.close()

@@ -121,3 +121,22 @@ def test_a_broken_metric_line_is_an_error_naming_its_line(line: str, reason: str
     assert err.value.line == 3
     assert str(err.value).startswith("line 3: ")
     assert reason in str(err.value)
+
+
+def test_utf8_label_names_and_pasted_quotes_are_read_as_the_reference_parser_reads_them() -> None:
+    """Prometheus 3's quoted (UTF-8) label names, read by prometheus_client's parser; single-quoted
+    values pasted from Python are the double-quoted ones, a double quote inside them is text."""
+    text = "\n".join(
+        [
+            '{"gpu.util", "k8s.pod.name"="trainer-0", Hostname="gpu-7"} 42',
+            "x{msg='say \"hi\"', path='C:\\\\dcgm', it='it\\'s'} 1",
+        ]
+    )
+    samples = parse_exposition(text)
+    assert samples[0] == ({"__name__": "gpu.util", "k8s.pod.name": "trainer-0", "Hostname": "gpu-7"}, 42.0)
+    assert samples[1][0] == {"__name__": "x", "msg": 'say "hi"', "path": "C:\\dcgm", "it": "it's"}
+
+
+def test_a_value_with_underscores_is_refused_as_prometheus_refuses_it() -> None:
+    with pytest.raises(ExpositionError, match="line 1: x: value '1_000' is not a number"):
+        parse_exposition("x 1_000\n")

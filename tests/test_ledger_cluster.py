@@ -13,23 +13,16 @@ from redis.cluster import RedisCluster
 from bot.ledger.store import Ledger, RedisBackend
 from layers.facts.ledgerevents import Event
 from tests.redis_topologies import RedisClusterServer
-from tests.services import require
 
 NOW = 1_795_953_600.0
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
-    """The suite's 3-master cluster (tests/redis_topologies.py): free ports for the nodes and for
-    their cluster bus too (the default bus port, port + 10000, may be taken on a busy machine)."""
-    try:
-        require("redis-server", "redis-cli")
-    except RuntimeError as err:
-        pytest.skip(str(err))
-    with RedisClusterServer(tmp_path_factory.mktemp("redis-cluster")) as server:
-        client = server.client()
-        yield client
-        client.close()
+def cluster(redis_cluster: RedisClusterServer) -> Iterator[RedisCluster]:
+    """The suite's one 3-master cluster (tests/conftest.py `redis_cluster`)."""
+    client = redis_cluster.client()
+    yield client
+    client.close()
 
 
 def test_a_nodes_ledger_is_one_slot_and_writes_are_transactions(cluster: RedisCluster) -> None:

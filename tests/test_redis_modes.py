@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from bot.ops.config import ConfigError, load_config
 from bot.slack.redisconn import RedisTarget, connect
 from tests.cluster_harness import REQUEST_KEY, SIGNER
 from tests.redis_topologies import RedisClusterServer
-from tests.services import ServiceUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = {
@@ -25,13 +23,10 @@ BASE = {
 }
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServer]:
-    try:
-        with RedisClusterServer(tmp_path_factory.mktemp("rc")) as c:
-            yield c
-    except ServiceUnavailable as err:
-        pytest.skip(str(err))
+@pytest.fixture
+def cluster(redis_cluster: RedisClusterServer) -> RedisClusterServer:
+    """The session's 3-master cluster (tests/conftest.py): one for the whole suite."""
+    return redis_cluster
 
 
 def _serve(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -108,3 +103,24 @@ def test_sentinel_mode_needs_no_redis_url() -> None:
     )
     assert cfg.redis_sentinels == (("10.0.0.1", 26379), ("fd00::2", 26379))
     assert "s3cret" not in repr(cfg) and REQUEST_KEY not in repr(cfg)
+
+
+def test_sentinels_that_do_not_answer_fail_fast_in_one_short_line() -> None:
+    """Every discovery asks each Sentinel once (redis-py's default retries a dead one for 3 s first,
+    18 s over the client's retries): a dead Sentinel costs no ack its 3 s, and the error is one line."""
+    import time
+
+    from bot.slack.redisconn import RedisTarget, connect
+    from bot.slack.state import RedisState
+    from handlers.ports import StateUnavailable
+    from tests.services import free_port
+
+    dead = (("127.0.0.1", free_port()), ("127.0.0.1", free_port()))
+    target = RedisTarget(None, mode="sentinel", sentinels=dead, master="gpubot-master")
+    started = time.monotonic()
+    with pytest.raises(StateUnavailable) as err:
+        RedisState(None, target=target).get("anything")
+    assert time.monotonic() - started < 3.0
+    assert "No master found for 'gpubot-master' (no Sentinel answered with a master)" in str(err.value)
+    assert "ConnectionPool" not in str(err.value) and len(str(err.value)) < 400
+    assert connect(target) is not None  # nothing is asked until a command is sent

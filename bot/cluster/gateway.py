@@ -30,32 +30,42 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from slack_bolt import Ack, App
 from slack_sdk import WebClient
 
+from bot.cluster.acks import ACK_BUDGET_S, QUEUE_DOWN, QUEUE_LATER, QUEUE_PATIENCE_S, Queued
 from bot.cluster.agent import gpubot_version
 from bot.cluster.digest_root import DigestRoots
 from bot.cluster.kinds import click_request, why_request
+from bot.cluster.node_kinds import diag_cluster, diag_request, node_request
+from bot.cluster.replay_record import BoundedReplayRecord
 from bot.cluster.routing import NoRoute, Route, clusters_text, route
 from bot.cluster.streams import ClusterStreams, Request, StreamsUnavailable
 from bot.ops.config import Config
 from bot.slack.app import submit_job
 from handlers.clicks import Click, click_from_payload, click_problem, clicker
-from handlers.commands import USAGE, Clusters, CommandError, Digest, Help, Why, parse_command, usage_reply
+from handlers.commands import (
+    USAGE,
+    Clusters,
+    CommandError,
+    Digest,
+    Help,
+    Node,
+    Why,
+    parse_command,
+    usage_reply,
+)
 from handlers.digest import cluster_of, parse_button_value
 from handlers.escape import escape
+from handlers.ledger_blocks import RUN_DIAGNOSTICS
 from handlers.ports import SlackPoster, StateStore, StateUnavailable
 from handlers.walkstate import Walk, new_walk_id, walk_key
 
 log = logging.getLogger("gpubot.gateway")
+T = TypeVar("T")
 _ME = f"{socket.gethostname()}-{os.getpid()}"
-
-ACK_BUDGET_S = 2.5  # Slack drops an ack after 3 s
-QUEUE_DOWN = (
-    ":x: the request could not be queued: the bot's Redis is unreachable ({}). Try again in a moment."
-)
 
 
 class Unroutable(Exception):
@@ -76,6 +86,9 @@ class Gateway:
     version: str = field(default_factory=gpubot_version)
     clock: Callable[[], float] = time.time
     slack_up: Callable[[], bool] = lambda: True
+    # How long a command or click keeps trying while Redis switches master (0: single mode, where an
+    # unreachable Redis is said in the ack at once).
+    patience_s: float = 0.0
     alerts: Any = None  # POST /alertmanager (bot/cluster/alert_forward.py), with GPUBOT_ALERT_TOKEN
     pending: set[Future[None]] = field(default_factory=set)
     # The command acks' Redis work, bounded by ACK_BUDGET_S (a stuck call keeps its thread, not the ack).
@@ -109,6 +122,8 @@ class Gateway:
         self.roots.cancel()
         self.pool.shutdown(wait=wait, cancel_futures=not wait)
         self.ack_pool.shutdown(wait=False, cancel_futures=True)
+        if isinstance(self.state, BoundedReplayRecord):
+            self.state.shutdown()
 
     # --- commands ---------------------------------------------------------------------------
 
@@ -117,7 +132,35 @@ class Gateway:
 
     def why(self, cmd: Why, channel: str, user: str) -> str:
         """Queue the walk; the ephemeral answer (the ack's text), within ACK_BUDGET_S whatever Redis does."""
-        return self.within_budget(lambda late: self._why(cmd, channel, user, late))
+        doing = f"walking the layers for {escape(cmd.label)}"
+        return self._command(doing, lambda late: self._why(cmd, channel, user, late), channel, user)
+
+    def node(self, cmd: Node, channel: str, user: str) -> str:
+        """Queue `/gpu node` on the node's cluster: its agent reads the ledger and posts it here."""
+        doing = f"reading the ledger of {escape(cmd.label)}"
+        return self._command(doing, lambda late: self._node(cmd, channel, user, late), channel, user)
+
+    def _command(self, doing: str, work: Callable[[threading.Event], Queued], channel: str, user: str) -> str:
+        if self.patience_s <= 0:
+            return self.within_budget(lambda late: work(late).text)
+        # Sentinel or Cluster: a master switch is expected and short. Past the budget the ack says the
+        # request is not queued yet; the work goes on for patience_s and says once if it fails after all.
+        fut = self.ack_pool.submit(work, threading.Event())
+        try:
+            return fut.result(timeout=ACK_BUDGET_S).text
+        except FutureTimeout:
+            fut.add_done_callback(lambda done: self._queued_late(done, channel, user))
+            return QUEUE_LATER.format(doing=doing, s=self.patience_s)
+
+    def _queued_late(self, done: Future[Queued], channel: str, user: str) -> None:
+        """The end of a request acknowledged before Redis answered: nothing to say once it is queued
+        (its root follows), one ephemeral line when it could not be."""
+        try:
+            answer = done.result()
+            if not answer.queued:
+                self.tell(channel, user, answer.text)
+        except Exception as err:  # a bug, or shutting down: logged, never a silent drop
+            log.error("request of %s not queued, and not told: %s", user, err)
 
     def within_budget(self, answer: Callable[[threading.Event], str]) -> str:
         """`answer(late)` if it is ready within ACK_BUDGET_S, else "could not be queued": Slack drops
@@ -131,23 +174,54 @@ class Gateway:
             late.set()
             return QUEUE_DOWN.format(f"Redis did not answer within {ACK_BUDGET_S:g} s")
 
-    def _why(self, cmd: Why, channel: str, user: str, late: threading.Event) -> str:
-        try:
-            where = self.route(cmd.cluster)
-            walk_id = new_walk_id()
-            if late.is_set():
-                return QUEUE_DOWN.format("Redis did not answer in time")
-            self.queue(
-                where.cluster, why_request(walk_id, cmd.namespace, cmd.pod, channel, user, self.version)
-            )
-        except NoRoute as err:
-            return str(err)
-        except StreamsUnavailable as err:
-            return QUEUE_DOWN.format(escape(str(err)))
-        log.info("walk %s of %s queued for cluster %s by %s", walk_id, cmd.label, where.cluster, user)
-        text = f"walking the layers for {escape(cmd.label)} on cluster `{escape(where.cluster)}`…"
+    def _patiently(self, call: Callable[[], T]) -> T:
+        """`call()`, tried again for patience_s while Redis refuses it (a master switch), else once."""
+        deadline = time.monotonic() + self.patience_s
+        wait = 0.1
+        while True:
+            try:
+                return call()
+            except (StreamsUnavailable, StateUnavailable):
+                if time.monotonic() + wait > deadline:
+                    raise
+                time.sleep(wait)
+                wait = min(1.0, wait * 2)
+
+    def _why(self, cmd: Why, channel: str, user: str, late: threading.Event) -> Queued:
+        walk_id = new_walk_id()
+        request = why_request(walk_id, cmd.namespace, cmd.pod, channel, user, self.version)
+        got = self._route_and_queue(cmd.cluster, request, late)
+        if isinstance(got, Queued):
+            return got
+        log.info("walk %s of %s queued for cluster %s by %s", walk_id, cmd.label, got.cluster, user)
+        return self._queued(f"walking the layers for {escape(cmd.label)}", got)
+
+    def _node(self, cmd: Node, channel: str, user: str, late: threading.Event) -> Queued:
+        got = self._route_and_queue(cmd.cluster, node_request(cmd.node, channel, user, self.version), late)
+        if isinstance(got, Queued):
+            return got
+        log.info("ledger of %s queued for cluster %s by %s", cmd.node, got.cluster, user)
+        return self._queued(f"reading the ledger of {escape(cmd.node)}", got)
+
+    def _queued(self, doing: str, where: Route) -> Queued:
+        text = f"{doing} on cluster `{escape(where.cluster)}`…"
         note = where.note()
-        return f"{text}\n{note}" if note else text
+        return Queued(f"{text}\n{note}" if note else text, True)
+
+    def _route_and_queue(
+        self, cluster: str | None, request: Request, late: threading.Event
+    ) -> Route | Queued:
+        """The route the request was queued on, or the answer saying why it was not."""
+        try:
+            where = self._patiently(lambda: self.route(cluster))
+            if late.is_set():
+                return Queued(QUEUE_DOWN.format("Redis did not answer in time"), False)
+            self.queue(where.cluster, request)
+        except NoRoute as err:
+            return Queued(str(err), False)
+        except StreamsUnavailable as err:
+            return Queued(QUEUE_DOWN.format(escape(str(err))), False)
+        return where
 
     def clusters(self) -> str:
         def answer(_late: threading.Event) -> str:
@@ -159,15 +233,16 @@ class Gateway:
         return self.within_budget(answer)
 
     def queue(self, cluster: str, request: Request) -> str:
-        return self.streams.queue(cluster, request)
+        # Signed once and sent again while the master switches; a copy that landed is not added twice.
+        return self.streams.queue(cluster, request, patience_s=self.patience_s)
 
     # --- clicks ------------------------------------------------------------------------------
 
     def click(self, click: Click) -> None:
         """Queue a click on its walk's cluster; whatever stops it is told to the clicker."""
         try:
-            cluster, thread = self._click_target(click)
-            where = self.route(cluster)
+            cluster, thread = self._patiently(lambda: self._click_target(click))
+            where = self._patiently(lambda: self.route(cluster))
             self.queue(where.cluster, click_request(click, thread, self.version))
         except (Unroutable, NoRoute) as err:
             self._tell(click, str(err))
@@ -178,6 +253,25 @@ class Gateway:
         log.info("%s by %s queued for cluster %s", click.action_id, click.user, where.cluster)
         note = where.note()
         if note:
+            self._tell(click, note)
+
+    def diag_click(self, click: Click) -> None:
+        """A Run diagnostics click, to the cluster its button names (an agent posted it so)."""
+        try:
+            cluster, _value = diag_cluster(click.value)
+            where = self._patiently(lambda: self.route(cluster))
+            self.queue(where.cluster, diag_request(click, self.version))
+        except ValueError:
+            self._tell(click, "this Run diagnostics button is not understood, so nothing was done.")
+            return
+        except NoRoute as err:
+            self._tell(click, str(err))
+            return
+        except StreamsUnavailable as err:
+            self._tell(click, QUEUE_DOWN.format(escape(str(err))))
+            return
+        log.info("run diagnostics by %s queued for cluster %s", click.user, where.cluster)
+        if note := where.note():
             self._tell(click, note)
 
     def _click_target(self, click: Click) -> tuple[str | None, str | None]:
@@ -220,7 +314,10 @@ def build_gateway(
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpubot-gateway")
     roots = DigestRoots(cfg, state, streams, poster, gpubot_version())
     # Heartbeats are in Redis's clock (TIME): read against it, never this machine's.
-    gw = Gateway(app, streams, state, poster, cfg, roots, pool, clock=streams.now)
+    patience = QUEUE_PATIENCE_S if cfg.redis_mode != "single" else 0.0
+    # The Slack gate's replay record (gw.state's only set-if-absent) must leave the ack its budget.
+    front_state = BoundedReplayRecord(state) if patience else state
+    gw = Gateway(app, streams, front_state, poster, cfg, roots, pool, clock=streams.now, patience_s=patience)
     if cfg.alert_token and cfg.alert_channel:
         from bot.cluster.alert_forward import AlertForwarder
         from bot.slack.alert_webhook import AlertWebhook
@@ -260,13 +357,17 @@ def build_gateway(
             )
             run = "now-" + uuid.uuid4().hex[:12]
             gw.submit("digest", roots.post_now, channel, user, run)
-        else:
-            # `/gpu node` reads one cluster's ledger: served by `serve --role all` (docs/ledger.md).
-            ack(
-                text="`/gpu node` is answered by a single-cluster bot (serve --role all), not yet through "
-                "the gateway: run `gpubot node NODE` in the cluster",
-                response_type="ephemeral",
-            )
+        elif isinstance(cmd, Node):
+            ack(text=gw.node(cmd, channel, user), response_type="ephemeral")
+
+    @app.action(RUN_DIAGNOSTICS)
+    def on_run_diagnostics(ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        if (why := click_problem(body)) is not None:
+            if (who := clicker(body)) is not None:
+                gw.tell(*who, f":warning: this click could not be read ({why}), so nothing was done.")
+            return
+        gw.diag_click(click_from_payload(body))
 
     @app.action(button_actions or BUTTON_ACTIONS)
     def on_button(ack: Ack, body: dict[str, Any]) -> None:

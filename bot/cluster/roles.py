@@ -90,6 +90,7 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
     short renewed claims (leases), fed by the cluster's stream."""
     from bot.cluster.agent import Agent, AgentTiming, consumer_name
     from bot.cluster.kinds import agent_handlers
+    from bot.cluster.node_kinds import ClusterButtons
     from bot.cluster.once import OncePoster
     from bot.slack.app import MetricsObserver, build_services
     from bot.slack.digest_post import publish_digest
@@ -105,7 +106,9 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
     leased = LeasingStore(state, keeper)
     consumer = consumer_name()
     once = OncePoster(poster, state, consumer)
-    service, buttons = build_services(cfg, sources, leased, once, poster.client, claim_s=timing.lease_s)
+    # What the agent posts names its cluster in each Run diagnostics button: the gateway routes the click.
+    posts = ClusterButtons(once, cfg.cluster_name)
+    service, buttons = build_services(cfg, sources, leased, posts, poster.client, claim_s=timing.lease_s)
 
     def collect() -> Any:
         digest = collect_digest(sources.cluster, sources.telemetry, operator_namespace=cfg.operator_namespace)
@@ -114,7 +117,7 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
     def publish_part(run: str, channel: str, day: str, thread_ts: str) -> object:
         return publish_digest(
             collect,
-            once,
+            posts,
             channel,
             day=day,
             store=leased,
@@ -140,6 +143,7 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
         )
 
     handlers = agent_handlers(cluster, service, buttons, publish_part, timing.lease_s, make_alerts)
+    handlers.update(node_handlers(cfg, sources, leased, posts, poster.client))
     return Agent(
         cfg.cluster_name,
         streams,
@@ -151,6 +155,28 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
         workers=cfg.workers,
         consumer=consumer,
     )
+
+
+def node_handlers(cfg: Config, sources: Any, state: Any, posts: Any, client: Any) -> dict[str, Any]:
+    """`/gpu node` and Run diagnostics, run by the agent with its cluster's credentials and ledger."""
+    from bot.actions.diag import own_namespace
+    from bot.cluster.node_kinds import DIAG_CLICK, NODE, run_diag, run_node
+    from bot.slack.app import group_members
+    from bot.slack.ledger_open import bot_ledger
+    from bot.slack.ledger_slack import DiagButtons, post_node_ledger
+    from handlers.operators import Operators
+
+    assert cfg.cluster_name is not None
+    operators = Operators(cfg.operators, cfg.operator_groups, group_members(client))
+
+    def node(channel: str, user: str, name: str) -> None:
+        post_node_ledger(cfg, sources, bot_ledger(cfg), posts, channel, user, name)
+
+    def diag(click: Any) -> object:
+        namespace = own_namespace(cfg.diag_namespace)
+        return DiagButtons(cfg, sources, bot_ledger(cfg), posts, operators, state, namespace).handle(click)
+
+    return {NODE: run_node(node), DIAG_CLICK: run_diag(cfg.cluster_name, diag)}
 
 
 def serve_role(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from bot.cluster.entries import ClusterSeen, Entry, Request
 from bot.cluster.signing import RequestSigner
-from bot.slack.redisconn import riding_out
+from bot.slack.redisconn import riding_out, said
 
 REQUESTS = "gpubot:requests:{}"
 DEAD = "gpubot:dead:{}"
@@ -92,23 +92,49 @@ class ClusterStreams:
         try:
             return riding_out(self.redis, call)
         except RedisError as err:
-            text = " ".join(str(err).split())[:300] or type(err).__name__
+            text = said(err)
             raise StreamsUnavailable(f"Redis at {self.shown} failed to {what}: {text}") from None
 
     # --- the gateway's side ----------------------------------------------------------------
 
-    def queue(self, cluster: str, request: Request) -> str:
-        """XADD the request to the cluster's stream (trimmed, approximately, to `maxlen`)."""
+    def queue(self, cluster: str, request: Request, patience_s: float = 0.0) -> str:
+        """XADD the request to the cluster's stream (trimmed, approximately, to `maxlen`).
+
+        Sent again for up to `patience_s` while Redis refuses it (a Sentinel or cluster failover), with
+        the same signature and nonce: before each new try the stream's newest entries are looked through
+        for that nonce, so an XADD whose answer was lost in the switch is not queued twice."""
         key = REQUESTS.format(cluster)
         fields = request.fields()
         if self.signer is not None:
             fields = self.signer.sign(key, fields)
-        return str(
-            self._do(
-                f"queue on {key}",
-                lambda: self.redis.xadd(key, fields, maxlen=self.maxlen, approximate=True),  # type: ignore[arg-type]
-            )
+        mark = ("nonce", fields["nonce"]) if "nonce" in fields else ("id", request.request_id)
+        deadline = time.monotonic() + patience_s
+        wait, tried = 0.1, False
+        while True:
+            try:
+                if tried and (landed := self._queued_already(key, mark)) is not None:
+                    return landed
+                tried = True
+                return str(
+                    self._do(
+                        f"queue on {key}",
+                        lambda: self.redis.xadd(key, fields, maxlen=self.maxlen, approximate=True),  # type: ignore[arg-type]
+                    )
+                )
+            except StreamsUnavailable:
+                if time.monotonic() + wait > deadline:
+                    raise
+                time.sleep(wait)
+                wait = min(1.0, wait * 2)
+
+    def _queued_already(self, key: str, mark: tuple[str, str]) -> str | None:
+        """The id of the entry among the stream's newest whose field `mark[0]` is `mark[1]` (the nonce
+        when signed, else the request id)."""
+        name, value = mark
+        recent: list[Any] = (
+            self._do(f"read {key}", lambda: self.redis.xrevrange(key, count=BURY_LOOKBACK)) or []
         )
+        return next((str(eid) for eid, f in recent if (f or {}).get(name) == value), None)
 
     def _entry(self, key: str, entry_id: str, fields: Mapping[str, str], deliveries: int) -> Entry:
         forged = self.signer.check(key, fields) if self.signer is not None else None

@@ -5,12 +5,13 @@ One per process and URL, so `/gpu node`, the digest and the diagnostics share it
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 from bot.ledger.digest_hook import with_ledger
 from bot.ledger.store import Ledger, open_ledger
 from bot.ops.config import Config
-from bot.slack.state import redis_client, shown_url
+from bot.slack.redisconn import RedisTarget, connect
 from layers.digest import Digest
 from layers.sources import Cluster, Telemetry
 
@@ -19,18 +20,17 @@ _LOCK = threading.Lock()
 
 
 def bot_ledger(cfg: Config, redis_url: str | None = None) -> Ledger:
-    url = redis_url or cfg.redis_url or ""
+    """The ledger in the Redis of the process's shape (GPUBOT_REDIS_MODE: one server, a Redis Cluster,
+    the master behind Sentinel); in memory when no Redis is configured."""
+    target = RedisTarget.of(cfg)
+    if redis_url:
+        target = dataclasses.replace(target, url=redis_url)
+    where = target.shown if target.configured else ""
     with _LOCK:
-        if url not in _LEDGERS:
-            client = (
-                redis_client(
-                    url, ca_bundle=cfg.redis_ca_bundle, password=cfg.redis_password, ride_out_restarts=True
-                )
-                if url
-                else None
-            )
-            _LEDGERS[url] = open_ledger(client, cfg.ledger_retention_days, shown=f"Redis at {shown_url(url)}")
-        return _LEDGERS[url]
+        if where not in _LEDGERS:
+            client = connect(target, ride_out_restarts=True) if where else None
+            _LEDGERS[where] = open_ledger(client, cfg.ledger_retention_days, shown=f"Redis at {where}")
+        return _LEDGERS[where]
 
 
 def ledger_digest(

@@ -27,11 +27,11 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import redis
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import ClusterDownError, RedisClusterException, RedisError, ResponseError, TryAgainError
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import MasterNotFoundError, Sentinel
 
 from bot.ops.config import Config
 
@@ -68,6 +68,15 @@ def riding_out(client: Any, call: Callable[[], T]) -> T:
                 raise redis.ConnectionError(str(err)) from None
             time.sleep(wait)
             wait = min(0.5, wait * 2)
+
+
+def said(err: BaseException) -> str:
+    """A Redis error as one short line. redis-py's "No master found" appends the repr of every
+    Sentinel it asked (clients, pools, settings): the name of the master says enough."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, MasterNotFoundError):
+        text = text.split(" : ", 1)[0] + " (no Sentinel answered with a master)"
+    return text[:300]
 
 
 class NotThisMode(ValueError):
@@ -154,6 +163,9 @@ def _sentinel_master(target: RedisTarget, options: dict[str, Any], ride_out: boo
     sentinel_kwargs: dict[str, Any] = {
         "socket_timeout": options["socket_timeout"],
         "socket_connect_timeout": options["socket_connect_timeout"],
+        # One try per Sentinel: redis-py's default retries a dead Sentinel for 3 s before asking the
+        # next one, on every discovery. The master client's own retry asks them all again.
+        "retry": Retry(NoBackoff(), 0),
     }
     if target.sentinel_password:
         sentinel_kwargs["password"] = target.sentinel_password

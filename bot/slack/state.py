@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 import redis
 from redis.exceptions import RedisError
 
-from bot.slack.redisconn import RedisTarget, check_not_cluster, connect, riding_out, shown_url
+from bot.slack.redisconn import RedisTarget, check_not_cluster, connect, riding_out, said, shown_url
 from bot.slack.renewer import LOCK_LEASE_S, LockRenewer
 from handlers.ports import JSONValue, LockNotAcquired, StateStore, StateUnavailable
 
@@ -297,8 +297,7 @@ class MemoryState:
 
 
 def _short(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text[:300]
+    return said(err)
 
 
 def open_state(

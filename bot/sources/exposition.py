@@ -1,10 +1,19 @@
-"""A parser for the Prometheus text exposition format (what dcgm-exporter and vLLM serve).
+"""The Prometheus text exposition format (what dcgm-exporter and vLLM serve), as people paste it.
 
-Pasted `/metrics` text is messy: doc snippets are indented, issues carry
-`# Source:` notes or `(a)` markers, docs elide labels with `...`. Lines that
-are not metrics are skipped; a line that starts like a metric (a name followed
-by `{` or by a value) but is broken is an error naming its line number, so a
-typo is never silently dropped.
+The format is read by prometheus_client's own parser
+(`text_string_to_metric_families`, a port of the reference one), line by
+line. In front of it stays only what pasted text needs:
+
+- lines that are not metrics are skipped: doc snippets are indented, issues
+  carry `# Source:` notes, prose or `(a)` markers;
+- docs elide the rest of a label set with `...` (vLLM's metrics design doc):
+  the labels written still count;
+- label values pasted in single quotes are read as the double-quoted ones;
+- OpenMetrics exemplars (` # {…} v` after the value) carry no sample of their
+  own: they are dropped (the text parser would read them as a timestamp);
+- a line that starts like a metric (a name followed by `{` or by a value, or
+  the UTF-8 form `{"name", …}`) but does not parse is an error naming its line
+  number and what is wrong with it, so a typo is never silently dropped.
 """
 
 from __future__ import annotations
@@ -12,14 +21,13 @@ from __future__ import annotations
 import math
 import re
 
+from prometheus_client.parser import text_string_to_metric_families
+
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _METRIC_START = re.compile(rf"({_NAME})(?=\{{|[ \t])")
 _VALUE_LIKE = re.compile(r"[ \t]+[-+]?(?:\d|\.\d|nan\b|inf)", re.IGNORECASE)
-_LABEL_NAME = re.compile(r"[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*")
-_QUOTED = {'"': re.compile(r'"((?:[^"\\\n]|\\.)*)"'), "'": re.compile(r"'((?:[^'\\\n]|\\.)*)'")}
-_ESCAPE = re.compile(r"\\(.)")
-_ESCAPES = {"n": "\n", "\\": "\\", '"': '"', "'": "'"}
-# Documentation elides the rest of a label set with "..." (vLLM's metrics design doc does).
+_QUOTED_NAME = re.compile(r'\{[ \t]*"((?:[^"\\\n]|\\.)*)"[ \t]*(?=[,}])')
+_LABEL_NAME = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*|"(?:[^"\\\n]|\\.)*")[ \t]*=[ \t]*')
 _ELISION = re.compile(r"[ \t]*\.\.\.[ \t]*")
 
 Labels = dict[str, str]
@@ -34,33 +42,41 @@ class ExpositionError(ValueError):
         self.reason = message
 
 
-def _unescape(raw: str) -> str:
-    if "\\" not in raw:
-        return raw
-    # Unknown escapes are kept as written, as Prometheus' own parser does.
-    return _ESCAPE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(0)), raw)
+def _quoted(raw: str, quote: str, pos: int) -> tuple[str, int] | None:
+    """The quoted text starting at `line[pos] == quote` as a double-quoted literal, and the index
+    after its closing quote; None when it is not closed on the line."""
+    out, i = ['"'], pos + 1
+    while i < len(raw):
+        ch = raw[i]
+        if ch == "\\" and i + 1 < len(raw):
+            nxt = raw[i + 1]
+            out.append("'" if nxt == "'" and quote == "'" else ch + nxt)
+            i += 2
+            continue
+        if ch == quote:
+            return "".join(out) + '"', i + 1
+        out.append('\\"' if ch == '"' else ch)  # a double quote inside single quotes is text
+        i += 1
+    return None
 
 
-def _parse_float(token: str) -> float:
-    # Go's ParseFloat (Prometheus) and Python's float agree on NaN/+Inf/-Inf/1e3;
-    # underscores and "infinity" spellings are the only differences that matter.
-    if "_" in token:
-        raise ValueError(token)
-    return float(token)
-
-
-def _label_set(line: str, pos: int, lineno: int, labels: Labels) -> int:
-    """Reads `{a="x",b="y"}` starting just after the `{`; returns the index after `}`."""
+def _label_set(line: str, pos: int, lineno: int) -> tuple[str, int]:
+    """The label set starting just after `{`, as the parser reads it (elisions gone, single quotes
+    made double), and the index after its `}`. What is wrong with it is said here, by line."""
+    parts: list[str] = []
+    names: set[str] = set()
     while True:
-        elided = _ELISION.match(line, pos)
-        if elided:
-            pos = elided.end()
-        while pos < len(line) and line[pos] in " \t":
-            pos += 1
+        while True:  # separators, and the elisions docs write among them
+            if elided := _ELISION.match(line, pos):
+                pos = elided.end()
+            elif pos < len(line) and line[pos] in " \t,":
+                pos += 1
+            else:
+                break
         if pos >= len(line):
             raise ExpositionError(lineno, "label set is not closed with '}'")
         if line[pos] == "}":
-            return pos + 1
+            return ",".join(parts), pos + 1
         name_m = _LABEL_NAME.match(line, pos)
         if not name_m:
             raise ExpositionError(
@@ -68,85 +84,81 @@ def _label_set(line: str, pos: int, lineno: int, labels: Labels) -> int:
             )
         name = name_m.group(1)
         pos = name_m.end()
-        quote = line[pos : pos + 1]
-        value_re = _QUOTED.get(quote)
-        value_m = value_re.match(line, pos) if value_re else None
-        if not value_m:
+        value = _quoted(line, line[pos], pos) if line[pos : pos + 1] in ('"', "'") else None
+        if value is None:
             raise ExpositionError(lineno, f"label {name!r}: expected a quoted value at column {pos + 1}")
-        if name in labels:
+        if name in names:
             raise ExpositionError(lineno, f"label {name!r} appears twice")
-        labels[name] = _unescape(value_m.group(1))
-        pos = value_m.end()
+        names.add(name)
+        parts.append(f"{name}={value[0]}")
+        pos = value[1]
         while pos < len(line) and line[pos] in " \t":
             pos += 1
         if pos >= len(line):
             raise ExpositionError(lineno, "label set is not closed with '}'")
-        if line[pos] == ",":
-            pos += 1
-        elif line[pos : pos + 1] != "}" and not _ELISION.match(line, pos):
+        if line[pos] not in ",}" and not _ELISION.match(line, pos):
             raise ExpositionError(lineno, f"expected ',' or '}}' after label {name!r} at column {pos + 1}")
 
 
-def _quoted_name_start(line: str) -> str | None:
-    """The metric name of the UTF-8 form `{"my.metric", a="x"} 1`, or None."""
-    rest = line[1:].lstrip(" \t")
-    quote = rest[:1]
-    value_re = _QUOTED.get(quote)
-    m = value_re.match(rest) if value_re else None
-    if m and not rest[m.end() :].lstrip(" \t").startswith("="):
-        return _unescape(m.group(1))
-    return None
-
-
-def _metric_line(line: str, lineno: int) -> tuple[Labels, float] | None:
-    labels: Labels = {}
+def _head(line: str, lineno: int) -> tuple[str, str, int] | None:
+    """(the metric's name as written, its name and labels as the parser reads them, the index where
+    the value starts); None when the line is no metric at all (prose)."""
     if line.startswith("{"):
-        name = _quoted_name_start(line)
-        if name is None:
+        m = _QUOTED_NAME.match(line)
+        if m is None:
             return None
-        labels["__name__"] = name
-        # Re-read the braces with the quoted name removed, so one label reader serves both forms.
-        inner = line[1:].lstrip(" \t")
-        m = _QUOTED[inner[0]].match(inner)
-        assert m is not None
-        after = inner[m.end() :].lstrip(" \t")
-        line = "{" + (after[1:] if after.startswith(",") else after)
-        pos = _label_set(line, 1, lineno, labels)
-    else:
-        start = _METRIC_START.match(line)
-        if not start:
-            return None
-        pos = start.end()
-        brace = len(line) - len(line[pos:].lstrip(" \t"))
-        if line[brace : brace + 1] == "{":
-            pos = brace  # `name {a="b"}`: blanks before the label set are allowed
-        elif not _VALUE_LIKE.match(line, pos):
-            return None  # prose that happens to begin with a word
-        labels["__name__"] = start.group(1)
-        if line[pos] == "{":
-            pos = _label_set(line, pos + 1, lineno, labels)
+        labels, pos = _label_set(line, m.end(), lineno)
+        name = f'"{m.group(1)}"'
+        return m.group(1), "{" + ",".join(p for p in (name, labels) if p) + "}", pos
+    start = _METRIC_START.match(line)
+    if start is None:
+        return None
+    pos = start.end()
+    brace = len(line) - len(line[pos:].lstrip(" \t"))
+    if line[brace : brace + 1] == "{":  # `name {a="b"}`: blanks before the label set are allowed
+        labels, pos = _label_set(line, brace + 1, lineno)
+        return start.group(1), f"{start.group(1)}{{{labels}}}", pos
+    if not _VALUE_LIKE.match(line, pos):
+        return None  # prose that happens to begin with a word
+    return start.group(1), start.group(1), pos
+
+
+def _number(token: str, what: str, name: str, lineno: int) -> float:
+    # Go's ParseFloat (Prometheus) and Python's float agree on NaN/+Inf/-Inf/1e3; underscores differ.
+    try:
+        if "_" in token:
+            raise ValueError(token)
+        return float(token)
+    except ValueError:
+        raise ExpositionError(lineno, f"{name}: {what} {token!r} is not a number") from None
+
+
+def _sample(line: str, lineno: int) -> tuple[Labels, float] | None:
+    head = _head(line, lineno)
+    if head is None:
+        return None
+    name, series, pos = head
     rest = line[pos:]
-    # OpenMetrics exemplars follow " # "; they carry no sample of their own.
-    if " # " in rest:
+    if " # " in rest:  # an OpenMetrics exemplar
         rest = rest.split(" # ", 1)[0]
     tokens = rest.split()
-    name = labels["__name__"]
     if not tokens:
         raise ExpositionError(lineno, f"{name}: missing value")
     if len(tokens) > 2:
         raise ExpositionError(lineno, f"{name}: unexpected text after value and timestamp: {tokens[2]!r}")
+    _number(tokens[0], "value", name, lineno)
+    if len(tokens) == 2 and not math.isfinite(_number(tokens[1], "timestamp", name, lineno)):
+        raise ExpositionError(lineno, f"{name}: timestamp {tokens[1]!r} is not finite")
     try:
-        value = _parse_float(tokens[0])
-    except ValueError:
-        raise ExpositionError(lineno, f"{name}: value {tokens[0]!r} is not a number") from None
-    if len(tokens) == 2:
-        try:
-            ts = _parse_float(tokens[1])
-        except ValueError:
-            raise ExpositionError(lineno, f"{name}: timestamp {tokens[1]!r} is not a number") from None
-        if math.isnan(ts) or math.isinf(ts):
-            raise ExpositionError(lineno, f"{name}: timestamp {tokens[1]!r} is not finite")
-    return labels, value
+        samples = [
+            s for f in text_string_to_metric_families(f"{series} {' '.join(tokens)}\n") for s in f.samples
+        ]
+    except ValueError as err:
+        raise ExpositionError(lineno, f"{name}: {err}") from None
+    if len(samples) != 1:  # one line is one sample; anything else is a line the parser misread
+        raise ExpositionError(lineno, f"{name}: not one sample ({len(samples)})")
+    (sample,) = samples
+    return {"__name__": sample.name, **sample.labels}, float(sample.value)
 
 
 def parse_exposition(text: str) -> list[tuple[dict[str, str], float]]:
@@ -160,7 +172,7 @@ def parse_exposition(text: str) -> list[tuple[dict[str, str], float]]:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        sample = _metric_line(line, lineno)
+        sample = _sample(line, lineno)
         if sample is not None:
             out.append(sample)
     return out
