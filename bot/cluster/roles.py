@@ -26,6 +26,9 @@ from layers.sources import SourceError
 log = logging.getLogger("gpubot.serve")
 
 DRAIN_S = 25.0
+# How long an agent's state store rides out a Redis Cluster switching (redisconn.riding_out): well
+# inside its lease (60 s), so nothing it holds lapses meanwhile.
+AGENT_RIDE_OUT_S = 10.0
 
 
 def _redis_settings(cfg: Config, args: argparse.Namespace) -> Config:
@@ -199,12 +202,20 @@ def serve_role(args: argparse.Namespace) -> int:
 
         sources = sources_from_args(cfg, args)
     from bot.slack.leases import lease_of
-    from bot.slack.redisconn import NotThisMode, RedisTarget
+    from bot.slack.redisconn import RIDE_OUT_S, NotThisMode, RedisTarget
 
     try:
-        # An agent's locks lapse as fast as its leases: well before its entries can be taken over.
+        # An agent's locks lapse as fast as its leases: well before its entries can be taken over. An
+        # agent answers nobody within Slack's 3 s, so its store rides out a Redis Cluster's restart for
+        # longer than the gateway's (the slots agreed again can take seconds on a loaded host).
         target = RedisTarget.of(cfg)
-        state, note = open_state(None, target=target, ride_out_restarts=True, lock_lease_s=lease_of(cfg))
+        state, note = open_state(
+            None,
+            target=target,
+            ride_out_restarts=True,
+            lock_lease_s=lease_of(cfg),
+            ride_out_s=AGENT_RIDE_OUT_S if not gateway else RIDE_OUT_S,
+        )
     except StateUnavailable as err:
         raise SourceError("unavailable", f"state store: {err}") from None
     except NotThisMode as err:

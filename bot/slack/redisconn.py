@@ -50,13 +50,13 @@ SWITCHING = (
 RIDE_OUT_S = 2.5
 
 
-def riding_out(client: Any, call: Callable[[], T]) -> T:
-    """`call()`, sent again for up to RIDE_OUT_S while a Redis Cluster is switching (nodes restarting,
+def riding_out(client: Any, call: Callable[[], T], for_s: float = RIDE_OUT_S) -> T:
+    """`call()`, sent again for up to `for_s` while a Redis Cluster is switching (nodes restarting,
     a shard failing over: the slots are learned again); at once for any other client. What still
     fails is raised as a RedisError, so callers turn it into their one line."""
     if not isinstance(client, RedisCluster):
         return call()
-    deadline = time.monotonic() + RIDE_OUT_S
+    deadline = time.monotonic() + for_s
     wait = 0.05
     while True:
         try:

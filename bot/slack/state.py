@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 import redis
 from redis.exceptions import RedisError
 
-from bot.slack.redisconn import RedisTarget, check_not_cluster, connect, riding_out, said, shown_url
+from bot.slack.redisconn import (
+    RIDE_OUT_S,
+    RedisTarget,
+    check_not_cluster,
+    connect,
+    riding_out,
+    said,
+    shown_url,
+)
 from bot.slack.renewer import LOCK_LEASE_S, LockRenewer
 from handlers.ports import JSONValue, LockNotAcquired, StateStore, StateUnavailable
 
@@ -83,12 +91,14 @@ class RedisState:
         prefix: str = "gpubot:",
         target: RedisTarget | None = None,
         lock_lease_s: float = LOCK_LEASE_S,
+        ride_out_s: float = RIDE_OUT_S,
         **link: Unpack[RedisLink],
     ) -> None:
         target = target or RedisTarget(url, password=link.get("password"), ca_bundle=link.get("ca_bundle"))
         self.shown = target.shown
         self._prefix = prefix
         self.lock_lease_s = lock_lease_s
+        self.ride_out_s = ride_out_s  # how long a Redis Cluster's switch is ridden out (redisconn.riding_out)
         try:
             self._redis: Any = connect(
                 target,
@@ -109,7 +119,7 @@ class RedisState:
 
     def _do(self, what: str, call: Callable[[], T]) -> T:
         try:
-            return riding_out(self._redis, call)
+            return riding_out(self._redis, call, self.ride_out_s)
         except RedisError as err:
             raise StateUnavailable(f"Redis at {self.shown} failed to {what}: {_short(err)}") from None
 
@@ -308,13 +318,20 @@ def open_state(
     ride_out_restarts: bool = False,
     target: RedisTarget | None = None,
     lock_lease_s: float = LOCK_LEASE_S,
+    ride_out_s: float = RIDE_OUT_S,
 ) -> tuple[StateStore, str]:
     """(store, note for the start-up log). Raises StateUnavailable when Redis does not answer, and
     NotThisMode when REDIS_URL is a cluster node but the mode is single."""
     target = target or RedisTarget(redis_url, password=password, ca_bundle=ca_bundle)
     if not target.configured:
         return MemoryState(), SINGLE_REPLICA_NOTE
-    store = RedisState(None, target=target, ride_out_restarts=ride_out_restarts, lock_lease_s=lock_lease_s)
+    store = RedisState(
+        None,
+        target=target,
+        ride_out_restarts=ride_out_restarts,
+        lock_lease_s=lock_lease_s,
+        ride_out_s=ride_out_s,
+    )
     store.ping()
     store.check_mode()
     return store, f"state in Redis at {store.shown}: replicas share walks, buttons and the daily digest"
