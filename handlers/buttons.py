@@ -80,7 +80,7 @@ class NodeActions(Protocol):
 
     def uncordon(self, node: str, actor: str) -> Outcome: ...
 
-    def must_gather(self, node: str, target: Target, walk: WalkResult | None) -> Bundle: ...
+    def must_gather(self, node: str, target: Target, walk: WalkResult | None, actor: str) -> Bundle: ...
 
 
 def when(now: float) -> str:
@@ -374,7 +374,10 @@ class Buttons:
             return REPEATED
         self._audit(walk, click, f"started a must-gather of `{escape(node)}`")
         try:
-            bundle = self.actions.must_gather(node, walk.target, self.service.walk_result(walk))
+            # Who took it goes to the node's ledger with the bundle (as a cordon's actor does).
+            bundle = self.actions.must_gather(
+                node, walk.target, self.service.walk_result(walk), f"slack:{click.user}"
+            )
             try:
                 with open(bundle.path, "rb") as fh:
                     content = fh.read()

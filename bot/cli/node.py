@@ -17,19 +17,19 @@ from bot.cli.args import UsageError
 
 
 def open_ledger_for(args: argparse.Namespace, cfg: Any) -> Any:
-    """The ledger in the bot's Redis (--redis-url / REDIS_URL), else in this process's memory."""
-    from bot.ledger.store import open_ledger
-    from bot.slack.state import redis_client, shown_url
+    """The bot's own ledger (bot/slack/ledger_open.py): in its Redis (--redis-url / REDIS_URL, of
+    GPUBOT_REDIS_MODE's shape, under GPUBOT_CLUSTER_NAME's keys), else in this process's memory."""
+    from redis.exceptions import RedisError
+
+    from bot.slack.ledger_open import bot_ledger
+    from bot.slack.state import shown_url
     from layers.sources import SourceError
 
     url = getattr(args, "redis_url", None) or cfg.redis_url
-    if not url:
-        return open_ledger(None, cfg.ledger_retention_days)
     try:
-        client = redis_client(url, ca_bundle=cfg.redis_ca_bundle, password=cfg.redis_password)
-    except ValueError as err:
+        return bot_ledger(cfg, redis_url=url)
+    except (ValueError, RedisError) as err:
         raise SourceError("bad_input", f"Redis URL {shown_url(url)} is not usable: {err}") from None
-    return open_ledger(client, cfg.ledger_retention_days, shown=f"Redis at {shown_url(url)}")
 
 
 def _days(value: str) -> int:

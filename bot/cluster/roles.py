@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from bot.ops.config import Config, ConfigError, check_url
 from bot.slack.transport import Front, start_http
@@ -88,6 +88,11 @@ class AgentFront:
         return True, "ready"
 
 
+def _in_line(_what: str, fn: Any, *args: Any) -> None:
+    """An agent's `submit` for the ledger's alert entries: run now, on the agent's own worker."""
+    fn(*args)
+
+
 def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any) -> Any:
     """The agent over this cluster's sources: the single process's walk service and buttons, with
     short renewed claims (leases), fed by the cluster's stream."""
@@ -98,7 +103,8 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
     from bot.slack.app import MetricsObserver, build_services
     from bot.slack.digest_post import publish_digest
     from bot.slack.leases import LeaseKeeper, LeasingStore
-    from bot.slack.ledger_open import ledger_digest
+    from bot.slack.ledger_alerts import LedgerReceiver
+    from bot.slack.ledger_open import bot_ledger, ledger_digest
     from handlers.alert_subjects import ClusterDirectory
     from handlers.alerts import AlertService, AlertSettings
     from layers.digest import collect_digest
@@ -135,7 +141,7 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
     cluster = cfg.cluster_name
 
     def make_alerts(settings: AlertSettings) -> AlertService:
-        return AlertService(
+        alerts = AlertService(
             leased,
             service,
             directory,
@@ -144,6 +150,10 @@ def build_agent(cfg: Config, sources: Any, state: Any, streams: Any, poster: Any
             cluster=cluster,
             sweep_on_receive=True,  # no sweep timer in an agent: its alert requests run the sweep
         )
+        # The Xids alerts name go to the node's ledger, as the single process's do (an agent runs its
+        # requests on its own workers: the entry is written in line, and a redelivered request writes
+        # nothing twice, the ledger's writes being idempotent).
+        return cast(AlertService, LedgerReceiver(alerts, bot_ledger(cfg), _in_line))
 
     handlers = agent_handlers(cluster, service, buttons, publish_part, timing.lease_s, make_alerts)
     handlers.update(node_handlers(cfg, sources, leased, posts, poster.client))

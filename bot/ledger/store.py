@@ -207,7 +207,18 @@ class Ledger:
         return self.backend.nodes()
 
 
-def open_ledger(client: Any | None, retention_days: int, *, shown: str = "Redis") -> Ledger:
+def ledger_prefix(cluster_name: str | None) -> str:
+    """The keys' prefix: per cluster when the process names one (GPUBOT_CLUSTER_NAME). Many clusters'
+    agents share one Redis and their node names repeat (every cluster has a `gpu-7`): one node's
+    history must not be another cluster's node's."""
+    return f"gpubot:{cluster_name}:" if cluster_name else "gpubot:"
+
+
+def open_ledger(
+    client: Any | None, retention_days: int, *, shown: str = "Redis", prefix: str = "gpubot:"
+) -> Ledger:
     """The ledger in Redis (a redis-py client) or, without one, in this process's memory."""
-    backend: Backend = RedisBackend(client, shown=shown) if client is not None else MemoryBackend()
+    backend: Backend = (
+        RedisBackend(client, prefix=prefix, shown=shown) if client is not None else MemoryBackend()
+    )
     return Ledger(backend, retention_days)

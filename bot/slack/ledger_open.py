@@ -9,13 +9,13 @@ import dataclasses
 import threading
 
 from bot.ledger.digest_hook import with_ledger
-from bot.ledger.store import Ledger, open_ledger
+from bot.ledger.store import Ledger, ledger_prefix, open_ledger
 from bot.ops.config import Config
 from bot.slack.redisconn import RedisTarget, connect
 from layers.digest import Digest
 from layers.sources import Cluster, Telemetry
 
-_LEDGERS: dict[str, Ledger] = {}
+_LEDGERS: dict[tuple[str, str], Ledger] = {}
 _LOCK = threading.Lock()
 
 
@@ -26,11 +26,14 @@ def bot_ledger(cfg: Config, redis_url: str | None = None) -> Ledger:
     if redis_url:
         target = dataclasses.replace(target, url=redis_url)
     where = target.shown if target.configured else ""
+    prefix = ledger_prefix(cfg.cluster_name)
     with _LOCK:
-        if where not in _LEDGERS:
+        if (where, prefix) not in _LEDGERS:
             client = connect(target, ride_out_restarts=True) if where else None
-            _LEDGERS[where] = open_ledger(client, cfg.ledger_retention_days, shown=f"Redis at {where}")
-        return _LEDGERS[where]
+            _LEDGERS[where, prefix] = open_ledger(
+                client, cfg.ledger_retention_days, shown=f"Redis at {where}", prefix=prefix
+            )
+        return _LEDGERS[where, prefix]
 
 
 def ledger_digest(
