@@ -157,34 +157,6 @@ def test_one_alert_name_on_two_clusters_opens_two_incidents_each_walked_by_its_o
     assert len(incident_roots(slack, "gpu-7", "eu")) == 1 and len(incident_roots(slack, "gpu-7", "us")) == 1
 
 
-def test_each_agent_writes_the_xids_alerts_name_to_its_own_clusters_ledger(
-    fleet: Any, slack: FakeSlack
-) -> None:
-    # Both clusters have a gpu-7: eu's Xid 79 and us's Xid 48 are two nodes' histories, not one.
-    _gw, url, r = fleet
-    xids = {"eu": "79", "us": "48"}
-    sent = [
-        alert("GPUXidCritical", Hostname="gpu-7", cluster=c, gpu="1", UUID=f"GPU-{c}-7-1", err_code=x)
-        for c, x in xids.items()
-    ]
-    assert deliver(url, sent)[0] == 200
-
-    def entries(cluster: str) -> list[dict[str, Any]]:
-        held = r.hgetall(f"gpubot:{cluster}:ledger:{{gpu-7}}")
-        return [
-            json.loads(v)
-            for k, v in held.items()
-            if (k.decode() if isinstance(k, bytes) else k).startswith("ev:")
-        ]
-
-    for cluster, xid in xids.items():
-        got = wait_for(f"{cluster}'s ledger entry", lambda c=cluster: entries(c))
-        assert [(e["kind"], e["xid"], e["gpu"], e["source"]) for e in got] == [
-            ("xid", int(xid), f"GPU-{cluster}-7-1", "alert")
-        ]
-    assert not r.exists("gpubot:ledger:{gpu-7}")  # no cluster's entries under the unnamed keys
-
-
 def test_storm_control_counts_the_channel_across_clusters(fleet: Any, slack: FakeSlack) -> None:
     _gw, url, r = fleet
     # eu and us opened one thread each (above): the channel's two of the hour. A new subject of
@@ -290,3 +262,32 @@ def test_the_real_alertmanager_routes_through_the_gateway_to_each_cluster(
         assert [a["name"] for a in inc["alerts"].values()] == ["GPUNVLinkDown"]
     finally:
         am.stop()
+
+
+# Last: its alerts open threads, which count in the hour's storm window of the tests above.
+def test_each_agent_writes_the_xids_alerts_name_to_its_own_clusters_ledger(
+    fleet: Any, slack: FakeSlack
+) -> None:
+    # Both clusters have a gpu-7: eu's Xid 79 and us's Xid 48 are two nodes' histories, not one.
+    _gw, url, r = fleet
+    xids = {"eu": "79", "us": "48"}
+    sent = [
+        alert("GPUXidCritical", Hostname="gpu-7", cluster=c, gpu="1", UUID=f"GPU-{c}-7-1", err_code=x)
+        for c, x in xids.items()
+    ]
+    assert deliver(url, sent)[0] == 200
+
+    def entries(cluster: str) -> list[dict[str, Any]]:
+        held = r.hgetall(f"gpubot:{cluster}:ledger:{{gpu-7}}")
+        return [
+            json.loads(v)
+            for k, v in held.items()
+            if (k.decode() if isinstance(k, bytes) else k).startswith("ev:")
+        ]
+
+    for cluster, xid in xids.items():
+        got = wait_for(f"{cluster}'s ledger entry", lambda c=cluster: entries(c))
+        assert [(e["kind"], e["xid"], e["gpu"], e["source"]) for e in got] == [
+            ("xid", int(xid), f"GPU-{cluster}-7-1", "alert")
+        ]
+    assert not r.exists("gpubot:ledger:{gpu-7}")  # no cluster's entries under the unnamed keys

@@ -21,11 +21,14 @@ def open_ledger_for(args: argparse.Namespace, cfg: Any) -> Any:
     GPUBOT_REDIS_MODE's shape, under GPUBOT_CLUSTER_NAME's keys), else in this process's memory."""
     from redis.exceptions import RedisError
 
+    from bot.ledger.store import open_ledger
     from bot.slack.ledger_open import bot_ledger
     from bot.slack.state import shown_url
     from layers.sources import SourceError
 
     url = getattr(args, "redis_url", None) or cfg.redis_url
+    if not url:
+        return open_ledger(None, cfg.ledger_retention_days)  # this run's own: nothing shared, nothing kept
     try:
         return bot_ledger(cfg, redis_url=url)
     except (ValueError, RedisError) as err:
