@@ -15,6 +15,7 @@ from functools import partial
 from typing import Any
 
 from bot.actions import bundle_text as bt
+from bot.actions import gather_pool as gp
 from bot.actions.archive import Archive
 from bot.actions.bundle_yaml import log_entry
 from bot.actions.redact import mask_object, mask_text
@@ -174,16 +175,35 @@ class Collector:
             # driver) need it: a bundle with a target pod (--pod, the Slack button's) reads it whole.
             node = self.scope.node or ""
             nodes = self.keep(self.read("nodes", lambda: [self.cluster.get_node(node)], []))
-            self.manifest.skipped.append(
-                {
-                    "what": "the other nodes",
-                    "why": "a node's bundle holds its own node: a replay compares it with no other "
-                    "(collect with --pod NAMESPACE/POD for a walk that weighs the fleet)",
-                }
-            )
+            nodes += self.pool_peers(nodes, drivers)
         else:
             nodes = self.keep(self.read("nodes", self.cluster.list_nodes, []))
         return nodes, self.scope.scoped_nodes(nodes)
+
+    def pool_peers(self, nodes: list[K8sObject], drivers: list[K8sObject]) -> list[K8sObject]:
+        """The node's driver-pool peers (bot/actions/gather_pool.py), slimmed: one page of them, so
+        a replayed layer 3 compares the node within its pool as the live walk does."""
+        if not nodes:
+            return []
+        selector, what = gp.pool_selector(nodes[0], drivers)
+        page, more = self.read(
+            f"nodes -l {selector}", lambda: gp.one_page(self.cluster, selector, gp.PEER_PAGE), ([], False)
+        )
+        peers = self.keep([gp.slim_node(n) for n in page if o.name(n) != o.name(nodes[0])])
+        why = f"a node's bundle holds its own node and its driver pool's ({what}: -l {selector}, "
+        why += f"{len(peers)} other node(s), slimmed), no other: collect with --pod NAMESPACE/POD "
+        self.manifest.skipped.append(
+            {"what": "the other nodes", "why": why + "for a walk that weighs the fleet"}
+        )
+        if more:
+            self.manifest.cut.append(
+                {
+                    "file": "scenario.yaml",
+                    "reason": f"driver pool page (-l {selector})",
+                    "kept_nodes": len(page),
+                }
+            )
+        return peers
 
     def _lister(self, label_sel: str, field_sel: str | None) -> Callable[[], list[K8sObject]]:
         return lambda: self.cluster.list_pods(label_selector=label_sel, field_selector=field_sel)
