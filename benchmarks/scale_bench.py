@@ -48,9 +48,9 @@ if profile:
 t0, c0 = time.perf_counter(), os.times()
 if mode.startswith("gather"):
     from bot.actions.bundle_writer import collect_bundle
-    # gather: a node's bundle; gather-pod: the Slack button's (node and bound target);
-    # gather-pending: `gpubot must-gather --pod ml/trainer-0` (no node: the pending pod's candidates).
-    node = None if mode == "gather-pending" else "gpu-00001"
+    # gather: a node's bundle; gather-pod and gather-pending: the Slack button's (the node and the
+    # target pod, bound or pending; gpu-00001 is one of the pending pod's examined, sick nodes).
+    node = "gpu-00001"
     target = {{"gather-pod": ("ml", "bound-0"), "gather-pending": ("ml", "trainer-0")}}.get(mode)
     report = collect_bundle(kube, NoTelemetry(now=time.time()), out, node=node, target=target)
     codes = [f.code for layer in report.walk.layers for f in layer.findings] if report.walk else []

@@ -50,6 +50,12 @@ class Collector:
         # A node's bundle without a target: every read is of that node or by name, none of the fleet.
         self.node_only = scope.node is not None and not scope.want_fleet_gpu_pods()
         self.series: list[dict[str, Any]] = []
+        self.spooled: set[str] = set()  # the log entries in scenario.yaml
+        # Past gp.SLIM_PAST nodes: nodes kept slimmed (self.compact, written one JSON line each) and,
+        # with a target, what its walk reads kept instead of the fleet's pods (gather_walk.py).
+        self.large = False
+        self.compact: set[tuple[str, str, str, str]] = set()
+        self.raw_nodes: list[K8sObject] = []
 
     # --- reads ---------------------------------------------------------------------
 
@@ -76,6 +82,7 @@ class Collector:
                 meta.get("name") or "",
             )
             self.objects[key] = clean
+            self.compact.discard(key)
             out.append(clean)
         return out
 
@@ -142,6 +149,7 @@ class Collector:
         if self.archive.add(file, data, reserve=len(data)):
             key = f"{ns}/{pod}/{container}" + ("#previous" if previous else "")
             self.logs.write(log_entry(key, text))
+            self.spooled.add(key)
             self.archive.used += len(data)
             self.archive.prepaid += len(data)
 
@@ -175,35 +183,13 @@ class Collector:
             # driver) need it: a bundle with a target pod (--pod, the Slack button's) reads it whole.
             node = self.scope.node or ""
             nodes = self.keep(self.read("nodes", lambda: [self.cluster.get_node(node)], []))
-            nodes += self.pool_peers(nodes, drivers)
+            nodes += gp.pool_peers(self, nodes, drivers)
         else:
-            nodes = self.keep(self.read("nodes", self.cluster.list_nodes, []))
+            raw = self.read("nodes", self.cluster.list_nodes, [])
+            self.large = len(raw) > gp.SLIM_PAST
+            self.raw_nodes = raw if self.large and self.scope.target else []
+            nodes = gp.keep_slim(self, raw) if self.large else self.keep(raw)
         return nodes, self.scope.scoped_nodes(nodes)
-
-    def pool_peers(self, nodes: list[K8sObject], drivers: list[K8sObject]) -> list[K8sObject]:
-        """The node's driver-pool peers (bot/actions/gather_pool.py), slimmed: one page of them, so
-        a replayed layer 3 compares the node within its pool as the live walk does."""
-        if not nodes:
-            return []
-        selector, what = gp.pool_selector(nodes[0], drivers)
-        page, more = self.read(
-            f"nodes -l {selector}", lambda: gp.one_page(self.cluster, selector, gp.PEER_PAGE), ([], False)
-        )
-        peers = self.keep([gp.slim_node(n) for n in page if o.name(n) != o.name(nodes[0])])
-        why = f"a node's bundle holds its own node and its driver pool's ({what}: -l {selector}, "
-        why += f"{len(peers)} other node(s), slimmed), no other: collect with --pod NAMESPACE/POD "
-        self.manifest.skipped.append(
-            {"what": "the other nodes", "why": why + "for a walk that weighs the fleet"}
-        )
-        if more:
-            self.manifest.cut.append(
-                {
-                    "file": "scenario.yaml",
-                    "reason": f"driver pool page (-l {selector})",
-                    "kept_nodes": len(page),
-                }
-            )
-        return peers
 
     def _lister(self, label_sel: str, field_sel: str | None) -> Callable[[], list[K8sObject]]:
         return lambda: self.cluster.list_pods(label_selector=label_sel, field_selector=field_sel)
@@ -227,7 +213,16 @@ class Collector:
                     [],
                 )
             )
-        if self.scope.node and self.scope.target:
+        walk_reads = self.large and self.scope.target is not None
+        if walk_reads:
+            self.manifest.skipped.append(
+                {
+                    "what": "the fleet's pods",
+                    "why": f"past {gp.SLIM_PAST:,} nodes the bundle keeps the pods its target's walk "
+                    "reads (those of the nodes it examines), not every node's operator and GPU pods",
+                }
+            )
+        elif self.scope.node and self.scope.target:
             # The target's walk examines its candidate nodes, not only this one: their operator pods go
             # into scenario.yaml (no files, no logs), or the replay would read their absence as fact
             # ("no DRA kubelet plugin pod runs on the node").
@@ -240,7 +235,7 @@ class Collector:
                 operands += [
                     p for p in fleet_wide if rm.component(p) == "dra-controller" and p not in operands
                 ]
-        if self.scope.want_fleet_gpu_pods():
+        if self.scope.want_fleet_gpu_pods() and not walk_reads:
             running = "status.phase!=Succeeded,status.phase!=Failed"
             fleet = self.read(
                 "pods (all namespaces)", lambda: self.cluster.list_pods(field_selector=running), []
@@ -277,6 +272,7 @@ class Collector:
 
     def node_files(self, scoped: list[K8sObject], operator_ns: str | None) -> None:
         self.progress("node descriptions and events")
+        scoped = gp.text_nodes(self, scoped)
         names = {o.name(n) for n in scoped}
         if self.scope.node:
             node_events = self.read(
