@@ -14,7 +14,7 @@ APF seats are estimated as kube-apiserver's list work estimator does for a list 
 watch cache (the default since ConsistentListFromCache): one seat per 100 objects of the
 resource stored, whatever the selector, at least 1 and at most 10; any other request 1 seat.
 
-    python benchmarks/scale_bench.py [--nodes 65000] [--workload-pods 9] [--modes bound pending gather]
+    python benchmarks/scale_bench.py [--nodes 65000] [--workload-pods 9] [--modes bound pending gather gather-pod gather-pending]
         [--profile /tmp/scale.prof]
 """
 
@@ -46,10 +46,14 @@ if profile:
     prof = cProfile.Profile(time.process_time)
     prof.enable()
 t0, c0 = time.perf_counter(), os.times()
-if mode == "gather":
+if mode.startswith("gather"):
     from bot.actions.bundle_writer import collect_bundle
-    collect_bundle(kube, NoTelemetry(now=time.time()), out, node="gpu-00001")
-    codes = []
+    # gather: a node's bundle; gather-pod and gather-pending: the Slack button's (the node and the
+    # target pod, bound or pending; gpu-00001 is one of the pending pod's examined, sick nodes).
+    node = "gpu-00001"
+    target = {{"gather-pod": ("ml", "bound-0"), "gather-pending": ("ml", "trainer-0")}}.get(mode)
+    report = collect_bundle(kube, NoTelemetry(now=time.time()), out, node=node, target=target)
+    codes = [f.code for layer in report.walk.layers for f in layer.findings] if report.walk else []
 else:
     from layers.walk import walk
     result = walk(kube, NoTelemetry(now=time.time()), "ml", "bound-0" if mode == "bound" else "trainer-0")
@@ -136,7 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=65_000)
     ap.add_argument("--workload-pods", type=int, default=9)
-    ap.add_argument("--modes", nargs="+", default=["bound", "pending", "gather"])
+    ap.add_argument(
+        "--modes",
+        nargs="+",
+        default=["bound", "pending", "gather"],
+        choices=["bound", "pending", "gather", "gather-pod", "gather-pending"],
+    )
     ap.add_argument(
         "--profile", default="", help="write each child's cProfile stats to PROFILE.<mode> (times inflated)"
     )

@@ -24,6 +24,7 @@ from bot.actions.bundle_yaml import write_scenario
 from bot.actions.gather import Collector, ExecFn, Progress
 from bot.actions.gather_dra import dra_files
 from bot.actions.gather_series import telemetry_files
+from bot.actions.gather_walk import recorded_walk
 from bot.actions.history import record_action
 from bot.actions.redact import mask_text
 from bot.ledger.store import Ledger
@@ -166,6 +167,11 @@ def collect_bundle(
         else:
             manifest.skipped.append({"what": "nvidia-bug-report", "why": "not requested (--with-bug-report)"})
         say("the walk")
+        if c.raw_nodes:
+            # A large fleet's bundle keeps what the target's walk reads (bot/actions/gather_walk.py).
+            recorded = recorded_walk(c, telemetry, c.raw_nodes)
+            c.raw_nodes = []
+            walk = walk if walk is not None else recorded
         if walk is None:
             walk = _walk(cluster, telemetry, scope, manifest.errors)
         # The walk quotes raw log lines: masked like every other file of the bundle.
@@ -177,9 +183,10 @@ def collect_bundle(
             name=f"must-gather {label}",
             description=f"must-gather of {label}, collected {manifest.created} from {manifest.source}",
             now=c.now,
-            objects=c.objects.values(),
+            objects=[obj for key, obj in c.objects.items() if key not in c.compact],
             logs=c.logs,
             series=c.series,
+            compact=[obj for key, obj in c.objects.items() if key in c.compact],
         )
         errors_txt = "".join(f"{e['read']}: {e['error']}\n" for e in manifest.errors) or "no read failed\n"
         archive.add("errors.txt", mask_text(errors_txt), essential=True)

@@ -15,6 +15,7 @@ from functools import partial
 from typing import Any
 
 from bot.actions import bundle_text as bt
+from bot.actions import gather_pool as gp
 from bot.actions.archive import Archive
 from bot.actions.bundle_yaml import log_entry
 from bot.actions.redact import mask_object, mask_text
@@ -49,6 +50,12 @@ class Collector:
         # A node's bundle without a target: every read is of that node or by name, none of the fleet.
         self.node_only = scope.node is not None and not scope.want_fleet_gpu_pods()
         self.series: list[dict[str, Any]] = []
+        self.spooled: set[str] = set()  # the log entries in scenario.yaml
+        # Past gp.SLIM_PAST nodes: nodes kept slimmed (self.compact, written one JSON line each) and,
+        # with a target, what its walk reads kept instead of the fleet's pods (gather_walk.py).
+        self.large = False
+        self.compact: set[tuple[str, str, str, str]] = set()
+        self.raw_nodes: list[K8sObject] = []
 
     # --- reads ---------------------------------------------------------------------
 
@@ -75,6 +82,7 @@ class Collector:
                 meta.get("name") or "",
             )
             self.objects[key] = clean
+            self.compact.discard(key)
             out.append(clean)
         return out
 
@@ -141,6 +149,7 @@ class Collector:
         if self.archive.add(file, data, reserve=len(data)):
             key = f"{ns}/{pod}/{container}" + ("#previous" if previous else "")
             self.logs.write(log_entry(key, text))
+            self.spooled.add(key)
             self.archive.used += len(data)
             self.archive.prepaid += len(data)
 
@@ -174,15 +183,12 @@ class Collector:
             # driver) need it: a bundle with a target pod (--pod, the Slack button's) reads it whole.
             node = self.scope.node or ""
             nodes = self.keep(self.read("nodes", lambda: [self.cluster.get_node(node)], []))
-            self.manifest.skipped.append(
-                {
-                    "what": "the other nodes",
-                    "why": "a node's bundle holds its own node: a replay compares it with no other "
-                    "(collect with --pod NAMESPACE/POD for a walk that weighs the fleet)",
-                }
-            )
+            nodes += gp.pool_peers(self, nodes, drivers)
         else:
-            nodes = self.keep(self.read("nodes", self.cluster.list_nodes, []))
+            raw = self.read("nodes", self.cluster.list_nodes, [])
+            self.large = len(raw) > gp.SLIM_PAST
+            self.raw_nodes = raw if self.large and self.scope.target else []
+            nodes = gp.keep_slim(self, raw) if self.large else self.keep(raw)
         return nodes, self.scope.scoped_nodes(nodes)
 
     def _lister(self, label_sel: str, field_sel: str | None) -> Callable[[], list[K8sObject]]:
@@ -207,7 +213,16 @@ class Collector:
                     [],
                 )
             )
-        if self.scope.node and self.scope.target:
+        walk_reads = self.large and self.scope.target is not None
+        if walk_reads:
+            self.manifest.skipped.append(
+                {
+                    "what": "the fleet's pods",
+                    "why": f"past {gp.SLIM_PAST:,} nodes the bundle keeps the pods its target's walk "
+                    "reads (those of the nodes it examines), not every node's operator and GPU pods",
+                }
+            )
+        elif self.scope.node and self.scope.target:
             # The target's walk examines its candidate nodes, not only this one: their operator pods go
             # into scenario.yaml (no files, no logs), or the replay would read their absence as fact
             # ("no DRA kubelet plugin pod runs on the node").
@@ -220,7 +235,7 @@ class Collector:
                 operands += [
                     p for p in fleet_wide if rm.component(p) == "dra-controller" and p not in operands
                 ]
-        if self.scope.want_fleet_gpu_pods():
+        if self.scope.want_fleet_gpu_pods() and not walk_reads:
             running = "status.phase!=Succeeded,status.phase!=Failed"
             fleet = self.read(
                 "pods (all namespaces)", lambda: self.cluster.list_pods(field_selector=running), []
@@ -257,6 +272,7 @@ class Collector:
 
     def node_files(self, scoped: list[K8sObject], operator_ns: str | None) -> None:
         self.progress("node descriptions and events")
+        scoped = gp.text_nodes(self, scoped)
         names = {o.name(n) for n in scoped}
         if self.scope.node:
             node_events = self.read(

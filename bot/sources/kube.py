@@ -275,6 +275,15 @@ class KubeCluster(ListReads):
     def get_node(self, name: str) -> K8sObject:
         return self._get(NODES, name)
 
+    def list_nodes_page(self, label_selector: str, limit: int) -> tuple[list[K8sObject], bool]:
+        """One page of the nodes a selector matches (no `continue`) and whether the server had more:
+        a bundle's driver-pool peers (bot/actions/gather_pool.py), one request on any fleet."""
+        query: list[tuple[str, str | int | bool]] = [("labelSelector", label_selector), ("limit", limit)]
+        page = decode_body(self._send("GET", NODES.path(None), query, verb="list", resource=NODES.rbac))
+        self.counts.add_items(request_kind("list", NODES.rbac, query), len(page.get("items") or ()))
+        items = [{"kind": "Node", "apiVersion": "v1", **item} for item in page.get("items") or ()]
+        return items, bool((page.get("metadata") or {}).get("continue"))
+
     def get_persistent_volume_claim(self, namespace: str, name: str) -> K8sObject:
         return self._get(PVCS, name, namespace)
 
