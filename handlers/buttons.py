@@ -339,16 +339,9 @@ class Buttons:
         return UNCHANGED
 
     def _take(self, walk: Walk, done: str, running: str, user: str) -> bool:
-        """The running lease for this click, unless the action is done (or running: another live
-        holder renews its lease; a dead one's lapses within claim_s)."""
-        if self.service.claims.held(walk.walk_id, done):
-            return False
-        if not self._claim(walk, running, user, self.service.claim_s):
-            return False
-        if self.service.claims.held(walk.walk_id, done):  # finished just before we took the lease
-            self._release(walk, running)
-            return False
-        return True
+        """The running lease for this click, unless the action is done (or still running after a
+        whole lease: a live holder renews it; a dead one's lapses within claim_s, then it is ours)."""
+        return self.service.claims.take_action(walk.walk_id, done, running, user)
 
     def _finish(self, walk: Walk, done: str, running: str, user: str) -> None:
         """The durable record first, then the lease is freed (it no longer guards anything)."""

@@ -102,6 +102,21 @@ class LayerClaims:
             waited = True
             self.sleep(POLL_S)
 
+    def take_action(self, walk_id: str, done: str, running: str, who: str | None) -> bool:
+        """The running lease of a node action (a click); False when it is done (`done` held), or when
+        another holder still runs it after a whole lease. A click that finds it running waits, as a
+        layer does: a SIGKILLed holder's lease lapses within `claim_s` and the action is this
+        click's (or the agent's that took the request over), not refused as "already there"."""
+        deadline = time.monotonic() + self.claim_s + 1.0
+        while not self.held(walk_id, done):
+            if self.claim(walk_id, running, who, self.claim_s):
+                # Finished just before the lease was ours: nothing to run.
+                return not self.held(walk_id, done) or self._unclaim(walk_id, running)
+            if time.monotonic() >= deadline:
+                return False
+            self.sleep(POLL_S)
+        return False
+
     def _unclaim(self, walk_id: str, name: str) -> bool:
         """Taken just as the holder finished: give it back; nothing to run."""
         self.release_quietly(walk_id, name)

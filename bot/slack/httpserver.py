@@ -185,8 +185,10 @@ class _Server(TcpWSGIServer):  # type: ignore[misc]
                 if now - request.headers_at > limits.body_s:
                     late = Refusal(408, "the body did not arrive in time\n", "refused slow bodies")
                     self.refuse_body(channel, request, late)
-            elif now - channel.waiting_since > limits.header_s:
-                channel.handle_close()  # headers trickled, or idle: no answer owed
+            elif now - channel.waiting_since > limits.header_s and not _unread(channel.socket):
+                # Headers trickled, or idle: no answer owed. Bytes waiting in the kernel are the
+                # loop running behind on a loaded host, not a slow client: they are read first.
+                channel.handle_close()
 
     def refuse_body(self, channel: _GuardedChannel, request: FramedParser, refusal: Refusal) -> None:
         """Answer a request whose body will not arrive whole, as if it were complete: then close."""
@@ -276,6 +278,16 @@ def _busy(sock: socket.socket) -> None:
         pass
     finally:
         sock.close()
+
+
+def _unread(sock: socket.socket) -> bool:
+    """Whether the client's bytes wait in the kernel, not yet read by the loop."""
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return False  # reset or closed: the close goes ahead
 
 
 def connection_cap(wanted: int) -> int:
