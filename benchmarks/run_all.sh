@@ -18,7 +18,7 @@ run() {
   } > "$OUT/$name.txt" 2>&1
   echo "$name: $(tail -1 "$OUT/$name.txt")"
 }
-run scale python benchmarks/scale_bench.py --nodes 65000 --modes bound pending gather
+run scale python benchmarks/scale_bench.py --nodes 65000 --modes bound pending gather gather-pod gather-pending
 run digest-validate python benchmarks/digest_bench.py --nodes 1000 --validate
 run digest65k python benchmarks/digest_bench.py --nodes 32500 65000 --anomalous-only --rounds 3
 run replay python benchmarks/replay_bench.py --nodes 2000 --rounds 2

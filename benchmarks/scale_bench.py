@@ -41,6 +41,8 @@ from bot.sources.kube import KubeCluster
 from layers.sources import NoTelemetry
 mode, kubeconfig, out, profile = {mode!r}, {kubeconfig!r}, {out!r}, {profile!r}
 kube = KubeCluster.from_config(kubeconfig, timeout_s=600.0)
+from bot.ops.gctune import tune
+tune()  # as every gpubot process does (bot/cli/main.py)
 if profile:
     import cProfile
     prof = cProfile.Profile(time.process_time)

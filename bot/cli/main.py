@@ -72,6 +72,9 @@ def _error(msg: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from bot.ops.gctune import tune
+
+    tune()  # the collector's thresholds for large fleets (bot/ops/gctune.py)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
