@@ -86,34 +86,43 @@ class LayerClaims:
         """True once this caller holds the layer's lease; False when `done()` says another holder ran
         it meanwhile. A live holder is waited for; a dead one's lease lapses within `claim_s`, then the
         layer is ours. Gives up (False, logged) only after three leases without either."""
-        name = f"layer:{layer}"
-        deadline = time.monotonic() + 3 * self.claim_s + 5
-        waited = False
-        while True:
-            if done():
-                return False
-            if self.claim(walk_id, name, who, self.claim_s):
-                if waited:
-                    log.info("walk %s: layer %s's holder went away: running it here", walk_id, layer)
-                return not done() or self._unclaim(walk_id, name)
-            if time.monotonic() >= deadline:
-                log.warning("walk %s: layer %s still held by another holder: left to it", walk_id, layer)
-                return False
-            waited = True
-            self.sleep(POLL_S)
+        return self._lease_when_free(
+            walk_id, f"layer:{layer}", who, done, 3 * self.claim_s + 5, f"layer {layer}"
+        )
 
     def take_action(self, walk_id: str, done: str, running: str, who: str | None) -> bool:
         """The running lease of a node action (a click); False when it is done (`done` held), or when
         another holder still runs it after a whole lease. A click that finds it running waits, as a
         layer does: a SIGKILLed holder's lease lapses within `claim_s` and the action is this
         click's (or the agent's that took the request over), not refused as "already there"."""
-        deadline = time.monotonic() + self.claim_s + 1.0
-        while not self.held(walk_id, done):
-            if self.claim(walk_id, running, who, self.claim_s):
+        return self._lease_when_free(
+            walk_id, running, who, lambda: self.held(walk_id, done), self.claim_s + 1.0
+        )
+
+    def _lease_when_free(
+        self,
+        walk_id: str,
+        name: str,
+        who: str | None,
+        done: Callable[[], bool],
+        patience_s: float,
+        logged: str | None = None,
+    ) -> bool:
+        """Take `name`'s lease once no live holder renews it (True), unless `done()` first (False);
+        False too after `patience_s` of a holder still at it. `logged` names it in the log."""
+        deadline = time.monotonic() + patience_s
+        waited = False
+        while not done():
+            if self.claim(walk_id, name, who, self.claim_s):
+                if waited and logged:
+                    log.info("walk %s: %s's holder went away: running it here", walk_id, logged)
                 # Finished just before the lease was ours: nothing to run.
-                return not self.held(walk_id, done) or self._unclaim(walk_id, running)
+                return not done() or self._unclaim(walk_id, name)
             if time.monotonic() >= deadline:
+                if logged:
+                    log.warning("walk %s: %s still held by another holder: left to it", walk_id, logged)
                 return False
+            waited = True
             self.sleep(POLL_S)
         return False
 
