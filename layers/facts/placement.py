@@ -263,6 +263,10 @@ def scheduler_reasons(
                         state[taint_text(taint)] = CONDITION_TAINTS[str(taint.get("key"))]
         plain = sorted((t, n) for t, n in by_taint.items() if t not in state)
         troubled = sorted((t, n) for t, n in by_taint.items() if t in state)
+        looks = [  # what either finding below asks to re-run
+            "kubectl get nodes -o custom-columns='NODE:.metadata.name,TAINTS:.spec.taints'",
+            f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.tolerations}}'",
+        ]
         if plain:
             # One finding however many taints: each is a line of it, so a second tainted pool the
             # pod could also use (a dedicated team's, say) adds evidence, not another answer.
@@ -282,10 +286,7 @@ def scheduler_reasons(
                         *listed([f"{o.name(n)}: taint {t}" for t, tainted in plain for n in tainted]),
                         f"pod tolerations: {tolerations_shown(tolerations)}",
                     ],
-                    commands=[
-                        "kubectl get nodes -o custom-columns='NODE:.metadata.name,TAINTS:.spec.taints'",
-                        f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.tolerations}}'",
-                    ],
+                    commands=looks,
                     node=one_node(names),
                 )
             )
@@ -306,8 +307,7 @@ def scheduler_reasons(
                         f"pod tolerations: {tolerations_shown(tolerations)}",
                     ],
                     commands=[
-                        "kubectl get nodes -o custom-columns='NODE:.metadata.name,TAINTS:.spec.taints'",
-                        f"kubectl get pod -n {ns} {name} -o jsonpath='{{.spec.tolerations}}'",
+                        *looks,
                         *(
                             f"kubectl describe node {n} | sed -n '/Conditions/,/Addresses/p'"
                             for n in names[:3]
