@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from handlers.escape import escape, escape_code
-from layers.facts.cordons import AFTER_CORDON
+from handlers.node_buttons import layer_offer
 from layers.findings import Finding, LayerResult, Severity, Target, WalkResult
 
 # Action ids are public (spec/interfaces.md): never rename.
@@ -103,22 +103,12 @@ def _confirm(title: str, text: str, confirm: str, style: str) -> dict[str, Any]:
 
 
 def cordon_confirm(node: str, after: Sequence[str] = ()) -> dict[str, Any]:
-    """`after`: what the platform does next (layers/facts/cordons.py, cordon_notes), said first."""
+    """`after`: the owner line and what the platform does next (layers/nodepolicy.py, NodePolicy.confirm),
+    said first."""
     what = f"Cordon *{escape(shown_node(node))}*: no new pods will be scheduled there. Running pods stay."
     if after:
         what = " ".join(escape(a) for a in after) + " " + what
     return _confirm("Cordon this node?", what, "Cordon", "danger")
-
-
-def cordon_notes_of(result: LayerResult, node: str) -> list[str]:
-    """The `after a cordon:` lines layers/ownership.py put on the findings about the node."""
-    seen: dict[str, None] = {}
-    for f in result.findings:
-        if f.node == node:
-            for line in f.evidence:
-                if line.startswith(AFTER_CORDON):
-                    seen[line[len(AFTER_CORDON) :]] = None
-    return list(seen)
 
 
 def uncordon_confirm(node: str) -> dict[str, Any]:
@@ -158,18 +148,17 @@ def layer_buttons(
     if any(n not in done for n in range(1, 6)):
         nav.append(_button("Walk all layers", WALK_ALL, walk_id))
     remedy: list[dict[str, Any]] = []
-    if node:
-        remedy.append(_button("Collect must-gather", MUST_GATHER, walk_id))
-        remedy.append(
-            _button(
-                f"Cordon {node}",
-                CORDON,
-                walk_id,
-                style="danger",
-                confirm=cordon_confirm(node, cordon_notes_of(result, node)),
-            )
-        )
-    elements = remedy + nav if result.layer == 5 and result.status == Severity.FAULT else nav + remedy
+    offer = layer_offer(result, node)  # the decision table (handlers/node_buttons.py)
+    if offer is not None:
+        if offer.must_gather:
+            remedy.append(_button("Collect must-gather", MUST_GATHER, walk_id))
+        if offer.cordon:
+            confirm = cordon_confirm(offer.node, offer.confirm)
+            remedy.append(_button(f"Cordon {offer.node}", CORDON, walk_id, style="danger", confirm=confirm))
+    first = (result.layer == 5 and result.status == Severity.FAULT) or (
+        offer is not None and offer.must_gather_first
+    )
+    elements = remedy + nav if first else nav + remedy
     if not elements:
         return None
     return {"type": "actions", "block_id": f"layer{result.layer}_actions", "elements": elements[:25]}

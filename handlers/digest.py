@@ -31,6 +31,7 @@ from handlers.blocks import (
 from handlers.digest_owners import needs_person_blocks, needs_person_text, owner_lines
 from handlers.escape import escape
 from handlers.ledger_blocks import offender_blocks
+from handlers.node_buttons import offer
 from handlers.ports import Attachment, PostFailed, PostRef, SlackPoster, StateStore
 from layers.digest import (
     ALLOCATABLE_BELOW_CAPACITY,
@@ -181,14 +182,15 @@ def node_buttons(f: FlaggedNode, did: str, index: int) -> dict[str, Any]:
         _button("Diagnose", DIAGNOSE, value, style="primary"),
         _button("Collect must-gather", MUST_GATHER, value),
     ]
-    held = f.owners.owner
-    if not f.cordoned:
-        confirm = cordon_confirm(f.node, f.owners.after_cordon)
+    # The decision table (layers/nodepolicy.py through handlers/node_buttons.py): Cordon where it is
+    # offered, Uncordon only for gpubot's own cordon, never on a node an owner holds.
+    can = offer(f.owners.policy, f.node) if f.owners.policy is not None else None
+    if can is None:
+        pass  # a node without its object: nothing known to offer beyond the diagnosis
+    elif can.cordon:
+        confirm = cordon_confirm(f.node, can.confirm)
         elements.append(_button("Cordon", CORDON, value, style="danger", confirm=confirm))
-    elif held is not None:
-        pass  # never offer to release a node in an owner's flow (spec: not fighting)
-    else:
-        # Undoes only a cordon the bot made (the handler checks gpubot/cordoned-by).
+    elif can.uncordon:
         elements.append(_button("Uncordon", UNCORDON, value, confirm=uncordon_confirm(f.node)))
     return {"type": "actions", "block_id": f"digest_node_{index}", "elements": elements}
 

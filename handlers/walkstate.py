@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from layers.findings import Finding, LayerResult, Severity, Target
+from layers.nodeactions import NodePolicy
 from layers.walk import LAYERS
 
 
@@ -89,6 +90,7 @@ def layer_to_dict(result: LayerResult, at: float) -> dict[str, Any]:
             }
             for f in result.findings
         ],
+        "policies": [p.to_dict() for p in result.policies],
     }
 
 
@@ -106,7 +108,11 @@ def layer_from_dict(d: dict[str, Any]) -> tuple[LayerResult, float]:
         for f in d["findings"]
     )
     result = LayerResult(
-        layer=d["layer"], status=Severity.parse(d["status"]), next=d["next"], findings=findings
+        layer=d["layer"],
+        status=Severity.parse(d["status"]),
+        next=d["next"],
+        findings=findings,
+        policies=tuple(NodePolicy.from_dict(p) for p in d.get("policies") or ()),
     )
     return result, float(d.get("at") or 0.0)
 

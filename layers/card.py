@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from layers import carddcgm, cardxid
 from layers.dra import devicehealth
+from layers.facts import healthagents as ha
 from layers.facts import objects as o
 from layers.facts import resourcehealth as rh
 from layers.facts import walkfacts as wf
@@ -126,7 +127,7 @@ def check_node(ctx: WalkContext, node: str, facts: wf.WalkFacts, *, read_log: bo
     taints, dra_findings = devicehealth.card_evidence(ctx, node)
     out += dra_findings
     out += cardxid.xid_findings(
-        node, log, gpus, facts.error, taints, o.condition_xids(obj) if obj is not None else None
+        node, log, gpus, facts.error, taints, ha.gke_xids(obj) if obj is not None else None
     )
     out += carddcgm.row_remaps(node, gpus)
     out += carddcgm.clock_events(node, gpus)

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from layers import nodepolicy
 from layers.facts import objects as o
-from layers.facts.ownerflow import running_flow
 from layers.sources import K8sObject
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -134,9 +134,11 @@ def refusal(
         return f"{len(holders)} pod(s) hold GPUs on {name} ({', '.join(holders[:3])}): drain them first, a diagnostic needs every GPU"
     if mig_partitioned(node):
         return f"the GPUs of {name} are MIG-partitioned: DCGM's diagnostic runs on whole GPUs (disable MIG first)"
-    flow = running_flow(node)
-    if flow is not None:
-        return f"{flow.name} is acting on {name} ({flow.state}): wait until it is done"
+    policy = nodepolicy.decide(
+        node
+    )  # the owners' table (spec/findings.md, "One policy decides every action")
+    if not policy.diagnostics.offered:
+        return policy.diagnostics.said
     active = [j for j in running if not _finished(j)]
     if active:
         return f"a diagnostic already runs on {name} (Job {o.name(active[0])})"

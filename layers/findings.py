@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from layers.nodeactions import NodePolicy
 
 STOP: Literal["stop"] = "stop"
 # A finding's `next`: a layer number, STOP (cause found, walk ends) or None
@@ -212,13 +215,22 @@ class LayerResult:
     status: Severity
     next: Next
     findings: tuple[Finding, ...] = field(default_factory=tuple)
+    # The decision table's answer for the nodes this layer's message may offer actions on
+    # (layers/nodepolicy.py): its buttons and confirmations ask these, never the findings' text.
+    policies: tuple[NodePolicy, ...] = field(default_factory=tuple)
 
     @property
     def name(self) -> str:
         return LAYER_NAMES[self.layer]
 
+    def policy_for(self, node: str | None) -> NodePolicy | None:
+        """The node's policy as the layer ran, else None (not examined, or stored before policies)."""
+        return next((p for p in self.policies if p.node == node), None) if node else None
+
     @classmethod
-    def build(cls, layer: int, findings: Sequence[Finding]) -> LayerResult:
+    def build(
+        cls, layer: int, findings: Sequence[Finding], policies: Sequence[NodePolicy] = ()
+    ) -> LayerResult:
         """Status is the worst severity; next follows the spec's rule.
 
         next comes from the most severe finding that names one; among equally
@@ -234,7 +246,7 @@ class LayerResult:
                 break
         if nxt is None:
             nxt = layer + 1 if layer < 5 else None
-        return cls(layer=layer, status=status, next=nxt, findings=tuple(ordered))
+        return cls(layer=layer, status=status, next=nxt, findings=tuple(ordered), policies=tuple(policies))
 
     @property
     def next_layer(self) -> int | None:

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from layers import nodepolicy
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
 from layers.facts.ledgerevents import DAY_S, Event, WindowCount, coalesce, parse_time
 from layers.facts.ledgerfacts import GpuId, Observation, observe_node
-from layers.facts.ownerflow import running_flow
 from layers.ledger_rules import DEFAULT_RULES, Hit, Rule, evaluate
 from layers.remedy import CORDON_REASON, CORDONED_AT, CORDONED_BY
 from layers.sources import K8sObject
@@ -111,10 +111,9 @@ def build(
 ) -> NodeLedger:
     """The node's ledger from every event known (stored and observed), with the rules it meets."""
     folded = coalesce(events)
-    flow = running_flow(node)
     return NodeLedger(
         node=o.name(node),
-        owner=flow.to_dict() if flow else None,
+        owner=nodepolicy.ledger_owner(node),
         events=tuple(folded),
         gpus=dict(gpus),
         hits=tuple(evaluate(folded, now, rules, windows)),

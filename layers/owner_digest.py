@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from layers import nodepolicy
 from layers.facts import cordons
 from layers.facts import healthagents as ha
 from layers.facts import owners as ow
+from layers.nodepolicy import NodePolicy
 from layers.sources import K8sObject
 
 NODE_NOT_READY = "NODE_NOT_READY"
@@ -28,7 +30,7 @@ class OwnerFacts:
     owner: ow.Held | None = None
     needs_person: str | None = None  # why a person must take the node, in the owner's words
     conditions: tuple[str, ...] = ()  # the health agents' fault conditions, one line each
-    after_cordon: tuple[str, ...] = ()  # what the platform does after a cordon (the button's confirm)
+    policy: NodePolicy | None = None  # the decision table's answer for the node (its buttons ask it)
 
 
 def not_ready(node: K8sObject) -> bool:
@@ -39,10 +41,12 @@ def not_ready(node: K8sObject) -> bool:
 
 def _gave_up(node: K8sObject, owners: list[ow.Held]) -> str | None:
     for held in owners:
-        if held.gave_up:
+        if held.role == "holder" and any(
+            held.state in spec.gave_up for spec in ow.OWNERS if spec.name == held.owner
+        ):
             why = f": {held.reason}" if held.reason else ""
             return f"{held.owner} gave up ({held.state}, {held.mark}){why}"
-    return ha.needs_person(node)
+    return ha.needs_person(node)  # the agent's own words: it recommends CONTACT_SUPPORT
 
 
 def owner_facts(node: K8sObject | None, gpu_node: bool) -> OwnerFacts:
@@ -63,8 +67,9 @@ def owner_facts(node: K8sObject | None, gpu_node: bool) -> OwnerFacts:
         c.text + (f": recommended action {', '.join(dict.fromkeys(c.actions))}" if c.actions else "")
         for c in agents
     )
-    held = owners[0] if owners else None  # ow.owner_of: the first in the table's order
-    return OwnerFacts(tuple(reasons), held, person, lines, tuple(cordons.cordon_notes(node)))
+    policy = nodepolicy.decide(node)
+    held = nodepolicy.deciding(owners)
+    return OwnerFacts(tuple(reasons), held, person, lines, policy)
 
 
 def vanished_cordons(nodes: Iterable[K8sObject]) -> list[str]:

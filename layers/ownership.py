@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from layers import xid
+from layers import nodepolicy, xid
 from layers.facts import cordons
 from layers.facts import healthagents as ha
 from layers.facts import objects as o
@@ -37,7 +37,8 @@ MAINTENANCE: dict[str, str] = {
     "L2_OPERAND_FAILING": "a GPU Operator operand is not Ready",
     "L5_ALLOCATABLE_BELOW_CAPACITY": "GPUs are not allocatable",
 }
-OWNER_LINE = "owner: "
+OWNER_LINE = nodepolicy.OWNER_LINE
+owner_line = nodepolicy.owner_line
 
 
 def _node(ctx: WalkContext, name: str | None) -> K8sObject | None:
@@ -47,12 +48,6 @@ def _node(ctx: WalkContext, name: str | None) -> K8sObject | None:
         return ctx.node(name)
     except SourceError:
         return None
-
-
-def owner_line(held: ow.Held) -> str:
-    since = f", since {held.since}" if held.since else ""
-    why = f", reason: {held.reason}" if held.reason else ""
-    return f"{OWNER_LINE}{held.text} — {held.mark}{since}{why}"
 
 
 def _maintenance(f: Finding, held: ow.Held) -> Finding:
@@ -69,14 +64,16 @@ def _maintenance(f: Finding, held: ow.Held) -> Finding:
     )
 
 
-def after_cordon(ctx: WalkContext, name: str) -> tuple[list[str], str | None]:
-    """What the platform does after a cordon of this node, as evidence lines the cordon button's
-    confirmation repeats (handlers/blocks.py), and what could not be read to say it (None: all)."""
+def policy_of(ctx: WalkContext, name: str | None) -> tuple[nodepolicy.NodePolicy | None, str | None]:
+    """The decision table's answer for one node of the walk (layers/nodepolicy.py), read once per
+    walk with its driver pods (the driver manager's uncordon), and what could not be read to say it."""
+    if not name:
+        return None, None
 
-    def read() -> tuple[list[str], str | None]:
+    def read() -> tuple[nodepolicy.NodePolicy | None, str | None]:
         node = _node(ctx, name)
         if node is None:
-            return [], None
+            return None, None
         unread = None
         try:
             drivers = ctx.operator_pods_on(name, "driver")
@@ -85,9 +82,9 @@ def after_cordon(ctx: WalkContext, name: str) -> tuple[list[str], str | None]:
                 [],
                 f"the driver pods on {name} could not be read ({err}), so whether the driver manager uncordons it after a driver restart is not known",
             )
-        return [cordons.AFTER_CORDON + n for n in cordons.cordon_notes(node, drivers)], unread
+        return nodepolicy.decide(node, driver_pods=drivers), unread
 
-    return ctx.cached(("after_cordon", name), read)
+    return ctx.cached(("node_policy", name), read)
 
 
 def _cordon_nodes(ctx: WalkContext) -> set[str]:
@@ -102,29 +99,42 @@ def _cordon_nodes(ctx: WalkContext) -> set[str]:
         return set()
 
 
-def name_owners(ctx: WalkContext, findings: list[Finding], layer: int = 1) -> list[Finding]:
+def name_owners(
+    ctx: WalkContext, findings: list[Finding], layer: int = 1
+) -> tuple[list[Finding], list[nodepolicy.NodePolicy]]:
+    """Each finding about a node in an owner's flow names the owner, gives the advice the decision
+    table allows there (a holder's repair is not fought with a drain), and the layer keeps the
+    policy of each node its message may offer actions on (the pod's node, or the examined ones)."""
     out: list[Finding] = []
     unread: list[str] = []
-    cordonable = _cordon_nodes(ctx)
+    policies: dict[str, nodepolicy.NodePolicy] = {}
+    for name in sorted(_cordon_nodes(ctx)):
+        policy, missed = policy_of(ctx, name)
+        if policy is not None:
+            policies[name] = policy
+        if missed and missed not in unread:
+            unread.append(missed)
     for f in findings:
         node = _node(ctx, f.node)
         if node is None or f.node is None or f.severity == Severity.OK:
             out.append(f)
             continue
-        name, held, maint = f.node, ow.owner_of(node), ow.in_maintenance(node)
+        held, maint = ow.owner_of(node), ow.in_maintenance(node)
         if maint is not None and f.code in MAINTENANCE and f.severity > Severity.INFO:
             f = _maintenance(f, maint)
         elif held is not None and not any(e.startswith(OWNER_LINE) for e in f.evidence):
             f = dataclasses.replace(f, evidence=(*f.evidence, owner_line(held)))
-        notes: list[str] = []
-        if name in cordonable:
-            after, missed = after_cordon(ctx, name)
-            notes = [n for n in after if n not in f.evidence]
-            if missed and missed not in unread:
-                unread.append(missed)
-        out.append(dataclasses.replace(f, evidence=(*f.evidence, *notes)) if notes else f)
+        out.append(_advised(f, policies.get(f.node or "") or nodepolicy.decide(node)))
     out += [unknown(layer, what) for what in unread]
-    return out
+    return out, list(policies.values())
+
+
+def _advised(f: Finding, policy: nodepolicy.NodePolicy | None) -> Finding:
+    """The finding with the advice the decision table gives on its node."""
+    if policy is None or f.severity < Severity.WARN:
+        return f
+    summary = policy.advise_summary(f.summary)
+    return f if summary == f.summary else dataclasses.replace(f, summary=summary)
 
 
 def _layer1(ctx: WalkContext) -> list[Finding]:
@@ -135,18 +145,19 @@ def _layer1(ctx: WalkContext) -> list[Finding]:
         node = _node(ctx, bound)
         if node is None:
             return []
-        lines = [owner_line(h) for h in ow.owners_of(node)]
+        lines = [owner_line(h) for h in ow.holders_of(node)]
         for c in ha.agent_conditions(node):
             lines += c.evidence()
         if not lines:
             return []
-        lines += after_cordon(ctx, bound)[0]  # what could not be read is said by name_owners
+        policy = policy_of(ctx, bound)[0]  # what could not be read is said by name_owners
+        lines += [cordons.AFTER_CORDON + n for n in (policy.next_steps if policy else ())]
         agents = sorted({c.agent for c in ha.agent_conditions(node)})
         said = (
             f"health agent(s) {', '.join(agents)} report a GPU fault there (layer 5 has it)" if agents else ""
         )
         held = ow.owner_of(node)
-        who = f"{held.owner} holds it ({held.state})" if held else ""
+        who = f"{held.owner} holds it ({held.state}, {held.phase})" if held else ""
         return [
             finding(
                 "L1_NODE_OWNER",
@@ -170,7 +181,7 @@ def _layer1(ctx: WalkContext) -> list[Finding]:
         ]
     except SourceError:
         return []
-    pairs = [(n, h) for n in candidates for h in ow.owners_of(n)[:1]]
+    pairs = [(n, h) for n in candidates for h in ow.holders_of(n)[:1]]
     if not pairs:
         return []
     names = [f"{o.name(n)}: {h.text}" for n, h in pairs]
@@ -250,16 +261,18 @@ def _layer5(ctx: WalkContext, findings: list[Finding]) -> list[Finding]:
 
 def adjust(ctx: WalkContext, result: LayerResult) -> LayerResult:
     """The layer's findings with the node's owners said, and their maintenance not a fault."""
-    findings = name_owners(ctx, list(result.findings), result.layer)
+    findings, policies = name_owners(ctx, list(result.findings), result.layer)
     if result.layer == 1:
         findings += _layer1(ctx)
     elif result.layer == 5:
         # Many examined nodes with an agent's condition (a pending pod's fleet): the first stay, one
         # finding names the rest, as the layers fold other per-node findings.
-        findings += fold(_layer5(ctx, findings), codes=("L5_HEALTH_AGENT_CONDITION",))
+        extra = fold(_layer5(ctx, findings), codes=("L5_HEALTH_AGENT_CONDITION",))
+        by_node = {p.node: p for p in policies}
+        findings += [_advised(f, by_node.get(f.node or "") or policy_of(ctx, f.node)[0]) for f in extra]
     if list(findings) == list(result.findings):
-        return result
+        return dataclasses.replace(result, policies=tuple(policies))
     if any(f.severity > Severity.OK for f in findings[len(result.findings) :]):
         # "<layer>_OK" means none of the layer's checks found anything: no longer true.
         findings = [f for f in findings if not f.code.endswith("_OK")]
-    return LayerResult.build(result.layer, findings)
+    return LayerResult.build(result.layer, findings, policies)

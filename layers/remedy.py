@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Literal
 
-from layers.facts import cordons, hosts, owners
+from layers import nodepolicy
 from layers.facts import gpufacts as gf
+from layers.facts import hosts
 from layers.facts import objects as o
 from layers.facts.context import OPERATOR_SELECTORS, component
 from layers.sources import K8sObject, Selector
@@ -123,18 +124,13 @@ def cordon_plan(
     node = next((n for n in nodes if o.name(n) == node_name), None)
     if node is None:
         return CordonDecision("not-found", node_name, f'node "{node_name}" not found')
-    held = owners.owner_of(node)
-    if held is not None:
-        # Not fighting the node's owner (spec/findings.md, "Who else acts on a node").
-        return CordonDecision("already-cordoned", node_name, cordons.held_message(node_name, held))
-    if o.is_unschedulable(node):
-        who = _annotations(node).get(CORDONED_BY)
-        by = f"by {who}" if who else f"by someone else (not gpubot): {cordons.cordoned_by(node)}"
-        why = _annotations(node).get(CORDON_REASON)
-        more = f": {why}" if who and why else ""
-        return CordonDecision(
-            "already-cordoned", node_name, f"{node_name} is already cordoned {by}{more}; nothing changed"
-        )
+    policy = nodepolicy.decide(node)
+    if not policy.cordon.offered:
+        # The decision table (spec/findings.md, "One policy decides every action"): an owner's node,
+        # or a cordon already there; nothing changes.
+        why = _annotations(node).get(CORDON_REASON) if policy.row == "cordoned-by-gpubot" else None
+        said = policy.cordon.said + (f": {why}" if why else "") + "; nothing changed"
+        return CordonDecision("already-cordoned" if o.is_unschedulable(node) else "refused", node_name, said)
     if not o.is_gpu_node(node):
         return CordonDecision(
             "refused",
@@ -159,10 +155,14 @@ def uncordon_plan(node: K8sObject | None, node_name: str, *, force: bool = False
     """Undo a cordon the bot made; someone else's only with force."""
     if node is None:
         return UncordonDecision("not-found", node_name, f'node "{node_name}" not found')
-    held = owners.owner_of(node)
-    if held is not None and o.is_unschedulable(node):
-        # Never, not even with --force: releasing an owner's node breaks its flow.
-        return UncordonDecision("refused", node_name, cordons.uncordon_refusal(node_name, held))
+    policy = nodepolicy.decide(node)
+    if o.is_unschedulable(node) and policy.holder is not None and not policy.uncordon_force.offered:
+        # Not even with --force: releasing a running owner's node breaks its flow.
+        return UncordonDecision("refused", node_name, policy.uncordon_force.said)
+    if o.is_unschedulable(node) and policy.row == "gave-up" and not force:
+        return UncordonDecision(
+            "refused", node_name, f"refused to uncordon {node_name}: {policy.uncordon.said}"
+        )
     ours = cordoned_by_bot(node)
     # null removes the field and the annotations, as kubectl uncordon does for unschedulable.
     removal: dict[str, Any] = {"spec": {"unschedulable": None}}
@@ -195,7 +195,10 @@ def uncordon_plan(node: K8sObject | None, node_name: str, *, force: bool = False
             "pass --force to uncordon it anyway",
         )
     who = _annotations(node).get(CORDONED_BY, "someone else")
-    return UncordonDecision("uncordon", node_name, f"uncordon {node_name} (cordoned by {who})", patch=removal)
+    gave_up = f"; {policy.uncordon_force.said}" if policy.row == "gave-up" else ""
+    return UncordonDecision(
+        "uncordon", node_name, f"uncordon {node_name} (cordoned by {who}){gave_up}", patch=removal
+    )
 
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"

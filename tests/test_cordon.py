@@ -54,7 +54,7 @@ def test_second_cordon_is_reported_and_sends_nothing(api: FakeKubeAPI) -> None:
     cordon(k, k, "gpu-1", "Xid 79", "cli:a@b", max_fraction=0.5)
     again = cordon(k, k, "gpu-1", "Xid 79", "cli:a@b", max_fraction=0.5)
     assert again.action == "already-cordoned" and not again.applied
-    assert "already cordoned by cli:a@b" in again.message
+    assert "already cordoned by gpubot for cli:a@b" in again.message
     assert api.count("/nodes/gpu-1", method="PATCH") == 1
 
 

@@ -324,11 +324,8 @@ def test_cordoned_node_has_no_cordon_button_and_says_so() -> None:
     msg = digest_message(collect(objects, data), "digest-1")
     i = next(i for i, bl in enumerate(msg.blocks) if "*gpu-gap*" in json.dumps(bl))
     assert "_cordoned_" in msg.blocks[i]["text"]["text"]
-    assert [e["action_id"] for e in msg.blocks[i + 1]["elements"]] == [
-        DIAGNOSE,
-        "must_gather",
-        "uncordon_node",
-    ]
+    # Not gpubot's cordon: no Uncordon button (the owners' table; the CLI's --force names who).
+    assert [e["action_id"] for e in msg.blocks[i + 1]["elements"]] == [DIAGNOSE, "must_gather"]
 
 
 def test_cluster_text_is_escaped() -> None:

@@ -48,19 +48,18 @@ def test_uncordon_is_refused_and_cordon_already_held_on_an_nvsentinel_node(slack
         dispatch(bot, slash_body("why research/llama-70b-sft-0", channel="C0OWN"))
         layer5 = _layer(slack, "C0OWN", 5)
         actions, by_id = _buttons(layer5)
-        confirm = by_id["cordon_node"]["confirm"]["text"]["text"]
-        assert confirm.startswith("Already held by NVSentinel (quarantined): a cordon changes nothing."), (
-            confirm
-        )
+        # The decision table: a node NVSentinel holds gets no Cordon and no Uncordon button …
+        assert "cordon_node" not in by_id and "uncordon_node" not in by_id and "must_gather" in by_id
         kw = {"channel": "C0OWN", "message_ts": layer5.params.get("ts", "1795000000.000300"),
               "block_id": actions["block_id"]}  # fmt: skip
-        walk_id = by_id["cordon_node"]["value"]
+        walk_id = by_id["must_gather"]["value"]
+        # … and a crafted click is answered by the policy asked again at click time.
         dispatch(bot, action_body("uncordon_node", walk_id, user=OPERATOR, **kw))
         refused = _audit(slack, "C0OWN", "asked to uncordon")
         assert "NVSentinel" in refused and "quarantined" in refused and "break-fix" in refused, refused
         dispatch(bot, action_body("cordon_node", walk_id, user=OPERATOR, **kw))
         held = _audit(slack, "C0OWN", "asked to cordon")
-        assert "already held by NVSentinel (quarantined" in held, held
+        assert "held by NVSentinel (quarantined)" in held, held
         node = bot.buttons.actions.sources.cluster.get_node("h100-infer-03")
         assert (
             node["spec"]["unschedulable"] is True

@@ -17,6 +17,7 @@ from bot.sources.snapshot import SnapshotCluster
 from handlers.blocks import CONFIRM_TEXT_MAX, cordon_confirm
 from layers.digest import collect_digest
 from layers.facts import cordons
+from layers.nodepolicy import decide
 from layers.sources import NoTelemetry
 from tests.bundle_scenario import node
 from tests.fakes.kube_api import FakeKubeAPI, serve
@@ -60,7 +61,7 @@ OWNED: dict[str, tuple[Mark, str]] = {
     ),
     "nvsentinel-drain-failed": (
         _label("dgxc.nvidia.com/nvsentinel-state", "drain-failed"),
-        "NVSentinel gave up (drain-failed): a person must take the node",
+        "NVSentinel gave up on owned-nvsentinel-drain-failed (drain-failed)",
     ),
     "upgrade-cordon-required": (
         _label("nvidia.com/gpu-driver-upgrade-state", "cordon-required"),
@@ -68,7 +69,7 @@ OWNED: dict[str, tuple[Mark, str]] = {
     ),
     "upgrade-failed": (
         _label("nvidia.com/gpu-driver-upgrade-state", "upgrade-failed"),
-        "GPU Operator driver upgrade gave up (upgrade-failed)",
+        "GPU Operator driver upgrade gave up on owned-upgrade-failed (upgrade-failed)",
     ),
     "driver-manager-paused": (
         _label("nvidia.com/gpu.deploy.device-plugin", "paused-for-driver-upgrade"),
@@ -85,9 +86,12 @@ OWNED: dict[str, tuple[Mark, str]] = {
     "karpenter": (_taint("karpenter.sh/disrupted"), "Karpenter's flow (disrupting the node"),
     "eks": (
         _condition("AcceleratedHardwareReady", "False", "NvidiaXID79Error"),
-        "EKS node auto repair's flow (AcceleratedHardwareReady=False (NvidiaXID79Error)",
+        "EKS node monitoring agent's flow (AcceleratedHardwareReady=False (NvidiaXID79Error)",
     ),
-    "gke": (_condition("XidCriticalError", "True", '{"79":true}'), "GKE's flow (XidCriticalError=True"),
+    "gke": (
+        _condition("XidCriticalError", "True", '{"79":true}'),
+        "GKE device plugin's flow (XidCriticalError=True",
+    ),
     "aks": (_taint("remediator.aks.microsoft.com/unschedulable"), "AKS's flow (remediating"),
     "hyperpod": (
         _label("sagemaker.amazonaws.com/node-health-status", "UnschedulablePendingReboot"),
@@ -114,12 +118,29 @@ def kube(api: FakeKubeAPI) -> KubeCluster:
     return KubeCluster.from_config(api.kubeconfig)
 
 
-@pytest.mark.parametrize("owner", sorted(OWNED))
-def test_uncordon_is_refused_on_every_owners_node_even_with_force(api: FakeKubeAPI, owner: str) -> None:
+GAVE_UP = {"nvsentinel-drain-failed", "upgrade-failed"}
+
+
+@pytest.mark.parametrize("owner", sorted(set(OWNED) - GAVE_UP))
+def test_uncordon_is_refused_on_every_running_owners_node_even_with_force(
+    api: FakeKubeAPI, owner: str
+) -> None:
     k = kube(api)
     out = uncordon(k, k, f"owned-{owner}", force=True)
     assert out.refused and OWNED[owner][1] in out.message, out.message
     assert api.count("/nodes/", method="PATCH") == 0
+
+
+@pytest.mark.parametrize("owner", sorted(GAVE_UP))
+def test_an_owner_that_gave_up_is_released_only_by_force_naming_it(api: FakeKubeAPI, owner: str) -> None:
+    """spec/findings.md's table: a holder that gave up is refused by buttons; the CLI's
+    `uncordon --force` (operators) names the owner and its state."""
+    k = kube(api)
+    plain = uncordon(k, k, f"owned-{owner}")
+    assert plain.refused and "a person must take it" in plain.message, plain.message
+    assert api.count("/nodes/", method="PATCH") == 0
+    forced = uncordon(k, k, f"owned-{owner}", force=True)
+    assert forced.applied and OWNED[owner][1] in forced.message, forced.message
 
 
 @pytest.mark.parametrize("owner", sorted(OWNED))
@@ -127,7 +148,7 @@ def test_cordon_of_an_owners_node_is_already_held_and_sends_nothing(api: FakeKub
     k = kube(api)
     out = cordon(k, k, f"owned-{owner}", "Xid 79", "cli:a@b", max_fraction=1.0, now=NOW)
     assert out.action == "already-cordoned" and not out.applied
-    assert "already held by" in out.message or "needs no cordon" in out.message, out.message
+    assert "held by" in out.message or "needs no cordon" in out.message, out.message
     assert api.count("/nodes/", method="PATCH") == 0
 
 
@@ -143,7 +164,7 @@ def test_cli_uncordon_refusal_is_one_line_exit_2(
     monkeypatch.setenv("GPUBOT_CORDON_MAX_FRACTION", "1")
     args = ["cordon", "owned-karpenter", "--reason", "x", "--kubeconfig", api.kubeconfig]
     assert main(args) == 0
-    assert "being removed by Karpenter" in capsys.readouterr().out
+    assert "Karpenter is removing owned-karpenter" in capsys.readouterr().out
     assert api.count("/nodes/", method="PATCH") == 0
 
 
@@ -190,35 +211,38 @@ def test_a_gpubot_cordon_removed_by_another_manager_is_in_the_next_digest(
     assert digest.to_dict()["notes"][:2] == gone
 
 
+def _notes(obj: dict[str, Any], driver_pods: list[dict[str, Any]] | None = None) -> list[str]:
+    return list(decide(obj, driver_pods=driver_pods or []).confirm)
+
+
 def test_cordon_confirms_say_what_the_platform_does_next() -> None:
     autopilot = node("gk3-prod-eu-nap-h100-3b1f-x7kq", 8, 8)
     autopilot["metadata"]["labels"]["cloud.google.com/gke-nodepool"] = "nap-h100"
     standard = node("gke-prod-eu-h100-pool-3b1f-x7kq", 8, 8)
     standard["metadata"]["labels"]["cloud.google.com/gke-nodepool"] = "h100-pool"
-    assert any("GKE Autopilot re-creates" in n for n in cordons.cordon_notes(autopilot))
-    assert cordons.cordon_notes(standard) == []
+    assert any("GKE Autopilot re-creates" in n for n in _notes(autopilot))
+    assert _notes(standard) == []
 
     def driver(env: list[dict[str, str]]) -> dict[str, Any]:
         return {"spec": {"initContainers": [{"name": "k8s-driver-manager", "env": env}],
                          "containers": [{"name": "nvidia-driver-ctr"}]}}  # fmt: skip
 
-    default = cordons.cordon_notes(standard, [driver([])])
+    default = _notes(standard, [driver([])])
     assert default == ["The driver manager (ENABLE_GPU_POD_EVICTION=true (its default)) uncordons it when its "
                        "driver pod restarts."]  # fmt: skip
     off = [
         {"name": "ENABLE_GPU_POD_EVICTION", "value": "false"},
         {"name": "ENABLE_AUTO_DRAIN", "value": "false"},
     ]
-    assert cordons.cordon_notes(standard, [driver(off)]) == []
+    assert _notes(standard, [driver(off)]) == []
     drain_only = [{"name": "ENABLE_GPU_POD_EVICTION", "value": "false"}]
-    assert "ENABLE_AUTO_DRAIN" in cordons.cordon_notes(standard, [driver(drain_only)])[0]
+    assert "ENABLE_AUTO_DRAIN" in _notes(standard, [driver(drain_only)])[0]
     removing = node("a100-train-04", 8, 8)
     _taint("ToBeDeletedByClusterAutoscaler", "1795945800")(removing)
-    assert cordons.cordon_notes(removing) == [
-        "cluster-autoscaler is already removing it (deleting the node): it needs no cordon."
-    ]
+    assert _notes(removing)[0].startswith("owner: cluster-autoscaler (deleting the node)")
+    assert not decide(removing).cordon.offered
     # The dialog says it first, within Slack's 300 characters, however long the node name.
-    notes = cordons.cordon_notes(autopilot, [driver([])])
+    notes = _notes(autopilot, [driver([])])
     text = cordon_confirm("gk3-" + "x" * 240, notes)["text"]["text"]
     assert text.startswith("GKE Autopilot re-creates") and len(text) <= CONFIRM_TEXT_MAX
     assert json.dumps(cordon_confirm("n", []))  # no notes: the plain dialog

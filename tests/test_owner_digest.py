@@ -86,7 +86,7 @@ def test_contact_support_upgrade_failed_and_not_ready_are_flagged() -> None:
     assert _row(digest, "gpu-3")["reasons"] == ["NODE_NOT_READY"]
     assert _row(digest, "gpu-4")["reasons"] == ["HEALTH_AGENT_CONDITION"]
     assert _row(digest, "gpu-4")["owner"] == {
-        "name": "EKS node auto repair",
+        "name": "EKS node monitoring agent",
         "state": "AcceleratedHardwareReady=False (NvidiaDoubleBitError)",
     }
     assert "gpu-5" not in {f.node for f in digest.flagged}

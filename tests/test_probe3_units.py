@@ -22,8 +22,8 @@ from layers.capacity import allocatable_below_capacity
 from layers.card import allocatable_below_capacity as card_gap
 from layers.facts.candidates import candidate_nodes, carries_requested
 from layers.facts.gpufacts import read_fleet_health, read_gpu_facts
+from layers.facts.healthagents import gke_xids as condition_xids
 from layers.facts.hosts import HostMap
-from layers.facts.objects import condition_xids
 from layers.facts.placement import scheduler_reasons
 from layers.facts.pluginlog import PluginLog
 from layers.facts.schedmsg import parse_failed_scheduling

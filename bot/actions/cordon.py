@@ -28,8 +28,8 @@ from typing import Any
 from bot.actions.history import record_action
 from bot.ledger.store import Ledger
 from handlers.ports import LockNotAcquired, StateStore, StateUnavailable
+from layers import nodepolicy
 from layers import remedy as rm
-from layers.facts import cordons
 from layers.facts.context import component
 from layers.facts.objects import name as name_of
 from layers.facts.target import check_object_name
@@ -205,7 +205,7 @@ def _after_cordon(cluster: Cluster, nodes: list[K8sObject], node: str) -> list[s
         pods = cluster.list_pods(field_selector=f"spec.nodeName={node}")
     except SourceError:
         pods = []
-    return cordons.cordon_notes(obj, [p for p in pods if component(p) == "driver"])
+    return list(nodepolicy.decide(obj, driver_pods=[p for p in pods if component(p) == "driver"]).confirm)
 
 
 def uncordon(

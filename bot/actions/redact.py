@@ -37,6 +37,7 @@ from bot.actions.argv import mask_argv, mask_script
 from bot.actions.detector import MASK, scrub
 from layers import remedy as rm
 from layers.facts.cordons import DRIVER_MANAGER_SWITCHES
+from layers.facts.owners import OWNER_ANNOTATIONS
 
 __all__ = ["ALLOWED_ANNOTATIONS", "MASK", "mask_object", "mask_text"]
 
@@ -80,10 +81,7 @@ ALLOWED_ANNOTATIONS = frozenset(
         "kubectl.kubernetes.io/restartedAt",
         "kubectl.kubernetes.io/default-container",
         "deprecated.daemonset.template.generation",
-        "quarantineHealthEvent",
-        "quarantineHealthEventIsCordoned",
-        "quarantineHealthEventCordonPreExisting",
-        "karpenter.sh/do-not-disrupt",
+        *OWNER_ANNOTATIONS,  # the owners' own annotations (layers/facts/owners.py)
         "cluster-autoscaler.kubernetes.io/scale-down-disabled",
         "cluster-autoscaler.kubernetes.io/safe-to-evict",
         "node.alpha.kubernetes.io/ttl",

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from layers.facts import objects as o
-from layers.facts.owners import Held, owners_of
+from layers.facts.owners import Held, holders_of
 from layers.sources import K8sObject
 
 # --- who cordoned it ---------------------------------------------------------------------
@@ -46,7 +46,7 @@ def cordoned_by(node: K8sObject) -> str | None:
     if not o.is_unschedulable(node):
         return None
     field = unschedulable_manager(node)
-    for h in owners_of(node):
+    for h in holders_of(node):
         if h.kind in ("quarantine", "maintenance") or (h.owner == "AKS" and h.mark.startswith("taint")):
             by = f"cordoned by {h.owner} ({h.state}" + (f", since {h.since}" if h.since else "") + ")"
             return by + (f"; field manager {field.text}" if field else "")
@@ -117,34 +117,6 @@ def driver_manager_uncordons(driver_pods: Sequence[K8sObject]) -> str | None:
 AFTER_CORDON = "after a cordon: "
 
 
-def cordon_notes(node: K8sObject, driver_pods: Sequence[K8sObject] = ()) -> list[str]:
-    """What the platform will do after gpubot cordons this node (the confirmation says it),
-    short enough for Slack's 300-character confirm dialog, the most important first."""
-    notes: list[str] = []
-    for h in owners_of(node):
-        if h.kind == "removal":
-            notes.append(f"{h.owner} is already removing it ({h.state}): it needs no cordon.")
-        else:
-            notes.append(f"Already held by {h.text}: a cordon changes nothing.")
-    if is_gke_autopilot(node):
-        notes.append("GKE Autopilot re-creates a node cordoned ~10 min: collect the must-gather first.")
-    switch = driver_manager_uncordons(driver_pods)
-    if switch:
-        notes.append(f"The driver manager ({switch}) uncordons it when its driver pod restarts.")
-    return notes
-
-
-def held_message(node: str, held: Held) -> str:
-    """The answer to a cordon of a node an owner holds."""
-    if held.kind == "removal":
-        return f"{node} is being removed by {held.owner} ({held.mark}): it needs no cordon; nothing changed"
-    return (
-        f"{node} is already held by {held.text} ({held.mark}"
-        + (f", since {held.since}" if held.since else "")
-        + "); nothing changed"
-    )
-
-
 def uncordon_refusal(node: str, held: Held) -> str:
     """Why gpubot will not uncordon a node in an owner's flow, and what releasing it would do."""
     person = (
@@ -163,7 +135,7 @@ def cordon_advice(held: Sequence[K8sObject], cordoned: int) -> str:
     """What to do about cordoned candidates: never uncordon one an owner holds."""
     if not held:
         return "uncordon them once they are healthy"
-    names = ", ".join(f"{o.name(n)} by {h.text}" for n in held[:3] for h in owners_of(n)[:1])
+    names = ", ".join(f"{o.name(n)} by {h.text}" for n in held[:3] for h in holders_of(n)[:1])
     rest = cordoned - len(held)
     return f"do not uncordon the {len(held)} held by an owner ({names}): let its flow finish" + (
         f"; uncordon the other {rest} once they are healthy" if rest else ""

@@ -9,12 +9,13 @@ that means a fault. Message formats are the agents' own:
   status True, reason `<check>IsNotHealthy`, message entries `ErrorCode:79 PCI:0001:00:00
   GPU_UUID:GPU-… kernel:… Recommended Action=NODE_REBOOT;` (one per event, `;`-terminated).
 - EKS: `AcceleratedHardwareReady` False, reason `NvidiaXID79Error`, `NvidiaDoubleBitError` …
-- GKE: `XidCriticalError` True, reason a JSON map of Xids (read in layers/facts/objects.py).
+- GKE: `XidCriticalError` True, reason a JSON map of Xids (gke_xids).
 - AKS NPD: `GPUMissing`, `XIDErrors`, `NVLinkStatusInactive` True.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ class Agent:
     types: tuple[str, ...]  # condition types; empty: any type whose reason ends with reason_suffix
     fault_status: str
     reason_suffix: str = ""
+    next_step: str = ""  # what the platform does next about a node it reports (a cordon's confirmation)
 
 
 NVSENTINEL_CHECKS = (
@@ -51,14 +53,37 @@ NVSENTINEL_CHECKS = (
     "NVSwitchDown",
 )
 
+EKS_CONDITION = "AcceleratedHardwareReady"
+# GKE's device plugin records the Xids it caught in a node condition (container-engine-accelerators
+# health_checker.go): type XidCriticalError, status True, reason a JSON object of Xids, `{"79":true}`.
+GKE_XID_CONDITION = "XidCriticalError"
+_NVSENTINEL_NEXT = "NVSentinel quarantines and drains the node when its policy matches this check"
+
 AGENTS: tuple[Agent, ...] = (
     # The named checks, and any other check the platform connector reports (`…IsNotHealthy`).
-    Agent("NVSentinel", NVSENTINEL_CHECKS, "True"),
-    Agent("NVSentinel", (), "True", reason_suffix="IsNotHealthy"),
-    Agent("EKS node monitoring agent", ("AcceleratedHardwareReady",), "False"),
-    Agent("GKE device plugin", ("XidCriticalError",), "True"),
-    Agent("AKS node problem detector", ("GPUMissing", "XIDErrors", "NVLinkStatusInactive"), "True"),
+    Agent("NVSentinel", NVSENTINEL_CHECKS, "True", next_step=_NVSENTINEL_NEXT),
+    Agent("NVSentinel", (), "True", reason_suffix="IsNotHealthy", next_step=_NVSENTINEL_NEXT),
+    Agent(
+        "EKS node monitoring agent",
+        (EKS_CONDITION,),
+        "False",
+        next_step="EKS auto repair, if on, replaces or reboots the node after 10 minutes",
+    ),
+    Agent(
+        "GKE device plugin",
+        (GKE_XID_CONDITION,),
+        "True",
+        next_step="GKE repairs the node; on Autopilot a node cordoned ~10 min is re-created",
+    ),
+    Agent(
+        "AKS node problem detector",
+        ("GPUMissing", "XIDErrors", "NVLinkStatusInactive"),
+        "True",
+        next_step="AKS's remediator may taint and repair the node",
+    ),
 )
+# The conditions' types are the owners' marks: read here only (layers/facts/owners.py asks).
+
 
 CONTACT_SUPPORT = "CONTACT_SUPPORT"
 MESSAGE_SHOWN = 400  # a condition message can hold many events: the evidence keeps a sentence
@@ -122,7 +147,7 @@ def _xids(agent: Agent, cond: dict[str, Any]) -> tuple[int, ...]:
     elif agent.name.startswith("AKS"):
         found = _AKS_XID.findall(message) if cond.get("type") == "XIDErrors" else ()
     else:
-        found = ()  # GKE's Xids are read by layers/facts/objects.py (condition_xids)
+        found = ()  # GKE's Xids are read by gke_xids below
     return tuple(sorted({int(x) for x in found}))
 
 
@@ -155,3 +180,29 @@ def needs_person(node: K8sObject) -> str | None:
         if c.contact_support:
             return f"{c.agent} recommends CONTACT_SUPPORT ({c.type}{', ' + c.reason if c.reason else ''})"
     return None
+
+
+def next_step(agent: str) -> str:
+    """What the platform behind an agent does next about a node it reports."""
+    return next((a.next_step for a in AGENTS if a.name == agent), "")
+
+
+def gke_xids(node: K8sObject) -> tuple[list[int], str | None]:
+    """The Xids a node's XidCriticalError condition names, and the evidence line; ([], None) without one."""
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") != GKE_XID_CONDITION or cond.get("status") != "True":
+            continue
+        reason = str(cond.get("reason") or "")
+        try:
+            named = json.loads(reason)
+        except ValueError:
+            named = None
+        numbers = sorted(
+            {int(k) for k, v in named.items() if str(k).isdigit() and v} if isinstance(named, dict) else set()
+        )
+        since = f" since {cond['lastTransitionTime']}" if cond.get("lastTransitionTime") else ""
+        return (
+            numbers,
+            f"node condition {GKE_XID_CONDITION}=True, reason {reason[:200]}{since} (GKE's device plugin)",
+        )
+    return [], None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -236,32 +235,6 @@ def is_unschedulable(node: K8sObject) -> bool:
 
 def node_info(node: K8sObject) -> dict[str, str]:
     return (node.get("status") or {}).get("nodeInfo") or {}
-
-
-# GKE's device plugin records the Xids it caught in a node condition (container-engine-accelerators
-# health_checker.go): type XidCriticalError, status True, reason a JSON object of Xids, `{"79":true}`.
-XID_CONDITION = "XidCriticalError"
-
-
-def condition_xids(node: K8sObject) -> tuple[list[int], str | None]:
-    """The Xids a node's XidCriticalError condition names, and the evidence line; ([], None) without one."""
-    for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") != XID_CONDITION or cond.get("status") != "True":
-            continue
-        reason = str(cond.get("reason") or "")
-        try:
-            named = json.loads(reason)
-        except ValueError:
-            named = None
-        numbers = sorted(
-            {int(k) for k, v in named.items() if str(k).isdigit() and v} if isinstance(named, dict) else set()
-        )
-        since = f" since {cond['lastTransitionTime']}" if cond.get("lastTransitionTime") else ""
-        return (
-            numbers,
-            f"node condition {XID_CONDITION}=True, reason {reason[:200]}{since} (GKE's device plugin)",
-        )
-    return [], None
 
 
 def node_ready(node: K8sObject) -> bool:

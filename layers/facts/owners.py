@@ -19,25 +19,33 @@ from datetime import UTC, datetime
 from operator import methodcaller
 from typing import Any, Literal
 
+from layers.facts import healthagents as ha
 from layers.facts import objects as o
 from layers.sources import K8sObject
 
-Where = Literal["label", "annotation", "taint", "condition"]
+Where = Literal["label", "annotation", "taint"]
 # quarantine: cordons and drains a sick node · maintenance: its own work (upgrade, MIG change)
 # removal: deleting the node · repair: a platform repairs or replaces it
 Kind = Literal["quarantine", "maintenance", "removal", "repair"]
+# queued: holds the node but has not begun · running: its flow acts on the node · gave-up: it
+# stopped and a person must act (spec/findings.md, "Holders and reporters")
+Phase = Literal["queued", "running", "gave-up"]
+# holder: its own mark says its flow took the node · reporter: a health agent's condition only
+Role = Literal["holder", "reporter"]
 
 
 @dataclass(frozen=True)
 class Mark:
-    """One mark an owner leaves. `key` ending in `*` matches any key with that prefix."""
+    """One mark an owner leaves. `key` ending in `*` matches any key with that prefix; starting
+    with `*`, any key with that suffix (NVSentinel's `<prefix>cordon-by`, its prefix configurable).
+    A taint's `values` are matched against the taint's value."""
 
     where: Where
     key: str
-    values: tuple[str, ...] = ()  # empty: any non-empty value
+    values: tuple[str, ...] = ()  # empty: any non-empty value (any value for a taint)
     not_values: tuple[str, ...] = ()  # values that mean "not in its flow"
     value_prefix: str = ""  # the value starts with this (HyperPod's Unschedulable…)
-    status: str = ""  # a condition's status that puts the node in the flow
+    state: str = ""  # the state to say when the mark's value is not one (NVSentinel without its label)
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,20 @@ PAUSED_FOR_MIG = "paused-for-mig-change"
 CA_TO_BE_DELETED = "ToBeDeletedByClusterAutoscaler"
 CA_DELETION_CANDIDATE = "DeletionCandidateOfClusterAutoscaler"
 KARPENTER_DISRUPTED = "karpenter.sh/disrupted"
+KARPENTER_DISRUPTION_V0 = "karpenter.sh/disruption"  # before v1, value `disrupting`
+KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"  # a person's "leave it", not a hold
+NVSENTINEL_CORDON_BY = "*/cordon-by"  # `<prefix>cordon-by`, default prefix k8saas.nvidia.com/
+NVSENTINEL_EVENT = "quarantineHealthEvent"
+# Annotations the owners set that a must-gather keeps (bot/actions/redact.py): NVSentinel's
+# quarantine marks and Karpenter's "leave it".
+OWNER_ANNOTATIONS = (
+    NVSENTINEL_EVENT,
+    "quarantineHealthEventIsCordoned",
+    "quarantineHealthEventCordonPreExisting",
+    KARPENTER_DO_NOT_DISRUPT,
+)
+OPERAND_DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
+MIG_CONFIG_STATE = "nvidia.com/mig.config.state"
 AKS_REMEDIATOR = "remediator.aks.microsoft.com/unschedulable"
 HYPERPOD_HEALTH = "sagemaker.amazonaws.com/node-health-status"
 
@@ -67,7 +89,11 @@ OWNERS: tuple[OwnerSpec, ...] = (
     OwnerSpec(
         "NVSentinel",
         "quarantine",
-        (Mark("label", NVSENTINEL_STATE),),
+        (
+            Mark("label", NVSENTINEL_STATE),
+            Mark("label", NVSENTINEL_CORDON_BY, values=("NVSentinel",), state="quarantined"),
+            Mark("annotation", NVSENTINEL_EVENT, state="quarantined"),
+        ),
         gave_up=("drain-failed", "remediation-failed"),
         release="uncordoning cancels NVSentinel's break-fix: it strips its quarantine state and marks "
         "the health events cancelled (NVSentinel docs/cancelling-breakfix.md)",
@@ -84,15 +110,15 @@ OWNERS: tuple[OwnerSpec, ...] = (
     OwnerSpec(
         "GPU Operator driver manager",
         "maintenance",
-        (Mark("label", "nvidia.com/gpu.deploy.*", values=(PAUSED_FOR_UPGRADE,)),),
+        (Mark("label", OPERAND_DEPLOY_PREFIX + "*", values=(PAUSED_FOR_UPGRADE,)),),
         release="the driver manager paused the GPU operands to reload the driver and uncordons the node itself",
     ),
     OwnerSpec(
         "MIG manager",
         "maintenance",
         (
-            Mark("label", "nvidia.com/gpu.deploy.*", values=(PAUSED_FOR_MIG,)),
-            Mark("label", "nvidia.com/mig.config.state", values=("pending", "rebooting")),
+            Mark("label", OPERAND_DEPLOY_PREFIX + "*", values=(PAUSED_FOR_MIG,)),
+            Mark("label", MIG_CONFIG_STATE, values=("pending", "rebooting")),
         ),
         release="the MIG manager is applying a MIG layout and uncordons the node when it is done",
     ),
@@ -105,31 +131,13 @@ OWNERS: tuple[OwnerSpec, ...] = (
     OwnerSpec(
         "Karpenter",
         "removal",
-        (Mark("taint", KARPENTER_DISRUPTED),),
+        (Mark("taint", KARPENTER_DISRUPTED), Mark("taint", KARPENTER_DISRUPTION_V0, values=("disrupting",))),
         release="Karpenter is disrupting the node: uncordoning does not keep it",
-    ),
-    OwnerSpec(
-        "EKS node auto repair",
-        "repair",
-        (Mark("condition", "AcceleratedHardwareReady", status="False"),),
-        release="the EKS node monitoring agent reports the GPUs unhealthy; auto repair replaces or "
-        "reboots the node after 10 minutes",
-    ),
-    OwnerSpec(
-        "GKE",
-        "repair",
-        (Mark("condition", "XidCriticalError", status="True"),),
-        release="GKE's device plugin reports a critical Xid; the node is repaired by GKE",
     ),
     OwnerSpec(
         "AKS",
         "repair",
-        (
-            Mark("taint", AKS_REMEDIATOR),
-            Mark("condition", "GPUMissing", status="True"),
-            Mark("condition", "XIDErrors", status="True"),
-            Mark("condition", "NVLinkStatusInactive", status="True"),
-        ),
+        (Mark("taint", AKS_REMEDIATOR),),
         release="AKS's remediator holds the node for repair",
     ),
     OwnerSpec(
@@ -154,21 +162,22 @@ class Held:
     gave_up: bool = False
     release: str = ""
     begun: bool = True  # the owner's own work is under way on the node (its maintenance explains symptoms)
+    role: Role = "holder"
+
+    @property
+    def phase(self) -> Phase:
+        return "gave-up" if self.gave_up else "running" if self.begun else "queued"
 
     @property
     def text(self) -> str:
         return f"{self.owner} ({self.state})"
 
     def to_dict(self) -> dict[str, str]:
-        return {"name": self.owner, "state": self.state}
+        return {"name": self.owner, "state": self.state}  # the public shape (digest and node JSON)
 
 
 def _taints(node: K8sObject) -> list[dict[str, Any]]:
     return list((node.get("spec") or {}).get("taints") or [])
-
-
-def _conditions(node: K8sObject) -> list[dict[str, Any]]:
-    return list((node.get("status") or {}).get("conditions") or [])
 
 
 def _value_ok(mark: Mark, value: str) -> bool:
@@ -179,33 +188,35 @@ def _value_ok(mark: Mark, value: str) -> bool:
     return value not in mark.not_values and value != ""
 
 
-def _keyed(mark: Mark, items: dict[str, str]) -> Iterable[tuple[str, str]]:
+def _key_hit(mark: Mark, key: str) -> bool:
     if mark.key.endswith("*"):
-        prefix = mark.key[:-1]
-        return sorted((k, v) for k, v in items.items() if k.startswith(prefix))
+        return key.startswith(mark.key[:-1])
+    if mark.key.startswith("*"):
+        return key.endswith(mark.key[1:])
+    return key == mark.key
+
+
+def _keyed(mark: Mark, items: dict[str, str]) -> Iterable[tuple[str, str]]:
+    if "*" in mark.key:
+        return sorted((k, v) for k, v in items.items() if _key_hit(mark, k))
     return [(mark.key, items[mark.key])] if mark.key in items else []
 
 
-def _match(mark: Mark, node: K8sObject) -> tuple[str, str, str | None, str | None] | None:
-    """(state, mark shown, since, reason) when the mark is on the node."""
+def _match(mark: Mark, node: K8sObject) -> tuple[str, str, str | None] | None:
+    """(state, mark shown, since) when the mark is on the node."""
     if mark.where in ("label", "annotation"):
         items = o.labels(node) if mark.where == "label" else o.annotations_of(node)
         for key, value in _keyed(mark, items):
+            if mark.where == "annotation" and not mark.values and mark.state:
+                return mark.state, f"annotation {key}", None  # its value is a JSON event
             if _value_ok(mark, str(value)):
-                return str(value), f"{mark.where} {key}={value}", None, None
+                return mark.state or str(value), f"{mark.where} {key}={value}", None
         return None
-    if mark.where == "taint":
-        for t in _taints(node):
-            if t.get("key") == mark.key:
-                shown = (
-                    f"taint {mark.key}" + (f"={t['value']}" if t.get("value") else "") + f":{t.get('effect')}"
-                )
-                return _taint_state(mark.key), shown, _taint_since(t), None
-        return None
-    for c in _conditions(node):
-        if c.get("type") == mark.key and str(c.get("status")) == mark.status:
-            state = f"{mark.key}={mark.status}" + (f" ({c['reason']})" if c.get("reason") else "")
-            return state, f"condition {mark.key}={mark.status}", c.get("lastTransitionTime"), c.get("message")
+    for t in _taints(node):
+        value = str(t.get("value") or "")
+        if t.get("key") == mark.key and (not mark.values or value in mark.values):
+            shown = f"taint {mark.key}" + (f"={value}" if value else "") + f":{t.get('effect')}"
+            return _taint_state(mark.key), shown, _taint_since(t)
     return None
 
 
@@ -214,6 +225,7 @@ def _taint_state(key: str) -> str:
         CA_TO_BE_DELETED: "deleting the node",
         CA_DELETION_CANDIDATE: "deletion candidate",
         KARPENTER_DISRUPTED: "disrupting the node",
+        KARPENTER_DISRUPTION_V0: "disrupting the node",
         AKS_REMEDIATOR: "remediating",
     }.get(key, key)
 
@@ -239,24 +251,27 @@ def _nvsentinel_reason(node: K8sObject) -> tuple[str | None, str | None]:
     return reason, since
 
 
-def _keys(where: Where) -> tuple[frozenset[str], tuple[str, ...]]:
-    """The exact keys and the key prefixes of OWNERS' marks on one kind of place."""
+def _keys(where: Where) -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]:
+    """The exact keys, key prefixes and key suffixes of OWNERS' marks on one kind of place."""
     marks = [m for spec in OWNERS for m in spec.marks if m.where == where]
     return (
-        frozenset(m.key for m in marks if not m.key.endswith("*")),
+        frozenset(m.key for m in marks if "*" not in m.key),
         tuple(m.key[:-1] for m in marks if m.key.endswith("*")),
+        tuple(m.key[1:] for m in marks if m.key.startswith("*")),
     )
 
 
-_LABEL_KEYS, _LABEL_PREFIXES = _keys("label")
-_ANNOTATION_KEYS, _ANNOTATION_PREFIXES = _keys("annotation")
+_LABEL_KEYS = _keys("label")
+_ANNOTATION_KEYS = _keys("annotation")
 _TAINT_KEYS = _keys("taint")[0]
-_CONDITION_TYPES = _keys("condition")[0]
 
 
-def _marked(items: dict[str, str], keys: frozenset[str], prefixes: tuple[str, ...]) -> bool:
-    return not keys.isdisjoint(items) or (
-        bool(prefixes) and any(map(methodcaller("startswith", prefixes), items))
+def _marked(items: dict[str, str], keys: tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]) -> bool:
+    exact, prefixes, suffixes = keys
+    return (
+        not exact.isdisjoint(items)
+        or (bool(prefixes) and any(map(methodcaller("startswith", prefixes), items)))
+        or (bool(suffixes) and any(map(methodcaller("endswith", suffixes), items)))
     )
 
 
@@ -264,48 +279,95 @@ def _may_be_held(node: K8sObject) -> bool:
     """Some mark of OWNERS' is on the node, its value aside: without one no owner holds it. One pass
     over the node's keys, so a pending pod's 65,000 candidates are not matched mark by mark."""
     return (
-        _marked(o.labels(node), _LABEL_KEYS, _LABEL_PREFIXES)
-        or _marked(o.annotations_of(node), _ANNOTATION_KEYS, _ANNOTATION_PREFIXES)
+        _marked(o.labels(node), _LABEL_KEYS)
+        or _marked(o.annotations_of(node), _ANNOTATION_KEYS)
         or any(t.get("key") in _TAINT_KEYS for t in _taints(node))
-        or any(c.get("type") in _CONDITION_TYPES for c in _conditions(node))
     )
 
 
-def owners_of(node: K8sObject) -> list[Held]:
-    """Every owner whose flow the node is in, in the table's order."""
+# Field managers of a person's cordon: an agent's condition on a node a person cordoned is still a report.
+PERSON_MANAGERS = ("kubectl", "k9s", "Mozilla", "gpubot")
+
+
+def _platform_cordoned(node: K8sObject) -> bool:
+    """The node is cordoned, and not by a person or gpubot (so a platform's repair did it)."""
+    if not o.is_unschedulable(node):
+        return False
+    for entry in (node.get("metadata") or {}).get("managedFields") or []:
+        spec = (entry.get("fieldsV1") or {}).get("f:spec")
+        if isinstance(spec, dict) and "f:unschedulable" in spec:
+            return not str(entry.get("manager") or "").startswith(PERSON_MANAGERS)
+    return "gpubot/cordoned-by" not in o.annotations_of(node)
+
+
+def _reporters(node: K8sObject, holders: list[Held]) -> list[Held]:
+    """Health agents' fault conditions (layers/facts/healthagents.py, their one reader) as owners:
+    reporters, or holders when the platform's repair has also cordoned the node. A
+    `Recommended Action=CONTACT_SUPPORT` is the agent giving up: a person must act."""
     out: list[Held] = []
-    if not _may_be_held(node):
-        return out
-    for spec in OWNERS:
-        for mark in spec.marks:
-            hit = _match(mark, node)
-            if hit is None:
-                continue
-            state, shown, since, reason = hit
-            if spec.name == "NVSentinel":
-                reason, since = _nvsentinel_reason(node)
-            out.append(
-                Held(
-                    spec.name,
-                    spec.kind,
-                    state,
-                    shown,
-                    since=since,
-                    reason=reason,
-                    gave_up=state in spec.gave_up,
-                    release=spec.release,
-                    begun=state not in spec.not_begun,
-                )
+    named = {h.owner for h in holders}
+    for c in ha.agent_conditions(node):
+        if c.contact_support and c.agent in named:
+            continue  # said on the holder (below)
+        holds = c.agent != "NVSentinel" and _platform_cordoned(node)
+        out.append(
+            Held(
+                c.agent,
+                "repair",
+                f"{c.type}={c.status}" + (f" ({c.reason})" if c.reason else ""),
+                f"condition {c.type}={c.status}",
+                since=c.since,
+                reason=c.message[:200] or None,
+                gave_up=c.contact_support,
+                release=ha.next_step(c.agent),
+                role="holder" if holds else "reporter",
             )
-            break
+        )
     return out
 
 
+def owners_of(node: K8sObject) -> list[Held]:
+    """Every owner of the node: holders in the table's order, then health agents' reports."""
+    out: list[Held] = []
+    support = {c.agent for c in ha.agent_conditions(node) if c.contact_support}
+    if _may_be_held(node):
+        for spec in OWNERS:
+            for mark in spec.marks:
+                hit = _match(mark, node)
+                if hit is None:
+                    continue
+                state, shown, since = hit
+                reason = None
+                if spec.name == "NVSentinel":
+                    reason, since = _nvsentinel_reason(node)
+                gave_up = state in spec.gave_up or spec.name in support
+                out.append(
+                    Held(
+                        spec.name,
+                        spec.kind,
+                        state,
+                        shown,
+                        since=since,
+                        reason=reason,
+                        gave_up=gave_up,
+                        release=spec.release,
+                        begun=state not in spec.not_begun,
+                    )
+                )
+                break
+    return out + _reporters(node, out)
+
+
+def holders_of(node: K8sObject) -> list[Held]:
+    """The owners that hold the node (their own marks, or a platform's repair that cordoned it)."""
+    return [h for h in owners_of(node) if h.role == "holder"]
+
+
 def owner_of(node: K8sObject | None) -> Held | None:
-    """The node's first owner (the table's order: a quarantine before an upgrade before removal)."""
+    """The node's first holder (the table's order: a quarantine before an upgrade before removal)."""
     if node is None:
         return None
-    held = owners_of(node)
+    held = holders_of(node)
     return held[0] if held else None
 
 
@@ -313,14 +375,16 @@ def in_maintenance(node: K8sObject | None) -> Held | None:
     """An owner whose own work explains missing GPUs, Init operators and a driver pod not Ready:
     the driver upgrade (not once it failed), the driver manager or the MIG manager."""
     for h in owners_of(node) if node is not None else []:
-        if h.kind == "maintenance" and not h.gave_up and h.begun:
+        if h.kind == "maintenance" and h.phase == "running":
             return h
     return None
 
 
 def owner_taint(taint: dict[str, Any]) -> str | None:
     """The owner whose taint this is (the owner removing or repairing the node), else None."""
+    value = str(taint.get("value") or "")
     for spec in OWNERS:
-        if any(m.where == "taint" and m.key == taint.get("key") for m in spec.marks):
-            return spec.name
+        for m in spec.marks:
+            if m.where == "taint" and m.key == taint.get("key") and (not m.values or value in m.values):
+                return spec.name
     return None

@@ -42,11 +42,11 @@ NAMED = {
     ),
     "owners-karpenter-disrupted-a100-pending-22-nodes": ("Karpenter (disrupting the node)", "a100-train-04"),
     "owners-eks-accelerated-hardware-ready-false-xid79-h100-bound-22-nodes": (
-        "EKS node auto repair (AcceleratedHardwareReady=False (NvidiaXID79Error))",
+        "EKS node monitoring agent: condition AcceleratedHardwareReady=False, reason NvidiaXID79Error",
         "h100-infer-03",
     ),
     "owners-gke-autopilot-xidcriticalerror-xid48-h100-bound-22-nodes": (
-        'GKE (XidCriticalError=True ({"48":true}))',
+        'GKE device plugin: condition XidCriticalError=True, reason {"48":true}',
         "gk3-prod-eu-nap-h100-80gb-3b1f2c9a-x7kq",
     ),
     "owners-aks-npd-xiderrors-remediator-taint-a100-pending-22-nodes": ("AKS (remediating)", "a100-train-04"),
