@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from layers.capacity import capacity_columns
 from layers.facts import objects as o
+from layers.facts import owners as ow
 from layers.facts.candidates import Candidates, not_for_pods
 from layers.facts.fold import shown
 from layers.facts.placement import selector_misses
@@ -61,19 +62,20 @@ def node_not_advertising(node: K8sObject) -> Finding:
         *o.NFD_NVIDIA_LABELS,
         DEPLOY_PLUGIN_LABEL,
         "nvidia.com/mig.config",
-        "nvidia.com/mig.config.state",
+        ow.MIG_CONFIG_STATE,
     )
     # A resource present at 0 is not "never registered": the kubelet knew the plugin and now counts
     # no device (k8s-device-plugin issues 1228, 1698: the plugin pod still Running).
     zero = sorted(o.gpu_resources(node, "capacity"))
     alloc = o.gpu_resources(node, "allocatable")
     deploy = str(lab.get(DEPLOY_PLUGIN_LABEL) or "")
-    if deploy.startswith("paused-for-"):
+    paused = ow.operand_paused(node, "device-plugin")
+    if paused:
         # The MIG manager (paused-for-mig-change) and the driver manager (paused-for-driver-upgrade)
         # take the plugin away while they work and put it back after: restarting it would fight them.
         why = (
             f"{DEPLOY_PLUGIN_LABEL}={deploy}: the GPU Operator removed its device plugin while it "
-            f"{'applies a MIG layout' if 'mig' in deploy else 'upgrades the driver'}; the GPUs come back when that "
+            f"{'applies a MIG layout' if paused == ow.PAUSED_FOR_MIG else 'upgrades the driver'}; the GPUs come back when that "
             "finishes (if it does not, that change is the problem to look at, not the plugin)"
         )
     elif deploy == "false":

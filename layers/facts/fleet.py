@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from layers.facts import drareads, draslices
+from layers.facts import drareads, draslices, owners
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
 from layers.facts.driverpool import DriverPools, driver_pools
@@ -22,7 +22,7 @@ from layers.facts.logs import LogReads
 from layers.findings import Finding, finding
 from layers.sources import K8sObject, SourceError
 
-UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"  # only upgrade-failed is a finding
+UPGRADE_STATE = owners.UPGRADE_STATE  # the owners' mark; only upgrade-failed is a finding
 GFD = "GFD labels"
 DRA_SLICE = "DRA ResourceSlice"
 

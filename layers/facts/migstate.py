@@ -16,10 +16,11 @@ from datetime import datetime
 
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
+from layers.facts.owners import MIG_CONFIG_STATE
 from layers.facts.placement import label_value
 from layers.sources import K8sObject
 
-STATE_LABEL = "nvidia.com/mig.config.state"
+STATE_LABEL = MIG_CONFIG_STATE  # the owners' mark (layers/facts/owners.py); `failed` is read here
 CONFIG_LABEL = "nvidia.com/mig.config"
 PENDING_LIMIT_S = 15 * 60
 MIG_MANAGER_CONTAINER = "nvidia-mig-manager"
@@ -98,7 +99,7 @@ def pending_since_events(events: list[K8sObject]) -> float | None:
     since: float | None = None
     for ev in sorted(events, key=sig.event_time):
         msg = sig.event_message(ev)
-        if STATE_LABEL not in msg and "mig.config.state" not in msg:
+        if STATE_LABEL not in msg and STATE_LABEL.rsplit("/", 1)[-1] not in msg:
             continue
         when = sig.event_time(ev)
         try:

@@ -388,3 +388,10 @@ def owner_taint(taint: dict[str, Any]) -> str | None:
             if m.where == "taint" and m.key == taint.get("key") and (not m.values or value in m.values):
                 return spec.name
     return None
+
+
+def operand_paused(node: K8sObject, operand: str) -> str | None:
+    """The pause an owner put on one GPU Operator operand (`nvidia.com/gpu.deploy.<operand>`):
+    PAUSED_FOR_UPGRADE (the driver manager) or PAUSED_FOR_MIG (the MIG manager), else None."""
+    value = str(o.labels(node).get(OPERAND_DEPLOY_PREFIX + operand) or "")
+    return value if value in (PAUSED_FOR_UPGRADE, PAUSED_FOR_MIG) else None
