@@ -58,7 +58,7 @@ class NodePolicy:
     diagnostics: Allowed
     must_gather: Allowed
     next_steps: tuple[str, ...] = ()  # what the platform does after a cordon (GKE, EKS, driver manager)
-    line: str = ""  # the deciding owner's line (`owner: X (state) — mark …`), "" without one
+    line: str = ""  # the deciding owner in one sentence for a confirmation, "" without one
     holder: dict[str, str] | None = None  # {"name", "state", "phase", "role", "kind"} of the deciding owner
     owners: tuple[str, ...] = ()  # every owner read, as owner lines (`owner: X (state) — mark …`)
     cordoned_by: str | None = None  # who cordoned it, in words (None: schedulable)

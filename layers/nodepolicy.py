@@ -43,6 +43,19 @@ def owner_line(held: ow.Held) -> str:
     return f"{OWNER_LINE}{held.text}{role} — {held.mark}{since}{why}"
 
 
+def _confirm_line(held: ow.Held | None) -> str:
+    """The owner in one short sentence, for a confirmation dialog (300 characters in Slack)."""
+    if held is None:
+        return ""
+    if held.role == "reporter" and held.phase != "gave-up":
+        return f"{held.owner} reports {held.state}."
+    if held.phase == "gave-up":
+        return f"{held.owner} gave up ({held.state}): a person must act."
+    if held.phase == "queued":
+        return f"{held.owner} is queued here ({held.state}): it keeps a cordon it finds."
+    return f"Held by {held.owner} ({held.state})."
+
+
 _RUNNING_ORDER = {"removal": 0, "quarantine": 1, "repair": 1, "maintenance": 2}
 
 
@@ -165,7 +178,7 @@ def decide(node: K8sObject, *, driver_pods: Sequence[K8sObject] = ()) -> NodePol
         diagnostics=diag,
         must_gather=Allowed(True, "collect it first: the node is going away" if first else ""),
         next_steps=tuple(platform_notes(node, owners, driver_pods)),
-        line=lines[owners.index(held)] if held else "",
+        line=_confirm_line(held),
         holder=None
         if held is None
         else {**held.to_dict(), "phase": held.phase, "role": held.role, "kind": held.kind},

@@ -239,7 +239,7 @@ def test_cordon_confirms_say_what_the_platform_does_next() -> None:
     assert "ENABLE_AUTO_DRAIN" in _notes(standard, [driver(drain_only)])[0]
     removing = node("a100-train-04", 8, 8)
     _taint("ToBeDeletedByClusterAutoscaler", "1795945800")(removing)
-    assert _notes(removing)[0].startswith("owner: cluster-autoscaler (deleting the node)")
+    assert _notes(removing)[0] == "Held by cluster-autoscaler (deleting the node)."
     assert not decide(removing).cordon.offered
     # The dialog says it first, within Slack's 300 characters, however long the node name.
     notes = _notes(autopilot, [driver([])])
