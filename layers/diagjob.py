@@ -123,6 +123,11 @@ def refusal(
         return f"level {level} is not offered: levels 1, 2 and 3 only (level 4 runs for hours and is never run from chat)"
     if level >= 3 and confirmed < 2:
         return "level 3 takes about fifteen minutes of every GPU of the node: it needs a second confirmation"
+    # The owners' table first (spec/findings.md, "One policy decides every action"): on a node an
+    # owner repairs, reconfigures or removes, "drain the pods first" would be advice against it.
+    policy = nodepolicy.decide(node)
+    if not policy.diagnostics.offered:
+        return policy.diagnostics.said
     holders = sorted(
         f"{o.namespace(p)}/{o.name(p)}"
         for p in pods_on_node
@@ -134,11 +139,6 @@ def refusal(
         return f"{len(holders)} pod(s) hold GPUs on {name} ({', '.join(holders[:3])}): drain them first, a diagnostic needs every GPU"
     if mig_partitioned(node):
         return f"the GPUs of {name} are MIG-partitioned: DCGM's diagnostic runs on whole GPUs (disable MIG first)"
-    policy = nodepolicy.decide(
-        node
-    )  # the owners' table (spec/findings.md, "One policy decides every action")
-    if not policy.diagnostics.offered:
-        return policy.diagnostics.said
     active = [j for j in running if not _finished(j)]
     if active:
         return f"a diagnostic already runs on {name} (Job {o.name(active[0])})"

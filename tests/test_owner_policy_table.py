@@ -191,6 +191,9 @@ def test_the_cli_diag_follows_the_row(row: Row, capsys: pytest.CaptureFixture[st
     else:
         assert code == 2 and row.owner is not None and row.owner in err, (code, err)
         assert err.count("\n") == 1  # one clear line
+        # On the pod's node too: the owner's sentence, never "drain the pods first" against it.
+        code, _, err = _cli(capsys, "diag", NODE, "--dry-run", "--scenario", str(scenario(row.id)))
+        assert code == 2 and row.owner in err and "drain them first" not in err, err
 
 
 def test_the_target_pod_is_the_walks() -> None:
