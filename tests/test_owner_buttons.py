@@ -73,7 +73,10 @@ def test_the_cordon_confirm_on_gke_autopilot_says_collect_the_must_gather_first(
     bot = inprocess_bot(slack.url, AUTOPILOT)
     try:
         dispatch(bot, slash_body("why research/llama-70b-sft-0", channel="C0GKE"))
-        for n in (1, 5):
+        dispatch(bot, action_body("walk_all", _buttons(_layer(slack, "C0GKE", 1))[1]["must_gather"]["value"],
+                                  channel="C0GKE", message_ts="1795000000.000100", block_id="layer1_actions"))  # fmt: skip
+        # Every layer's Cordon, the OK layers 2 and 3 too, says it first (the node's one policy).
+        for n in (1, 2, 3, 4, 5):
             _, by_id = _buttons(_layer(slack, "C0GKE", n))
             confirm = by_id["cordon_node"]["confirm"]["text"]["text"]
             assert (
