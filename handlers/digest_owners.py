@@ -19,7 +19,10 @@ def owner_lines(f: FlaggedNode) -> list[str]:
     out: list[str] = []
     held = f.owners.owner
     if held is not None:
-        out.append(f"owner: *{escape(held.owner)}* ({escape(held.state)})")
+        # The deciding owner (layers/nodepolicy.py): a holder with its phase, or an agent that reports.
+        who = "reported by" if held.role == "reporter" else "owner:"
+        phase = f" · {held.phase.replace('-', ' ')}" if held.phase != "running" else ""
+        out.append(f"{who} *{escape(held.owner)}* ({escape(held.state)}){phase}")
     if f.owners.needs_person:
         out.append(f"a person must act: {escape(f.owners.needs_person)}")
     out += [f"health agent: {escape(c)}" for c in f.owners.conditions[:2]]
@@ -40,7 +43,11 @@ def needs_person_text(digest: Digest) -> list[str]:
         )
         lines += [f"  {f.node}: {f.owners.needs_person}" for f in gave_up]
     owned = [f for f in digest.flagged if f.owners.owner is not None]
-    lines += [f"owner: {f.node}: {f.owners.owner.text}" for f in owned if f.owners.owner is not None]
+    lines += [
+        f"owner: {f.node}: {f.owners.owner.text} ({f.owners.owner.role}, {f.owners.owner.phase})"
+        for f in owned
+        if f.owners.owner is not None
+    ]
     return lines
 
 

@@ -2,8 +2,8 @@
 decision table (layers/nodepolicy.py; spec/findings.md, "One policy decides every action").
 
 Pure data: handlers/blocks.py and handlers/digest.py render these as Block Kit. A click is
-answered by asking the policy again at click time (handlers/clicks.py, refusal), never by
-trusting the button it came from.
+answered by asking the policy again at click time (the cordon, uncordon and diagnostics plans of
+layers/remedy.py and layers/diagjob.py call `decide`), never by trusting the button it came from.
 """
 
 from __future__ import annotations
@@ -48,11 +48,3 @@ def layer_offer(result: LayerResult, node: str | None) -> Offer | None:
     if not node:
         return None
     return offer(result.policy_for(node), node)
-
-
-def refusal(policy: NodePolicy, verb: str) -> str | None:
-    """The policy's sentence refusing a click (`cordon`, `uncordon`, `diag`), None when allowed."""
-    allowed = {"cordon": policy.cordon, "uncordon": policy.uncordon, "diag": policy.diagnostics}.get(verb)
-    if allowed is None or allowed.offered:
-        return None
-    return allowed.said

@@ -18,6 +18,7 @@ from bot.cli.main import main
 from bot.sources.scenario import build_sources, load_scenario
 from handlers.blocks import walk_messages
 from handlers.digest import node_buttons
+from handlers.digest_owners import owner_lines
 from layers.digest import collect_digest
 from layers.findings import Severity, WalkResult
 from layers.nodeactions import ROWS as TABLE_ROWS
@@ -139,6 +140,12 @@ def test_the_digest_row_names_the_owner_and_offers_what_the_table_does(row: Row)
     shown = flagged.to_dict()
     assert (shown["owner"] or {}).get("name") == row.owner, shown
     assert ("OWNER_NEEDS_PERSON" in shown["reasons"]) == row.needs_person, shown
+    lines = " ".join(owner_lines(flagged))
+    if row.owner:
+        word = {"gave-up": " · gave up", "queued": " · queued", "reported": "reported by *"}.get(
+            row.row, "owner: *"
+        )
+        assert word in lines and row.owner in lines, lines
     ids = [e["action_id"] for e in node_buttons(flagged, "d1", 0)["elements"]]
     assert ("cordon_node" in ids) == row.cordon and ("uncordon_node" in ids) == row.uncordon_button, ids
     if row.cordon and row.confirm:
