@@ -191,7 +191,7 @@ def fold(target: Target, layers: Sequence[LayerResult], earlier: Sequence[LayerR
         for f in in_order(r):
             keep: list[str] = []
             again: dict[int, int] = {}  # layer -> lines folded that it shows
-            fact_ref = False
+            facts_folded: list[str] = []
             for e in f.evidence:
                 if e not in seen:
                     seen[e] = r.layer
@@ -199,13 +199,13 @@ def fold(target: Target, layers: Sequence[LayerResult], earlier: Sequence[LayerR
                     if f.node and _is_fact(f, e):
                         fact_lines.add(e)
                 elif f.node and (e in fact_lines or _is_fact(f, e)):
-                    fact_ref = True
+                    facts_folded.append(e)
                 else:
                     again[seen[e]] = again.get(seen[e], 0) + 1
             refs: list[str] = []
-            if fact_ref and f.node and f.node not in referred:
+            if facts_folded and f.node and f.node not in referred:
                 referred.add(f.node)
-                refs.append(_fact_ref(f.node, facts.get(f.node), r.layer))
+                refs.append(_fact_ref(f.node, facts.get(f.node), r.layer, facts_folded))
             for layer, n in sorted(again.items()):
                 where = "above" if layer == r.layer else f"in layer {layer}"
                 refs.append(f"{n} more line(s) as {where}")
@@ -235,13 +235,18 @@ def fold(target: Target, layers: Sequence[LayerResult], earlier: Sequence[LayerR
     return Thread(target, tuple(out), facts)
 
 
-def _fact_ref(node: str, facts: NodeFacts | None, layer: int) -> str:
+def _fact_ref(node: str, facts: NodeFacts | None, layer: int, lines: Sequence[str]) -> str:
+    """Where the folded facts about `node` are: who holds it, else what they are about."""
     holder = _holder_line(facts)
     first = facts.first_layer if facts and facts.first_layer is not None else None
     where = "above" if first in (None, layer) else f"see layer {first}"
     if holder:
         return f"held by {holder}: {where}"
-    return f"{node}'s health-agent lines: {where}"
+    about = [
+        *(["its health agent's condition"] if any(not e.startswith(AFTER_CORDON) for e in lines) else []),
+        *(["what a cordon of it does"] if any(e.startswith(AFTER_CORDON) for e in lines) else []),
+    ]
+    return f"{node}, {' and '.join(about)}: {where}"
 
 
 # --- the verdict ----------------------------------------------------------------------------
