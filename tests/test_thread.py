@@ -295,3 +295,50 @@ def test_an_ok_layer_offers_no_cordon() -> None:
     r = LayerResult.build(2, [finding("L2_OK", "ok", node="gpu-7")])
     m = layer_message(r, "w1", "gpu-7", {2})
     assert not {"cordon_node", "must_gather"} & set(_buttons(m))
+
+
+# --- the bot, end to end: the service posts layer by layer -----------------------------------------
+
+
+def test_the_posted_thread_shows_each_fact_once_and_the_root_names_the_holder() -> None:
+    """`/gpu why` through Bolt and the walk service (handlers/walks.py) against the fake Slack, on
+    the bundled EKS Xid 79 incident: every layer posted as it completes, none repeating a line of an
+    earlier one, one Must-gather, no Cordon on the node EKS holds, the root's verdict naming it."""
+    from bot.sources.opener import resolve_scenario
+    from tests.fakes.slack_api import serve_slack
+    from tests.slack_harness import dispatch, inprocess_bot, posts, slash_body, wait_for
+
+    with serve_slack() as slack:
+        bot = inprocess_bot(slack.url, resolve_scenario("eks-accelerated-hardware-not-ready-xid79"))
+        try:
+            dispatch(bot, slash_body("why research/llama-70b-sft-0", channel="C0THREAD"))
+            layers = wait_for(
+                "five layers",
+                lambda: (
+                    (ps := [c for c in posts(slack, "C0THREAD") if c.params["text"].startswith("Layer ")])
+                    and len(ps) == 5
+                    and ps
+                ),
+            )
+            root = wait_for(
+                "the verdict",
+                lambda: [
+                    c
+                    for c in slack.calls_to("chat.update")
+                    if c.params.get("channel") == "C0THREAD" and "Verdict" in json.dumps(c.params["blocks"])
+                ],
+            )[-1]
+        finally:
+            bot.shutdown()
+
+    class _M:
+        def __init__(self, blocks: list[dict[str, Any]]) -> None:
+            self.blocks = blocks
+
+    messages = [_M(c.params["blocks"]) for c in layers]
+    evidence = _block_evidence(messages)
+    assert evidence and len(evidence) == len(set(evidence)), Counter(evidence).most_common(2)
+    ids = [a for m in messages for a in _buttons(m)]
+    assert ids.count("must_gather") == 1 and "cordon_node" not in ids
+    said = json.dumps(root.params["blocks"], ensure_ascii=False)
+    assert "*Held by* EKS node auto repair" in said and "Drain the node" not in said
