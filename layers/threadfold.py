@@ -42,7 +42,6 @@ class NodeFacts:
     node: str
     owner_lines: tuple[str, ...] = ()  # "owner: X (state) — mark, since …"
     after_cordon: tuple[str, ...] = ()  # what the platform does after a cordon (without the prefix)
-    first_layer: int | None = None  # where the owner and agent lines are shown
 
 
 # --- the owners' policy: every call to owner and cordon logic is here ----------------------
@@ -146,26 +145,28 @@ def in_order(result: LayerResult) -> list[Finding]:
 
 
 def node_facts(layers: Sequence[LayerResult]) -> dict[str, NodeFacts]:
-    """Every node's owner and after-a-cordon lines, and the first layer that shows them."""
+    """Every node's owner and after-a-cordon lines, in the walk's order."""
     owners: dict[str, dict[str, None]] = {}
     after: dict[str, dict[str, None]] = {}
-    first: dict[str, int] = {}
     for r in layers:
         for f in r.findings:
-            if not f.node:
+            node = f.node
+            if not node:
                 continue
             for e in f.evidence:
                 if e.startswith(OWNER_LINE):
-                    owners.setdefault(f.node, {})[e] = None
+                    owners.setdefault(node, {})[e] = None
                 elif e.startswith(AFTER_CORDON):
-                    after.setdefault(f.node, {})[e[len(AFTER_CORDON) :]] = None
-                else:
-                    continue
-                first.setdefault(f.node, r.layer)
-            if f.code in NODE_FACT_CODES:
-                first.setdefault(f.node, r.layer)
-    nodes = dict.fromkeys([*first, *owners, *after])
-    return {n: NodeFacts(n, tuple(owners.get(n, ())), tuple(after.get(n, ())), first.get(n)) for n in nodes}
+                    after.setdefault(node, {})[e[len(AFTER_CORDON) :]] = None
+    nodes = dict.fromkeys([*owners, *after])
+    return {
+        n: NodeFacts(
+            n,
+            tuple(owners.get(n, ())),
+            tuple(after.get(n, ())),
+        )
+        for n in nodes
+    }
 
 
 def _is_fact(f: Finding, line: str) -> bool:
@@ -205,7 +206,8 @@ def fold(target: Target, layers: Sequence[LayerResult], earlier: Sequence[LayerR
             refs: list[str] = []
             if facts_folded and f.node and f.node not in referred:
                 referred.add(f.node)
-                refs.append(_fact_ref(f.node, facts.get(f.node), r.layer, facts_folded))
+                src = min(seen[e] for e in facts_folded)
+                refs.append(_fact_ref(f.node, _holder_line(facts.get(f.node)), src, r.layer, facts_folded))
             for layer, n in sorted(again.items()):
                 where = "above" if layer == r.layer else f"in layer {layer}"
                 refs.append(f"{n} more line(s) as {where}")
@@ -235,11 +237,9 @@ def fold(target: Target, layers: Sequence[LayerResult], earlier: Sequence[LayerR
     return Thread(target, tuple(out), facts)
 
 
-def _fact_ref(node: str, facts: NodeFacts | None, layer: int, lines: Sequence[str]) -> str:
-    """Where the folded facts about `node` are: who holds it, else what they are about."""
-    holder = _holder_line(facts)
-    first = facts.first_layer if facts and facts.first_layer is not None else None
-    where = "above" if first in (None, layer) else f"see layer {first}"
+def _fact_ref(node: str, holder: str | None, src: int, layer: int, lines: Sequence[str]) -> str:
+    """Where the folded facts about `node` are (layer `src`): who holds it, else what they are about."""
+    where = "above" if src == layer else f"see layer {src}"
     if holder:
         return f"held by {holder}: {where}"
     about = [
