@@ -7,14 +7,15 @@ message says so and the full text travels as an attachment the poster uploads.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from handlers.escape import escape, escape_code
-from handlers.node_buttons import layer_offer
-from layers.findings import Finding, LayerResult, Severity, Target, WalkResult
+from layers import threadfold
+from layers.findings import LayerResult, Severity, Target, WalkResult
 
 # Action ids are public (spec/interfaces.md): never rename.
 DESCEND, JUMP, WALK_ALL = "layer_descend", "layer_jump", "walk_all"
@@ -49,16 +50,8 @@ class Message:
 
 
 def node_in_question(target: Target, *results: LayerResult) -> str | None:
-    """The node a message's must-gather and cordon buttons act on.
-
-    The pod's node when it is bound (or the node of a node walk). A pending pod
-    has none, yet layer 1 may have jumped to a sick node: then the node named by
-    the most severe warning or fault among these results.
-    """
-    if target.node:
-        return target.node
-    named = [f for r in results for f in r.findings if f.node and f.severity >= Severity.WARN]
-    return max(named, key=lambda f: f.severity).node if named else None
+    """The node a message's must-gather and cordon buttons act on (layers/threadfold.py)."""
+    return threadfold.node_in_question(target, *results)
 
 
 def _section(text: str) -> dict[str, Any]:
@@ -103,8 +96,7 @@ def _confirm(title: str, text: str, confirm: str, style: str) -> dict[str, Any]:
 
 
 def cordon_confirm(node: str, after: Sequence[str] = ()) -> dict[str, Any]:
-    """`after`: the owner line and what the platform does next (layers/nodepolicy.py, NodePolicy.confirm),
-    said first."""
+    """`after`: what the platform does next (layers/facts/cordons.py, cordon_notes), said first."""
     what = f"Cordon *{escape(shown_node(node))}*: no new pods will be scheduled there. Running pods stay."
     if after:
         what = " ".join(escape(a) for a in after) + " " + what
@@ -131,13 +123,8 @@ def uncordon_actions(walk_id: str, node: str, layer: int | None) -> dict[str, An
     return {"type": "actions", "block_id": block_id, "elements": [button]}
 
 
-def layer_buttons(
-    result: LayerResult, walk_id: str, node: str | None, done: set[int]
-) -> dict[str, Any] | None:
-    """Descend / jump / walk-all for anyone; must-gather and cordon when a node is named.
-
-    After a fault in layer 5 the remediation buttons come first (spec).
-    """
+def nav_buttons(result: LayerResult, walk_id: str, done: set[int]) -> list[dict[str, Any]]:
+    """Descend / jump / walk-all, for anyone, to the layers not done yet."""
     nav: list[dict[str, Any]] = []
     following = result.layer + 1
     nxt = result.next_layer
@@ -147,44 +134,60 @@ def layer_buttons(
         nav.append(_button(f"Jump to layer {nxt}", JUMP, walk_id, style="primary"))
     if any(n not in done for n in range(1, 6)):
         nav.append(_button("Walk all layers", WALK_ALL, walk_id))
+    return nav
+
+
+def remedy_buttons(shown: threadfold.ShownLayer, walk_id: str) -> list[dict[str, Any]]:
+    """Must-gather and Cordon as the thread decided them for this message (layers/threadfold.py):
+    Cordon where the message's findings fault or warn about the node and the owners' policy offers
+    it, its confirmation repeating the owner line and the platform's next step; Must-gather once per
+    node and walk."""
+    node = shown.node
     remedy: list[dict[str, Any]] = []
-    offer = layer_offer(result, node)  # the decision table (handlers/node_buttons.py)
-    if offer is not None:
-        if offer.must_gather:
-            remedy.append(_button("Collect must-gather", MUST_GATHER, walk_id))
-        if offer.cordon:
-            confirm = cordon_confirm(offer.node, offer.confirm)
-            remedy.append(_button(f"Cordon {offer.node}", CORDON, walk_id, style="danger", confirm=confirm))
-    first = (result.layer == 5 and result.status == Severity.FAULT) or (
-        offer is not None and offer.must_gather_first
-    )
+    if node and shown.must_gather:
+        remedy.append(_button("Collect must-gather", MUST_GATHER, walk_id))
+    if node and shown.cordon:
+        confirm = cordon_confirm(node, shown.cordon_notes)
+        remedy.append(_button(f"Cordon {node}", CORDON, walk_id, style="danger", confirm=confirm))
+    return remedy
+
+
+def layer_buttons(shown: threadfold.ShownLayer, walk_id: str, done: set[int]) -> dict[str, Any] | None:
+    """The message's actions block. After a fault in layer 5 the remediation buttons come first (spec)."""
+    result = shown.result
+    nav, remedy = nav_buttons(result, walk_id, done), remedy_buttons(shown, walk_id)
+    first = (result.layer == 5 and result.status == Severity.FAULT) or shown.gather_first
     elements = remedy + nav if first else nav + remedy
     if not elements:
         return None
     return {"type": "actions", "block_id": f"layer{result.layer}_actions", "elements": elements[:25]}
 
 
-def _finding_blocks(f: Finding, budget: int) -> tuple[list[dict[str, Any]], str | None]:
-    """Blocks for one finding; returns the evidence text when it did not fit (for the attachment)."""
+def _finding_blocks(s: threadfold.ShownFinding, budget: int) -> tuple[list[dict[str, Any]], str | None]:
+    """Blocks for one finding as the thread shows it (each evidence line once in the walk, refs to
+    where the rest is); returns the evidence text when it did not fit (for the attachment)."""
+    f, evidence = s.finding, s.evidence
     where = f" · `{escape(f.node)}`" if f.node else ""
     head = f"{EMOJI[f.severity]} *{f.severity.label.upper()}* `{f.code}`{where}\n{escape(f.summary)}"
+    if s.refs:
+        head += "\n" + "\n".join(f"_↳ {escape(ref)}_" for ref in s.refs)
     blocks = [_section(head)]
     overflow: str | None = None
-    if f.evidence:
-        full = "\n".join(f.evidence)
+    if evidence:
+        full = "\n".join(evidence)
         body = escape_code(full)
         room = min(SECTION_MAX - 40, max(200, budget))
         if len(body) + 8 > room:
             overflow = full
             kept: list[str] = []
             size = 0
-            for line in f.evidence:
+            for line in evidence:
                 piece = escape_code(line)
                 if size + len(piece) + 1 > room - 120:
                     break
                 kept.append(piece)
                 size += len(piece) + 1
-            more = len(f.evidence) - len(kept)
+            more = len(evidence) - len(kept)
             note = f"\n… {more} more line(s): full evidence in the attached file"
             blocks.append(_section("```" + "\n".join(kept) + "```" + note))
         else:
@@ -201,8 +204,25 @@ def layer_message(
     node: str | None,
     done: set[int] | None = None,
     cluster_name: str | None = None,
+    *,
+    target: Target | None = None,
+    earlier: Sequence[LayerResult] = (),
 ) -> Message:
-    """The thread message for one layer: findings by severity, evidence, commands, buttons."""
+    """The thread message for one layer: findings by severity, evidence, commands, buttons.
+
+    `earlier`: the layers already in the thread (what they showed is not shown again, a node's
+    must-gather they offered is not offered again); `target`: the walk's, else a walk of `node`."""
+    target = target or Target(namespace=None, pod=None, node=node)
+    shown = threadfold.fold(target, [result], [r for r in earlier if r.layer != result.layer]).layers[0]
+    if node != shown.node:  # the caller's node is the one a click acts on: no button for another
+        shown = dataclasses.replace(shown, node=node, cordon=False, must_gather=False)
+    return _message(shown, walk_id, done, cluster_name)
+
+
+def _message(
+    shown: threadfold.ShownLayer, walk_id: str, done: set[int] | None, cluster_name: str | None
+) -> Message:
+    result = shown.result
     done = set(done or ()) | {result.layer}
     title = f"Layer {result.layer} · {result.name}: {result.status.label.upper()}"
     blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": title[:150]}}]
@@ -213,7 +233,7 @@ def layer_message(
         ctx += f" · cluster `{escape(cluster_name)}`"
     blocks.append(_context(ctx))
     overflow_parts: list[str] = []
-    findings = sorted(result.findings, key=lambda f: -f.severity)
+    findings = list(shown.findings)
     per_finding = max(400, (MESSAGE_BUDGET - 1500) // max(1, len(findings)))
     size = 0
     for i, f in enumerate(findings):
@@ -229,7 +249,7 @@ def layer_message(
         size += fsize
         if overflow is not None:
             overflow_parts.append(_finding_text(f))
-    buttons = layer_buttons(result, walk_id, node, done)
+    buttons = layer_buttons(shown, walk_id, done)
     if buttons:
         blocks.append(buttons)
     attachments = []
@@ -239,9 +259,10 @@ def layer_message(
     return Message(text=text, blocks=blocks, attachments=attachments)
 
 
-def _finding_text(f: Finding) -> str:
+def _finding_text(s: threadfold.ShownFinding) -> str:
+    f = s.finding
     lines = [f"[{f.severity.label}] {f.code}" + (f" ({f.node})" if f.node else ""), f.summary]
-    lines += ["evidence:"] + [f"  {e}" for e in f.evidence]
+    lines += ["evidence:"] + [f"  {e}" for e in s.evidence] + [f"  ↳ {ref}" for ref in s.refs]
     lines += ["re-run:"] + [f"  {c}" for c in f.commands]
     return "\n".join(lines)
 
@@ -273,19 +294,32 @@ def root_message(
     if stopped:
         blocks.append(_section(f":x: *Stopped*: {escape(stopped)}"))
     elif v is not None and not running:
-        blocks.append(
-            _section(f"*Verdict* (layer {v.layer}): {EMOJI[v.severity]} `{v.code}` {escape(v.summary)}")
-        )
+        blocks.append(_section(verdict_text(walk)))
     elif not running:
         blocks.append(_section(":white_check_mark: Every layer that ran is OK."))
     text = f"gpubot: {t.label}"
     return Message(text=text, blocks=blocks)
 
 
+def verdict_text(walk: WalkResult) -> str:
+    """The root's verdict: what is wrong, on which node, who holds it, the one next step."""
+    line = threadfold.verdict(walk)
+    if line is None:
+        return ":white_check_mark: Every layer that ran is OK."
+    f = line.finding
+    on = f" on `{escape(line.node)}`" if line.node else ""
+    text = f"*Verdict* (layer {f.layer}): {EMOJI[f.severity]} `{f.code}`{on} {escape(line.what)}"
+    if line.holder:
+        text += f"\n*Held by* {escape(line.holder)}"
+    if line.next_step:
+        text += f"\n*Next:* {escape(line.next_step)}"
+    return text
+
+
 def walk_messages(walk: WalkResult, walk_id: str = "cli", requester: str | None = None) -> list[Message]:
     """The root message and one thread message per layer, as the bot would post them."""
     done = {r.layer for r in walk.layers}
     msgs = [root_message(walk, requester)]
-    for r in walk.layers:
-        msgs.append(layer_message(r, walk_id, node_in_question(walk.target, r), done))
+    for shown in threadfold.fold(walk.target, walk.layers).layers:
+        msgs.append(_message(shown, walk_id, done, None))
     return msgs

@@ -235,12 +235,17 @@ class WalkService(WalkRecords):
         except StateUnavailable as err:
             lost = err
         done = {layer}
+        earlier: list[LayerResult] = []  # the thread so far: what it showed is not shown again
         try:
-            done |= set(self.results(walk.walk_id))
+            stored = self.results(walk.walk_id)
+            done |= set(stored)
+            earlier = [r for n, r in stored.items() if n != layer]
         except StateUnavailable as err:  # the buttons then offer layers done before: a click says so
             log.warning("walk %s: layers done not read for layer %s's buttons: %s", walk.walk_id, layer, err)
         node = node_in_question(walk.target, result)
-        msg = layer_message(result, walk.walk_id, node, done, self.cluster_name)
+        msg = layer_message(
+            result, walk.walk_id, node, done, self.cluster_name, target=walk.target, earlier=earlier
+        )
         self._post_layer(walk, msg, key=f"{walk.walk_id}:layer:{layer}")
         if lost is not None:
             self.tell.report_failure(

@@ -111,17 +111,26 @@ def _elements(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("row", ROWS, ids=IDS)
 def test_every_layers_buttons_and_confirmations_follow_the_row(row: Row) -> None:
-    messages = [m.to_dict() for m in walk_messages(walked(row.id), "w1")][1:]
+    """Cordon on a message exactly where the table offers it and the message's findings fault or warn
+    about the node (issue 27); Must-gather once per node and walk; every Cordon confirmation says the
+    row's owner line and the platform's next step, whichever layer it is on."""
+    result = walked(row.id)
+    messages = [m.to_dict() for m in walk_messages(result, "w1")][1:]
     assert len(messages) == 5
-    for n, message in enumerate(messages, start=1):
+    gathers = cordons = 0
+    for n, (message, layer) in enumerate(zip(messages, result.layers, strict=True), start=1):
         by_id = _elements(message)
-        assert "must_gather" in by_id, n
-        assert ("cordon_node" in by_id) == row.cordon, (n, sorted(by_id))
+        about = any(f.node == NODE and f.severity >= Severity.WARN for f in layer.findings)
+        gathers += "must_gather" in by_id
+        assert ("cordon_node" in by_id) == (row.cordon and about), (n, sorted(by_id))
+        cordons += "cordon_node" in by_id
         assert "uncordon_node" not in by_id  # only under the audit line of gpubot's own cordon
-        if row.cordon and row.confirm:
+        if "cordon_node" in by_id and row.confirm:
             text = by_id["cordon_node"]["confirm"]["text"]["text"]
             assert row.confirm in text, (n, text)
             assert len(text) <= 300
+    assert gathers == 1  # once per node and walk
+    assert (cordons > 0) == row.cordon
 
 
 # --- the digest ------------------------------------------------------------------------------------

@@ -135,7 +135,8 @@ def test_why_acks_at_once_then_posts_root_and_one_message_per_layer(
     assert ids == ["layer_descend", "layer_jump", "walk_all", "must_gather", "cordon_node"]
     assert "confirm" in buttons_of(layer1)[-1]  # cordon asks first
     layer5 = layer_posts(slack, channel, root_ts, 5)[0]
-    assert [b["action_id"] for b in buttons_of(layer5)][:2] == ["must_gather", "cordon_node"]
+    # Remediation first after a layer-5 fault; Must-gather once per node and walk (on layer 1, issue 27).
+    assert [b["action_id"] for b in buttons_of(layer5)] == ["cordon_node", "walk_all"]
     assert "L5_XID" in json.dumps(blocks_of(layer5))
 
     # The root's layer track is updated in place, ending with the verdict.
