@@ -46,6 +46,7 @@ def check(ctx: WalkContext) -> LayerResult:
 
     if operator == []:
         findings.append(operator_not_found(ctx))
+    findings.extend(impostor_finding(ctx))
     sandbox = target_runtime_evidence(w)
     refused = walk_start_failures(ctx)
     for what, why in refused.errors:
@@ -142,6 +143,30 @@ def operator_not_found(ctx: WalkContext) -> Finding:
         evidence=evidence,
         commands=[f"kubectl get pods -n {n} -o wide" for n in sorted(by_ns)] + commands[:1],
     )
+
+
+def impostor_finding(ctx: WalkContext) -> list[Finding]:
+    """L2_OPERAND_IMPOSTOR: pods the operator-pod reads refused as evidence (layers/facts/trusted.py)."""
+    refused = ctx.impostors()
+    if not refused:
+        return []
+    trust = ctx.operator_trust()
+    where = f"the operator's namespace is {trust.namespace} ({trust.how})" if trust.namespace else "by owner"
+    nodes = sorted({o.pod_node(p) or "" for p, _ in refused} - {""})
+    return [
+        finding(
+            "L2_OPERAND_IMPOSTOR",
+            f"{len(refused)} pod(s) carry GPU Operator or device-plugin labels but are not the operator's "
+            f"({where}): their logs and status are not evidence, in this walk or in the ledger",
+            evidence=[
+                f"{o.namespace(p)}/{o.name(p)} on {o.pod_node(p) or '(no node)'}: {why}"
+                for p, why in refused[:5]
+            ]
+            + ([f"… and {len(refused) - 5} more"] if len(refused) > 5 else []),
+            commands=[f"kubectl get pod -n {o.namespace(p)} {o.name(p)} -o yaml" for p, _ in refused[:3]],
+            node=nodes[0] if len(nodes) == 1 else None,
+        )
+    ]
 
 
 def _operator_pods_anywhere(ctx: WalkContext) -> list[K8sObject]:

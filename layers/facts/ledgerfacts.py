@@ -7,15 +7,22 @@ and RMA"):
 - the device plugin's log: each line where it acted on an Xid, and each GPU it marked
   unhealthy, at the line's own timestamp;
 - DCGM's series over 7 days: the last-Xid gauge's changes (a 5-minute grid: two reads
-  land within the ledger's same-event tolerance), the row-remap failure and pending flags,
-  remapped rows that rose; and Prometheus's window counts (`increase(…[24h])`,
-  `increase(…[7d])` of the exporter's Xid counter), which fill what the bot did not see.
+  land within the ledger's same-event tolerance), the rises of the exporter's Xid counter
+  (`DCGM_EXP_XID_ERRORS_TOTAL`: a drop is a restart's reset, never an event) and of its
+  windowed count (`DCGM_EXP_XID_ERRORS_COUNT`, on a 1-minute grid: each rise is an Xid at that
+  time, a fall the window passing) — these outlive the plugin's restarts and name the GPU of
+  an Xid the plugin skips (13, 31) — the row-remap failure and pending flags, remapped rows
+  that rose; and Prometheus's window counts (`increase(…[24h])`, `increase(…[7d])` of the
+  exporter's Xid counter, per GPU), which fill what the bot did not see;
+- which GPUs the node has now (their last-Xid series answer at the end of the range): a GPU
+  no longer there was replaced, and leaves the node's rules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from layers.facts import logsigs as sig
 from layers.facts.context import WalkContext
@@ -25,6 +32,7 @@ from layers.facts.gpufacts import (
     LAST_XID,
     ROW_REMAP_FAILURE,
     UNCORRECTABLE_ROWS,
+    XID_COUNT,
     XID_TOTAL,
 )
 from layers.facts.hosts import HostMap, host_map, selector_for
@@ -35,6 +43,11 @@ from layers.sources import Sample, SourceError, Telemetry, TelemetryError
 
 ROW_REMAP_PENDING = "DCGM_FI_DEV_ROW_REMAP_PENDING"
 XID_STEP_S = 300  # the last-Xid gauge's grid: finer than the ledger's same-event tolerance (600 s)
+# The exporter's windowed Xid count holds each Xid for its window (5 minutes by default): a 1-minute
+# grid sees every one (10,080 points over 7 d, under Prometheus's 11,000 per series).
+XID_COUNT_STEP_S = 60
+# A GPU whose last-Xid series has a point this close to the end of the range is on the node now.
+PRESENT_S = 2 * XID_STEP_S
 ROWS_STEP_S = 3600
 
 
@@ -55,6 +68,7 @@ class Observation:
     events: list[Event] = field(default_factory=list)
     windows: list[WindowCount] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    present: set[str] | None = None  # the GPUs on the node now (None: DCGM's series did not say)
 
     def gpu(self, labels: Mapping[str, str]) -> str:
         uuid = labels.get("UUID") or labels.get("uuid") or ""
@@ -111,17 +125,33 @@ def _first_rise(points: Sequence[tuple[float, float]]) -> tuple[float, float] | 
     return None
 
 
+def count_rises(points: Sequence[tuple[float, float]]) -> list[float]:
+    """When a count rose from one point to the next: each is an Xid at that time. A fall is a counter's
+    reset (the exporter restarted with the node) or a window passing, never an event; the first point
+    after a gap in the series is not compared across it."""
+    out: list[float] = []
+    for (t0, before), (t, v) in pairwise(points):
+        if v > before and v > 0 and t - t0 <= 2 * XID_STEP_S:
+            out.append(t)
+    return out
+
+
 def series_events(
     telemetry: Telemetry, hostmap: HostMap, nodes: Sequence[str], by_node: Mapping[str, Observation]
 ) -> None:
     """DCGM's 7 days for these nodes: Xid gauge changes, remap failure and pending, rows that rose.
     Raises TelemetryError when the source is down."""
     match = selector_for(nodes, hostmap)
+    end = telemetry.now()
     for s in telemetry.range(LAST_XID, WEEK_S, XID_STEP_S, match):
         obs = by_node.get(hostmap.node_of(s.labels) or "")
         if obs is None:
             continue
         gpu = obs.gpu(s.labels)
+        if obs.present is None:
+            obs.present = set()
+        if gpu and s.points and s.points[-1][0] >= end - PRESENT_S:
+            obs.present.add(gpu)
         # The gauge holds the last Xid and never resets: only a change within the range is a
         # moment; a value it had from the start is older than the range, its time unknown.
         for (_, before), (t, v) in zip(s.points, s.points[1:], strict=False):
@@ -137,6 +167,16 @@ def series_events(
                         detail="DCGM_FI_DEV_XID_ERRORS changed",
                     )
                 )
+    for metric, step in ((XID_TOTAL, XID_STEP_S), (XID_COUNT, XID_COUNT_STEP_S)):
+        for s in telemetry.range(metric, WEEK_S, step, match):
+            obs = by_node.get(hostmap.node_of(s.labels) or "")
+            xid = s.labels.get("xid") or s.labels.get("XID") or ""
+            if obs is not None and xid.isdigit():
+                gpu = obs.gpu(s.labels)
+                obs.events += [
+                    Event(obs.node, "xid", t, gpu=gpu, xid=int(xid), source="dcgm", detail=f"{metric} rose")
+                    for t in count_rises(s.points)
+                ]
     for metric, kind, detail in (
         (ROW_REMAP_FAILURE, "row_remap_failure", "DCGM_FI_DEV_ROW_REMAP_FAILURE=1"),
         (ROW_REMAP_PENDING, "remapped_rows", "pending: DCGM_FI_DEV_ROW_REMAP_PENDING=1"),
