@@ -18,7 +18,15 @@ from layers.facts.volumes import PodVolumes, read_volumes
 from layers.findings import Target
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry
 
-__all__ = ["OPERATOR_APPS", "PER_NODE_READS", "STANDALONE_NAMES", "Settings", "WalkContext", "component"]
+__all__ = [
+    "OPERATOR_APPS",
+    "PER_NODE_READS",
+    "STANDALONE_NAMES",
+    "Settings",
+    "WalkContext",
+    "component",
+    "trusted_pods",
+]
 
 # `app` label values of the GPU Operator and its operands
 # (gpu-operator assets/*/0500_daemonset.yaml), plus the validator's workload pods.
@@ -98,6 +106,21 @@ def component(pod: K8sObject) -> str | None:
             return dra_role(pod)
         return STANDALONE_NAMES[std]
     return None
+
+
+def trusted_pods(pods: list[K8sObject], trust: Trust) -> tuple[list[K8sObject], list[tuple[K8sObject, str]]]:
+    """(the labelled pods that are the operator's, the others with why): layers/facts/trusted.py's rule
+    with this module's label table. Walks, the ledger and must-gather all split their pods here."""
+    shown = owners_shown(pods)
+    kept: list[K8sObject] = []
+    refused: list[tuple[K8sObject, str]] = []
+    for p in pods:
+        why = distrust(p, component(p), operators_own(p), trust, shown)
+        if why is None:
+            kept.append(p)
+        else:
+            refused.append((p, why))
+    return kept, refused
 
 
 # Past this many nodes, a node's operator pods come from one fleet-wide list instead of
@@ -212,15 +235,9 @@ class WalkContext(ReadCache):
 
     def _trusted(self, pods: list[K8sObject]) -> list[K8sObject]:
         """The labelled pods that are evidence; the others are kept for the walk to name (impostors)."""
-        trust = self.operator_trust()
-        shown = owners_shown(pods)
-        kept: list[K8sObject] = []
-        for p in pods:
-            why = distrust(p, component(p), operators_own(p), trust, shown)
-            if why is None:
-                kept.append(p)
-            else:
-                self._impostors[(o.namespace(p), o.name(p))] = (p, why)
+        kept, refused = trusted_pods(pods, self.operator_trust())
+        for p, why in refused:
+            self._impostors[(o.namespace(p), o.name(p))] = (p, why)
         return kept
 
     def impostors(self) -> list[tuple[K8sObject, str]]:
