@@ -20,10 +20,12 @@ import pytest
 import redis
 
 from bot.cli.main import main
+from bot.ledger.digest_hook import with_ledger
 from bot.ledger.service import export_rows, fleet_offenders, node_report
 from bot.ledger.store import Ledger, MemoryBackend, RedisBackend
 from bot.ops.config import load_config
 from bot.sources.opener import open_sources
+from layers.digest import collect_digest
 from layers.ledger import NodeLedger
 from layers.ledger_rules import (
     REPEAT_APP_XID,
@@ -269,3 +271,21 @@ def test_every_ledger_key_expires_with_the_retention(tmp_path: Path, client: red
     for key in keys:
         ttl = client.ttl(key)
         assert 0 < ttl <= 7 * 86400, (key, ttl)
+
+
+@pytest.mark.parametrize("replaced", [False, True], ids=["flag-now", "card-replaced-30h-ago"])
+def test_the_digests_rma_rows_read_the_ledger_and_forget_a_replaced_card(
+    tmp_path: Path, client: redis.Redis, replaced: bool
+) -> None:
+    f = lf.fleet("ledger-digest-remap")
+    lf.operator_owned(f)
+    until = 30 * 3600 if replaced else 0
+    lf.remap_flag(
+        f, lf.NODE, 5, "DCGM_FI_DEV_ROW_REMAP_FAILURE", [[-t, 1] for t in range(3 * 86400, until - 1, -300)]
+    )
+    path = lf.write(f, tmp_path)
+    src = open_sources(CFG, scenario=str(path))
+    ledger = Ledger(RedisBackend(client), 90)
+    digest = with_ledger(CFG, src.cluster, src.telemetry, collect_digest(src.cluster, src.telemetry), ledger)
+    rows = [(x.reason, x.node, x.gpu) for x in digest.offenders]
+    assert rows == ([] if replaced else [(RMA_ROW_REMAP_FAILURE, lf.NODE, uuid_of(lf.NODE, 5))])

@@ -49,6 +49,7 @@ XID_COUNT_STEP_S = 60
 # A GPU whose last-Xid series has a point this close to the end of the range is on the node now.
 PRESENT_S = 2 * XID_STEP_S
 ROWS_STEP_S = 3600
+STATE_WINDOW_S = 3600  # the digest's look at the remap flags: states held until a reset or a new card
 
 
 @dataclass(frozen=True)
@@ -244,15 +245,16 @@ def observe_node(ctx: WalkContext, node: str) -> Observation:
 
 
 def fleet_state_events(telemetry: Telemetry, hostmap: HostMap, now: float) -> list[Event]:
-    """The digest's witness for the ledger: every GPU whose row-remap failure flag was set in 7 days,
-    or whose remaps wait for a reset in the last 24 h (two fleet-wide reads of the few non-zero series).
-    Raises TelemetryError when the source is down."""
+    """The digest's witness for the ledger: every GPU whose row-remap failure flag, or pending remaps, its
+    series show in the last hour (two fleet-wide reads of the few non-zero series). Both are states the
+    GPU holds until it is reset or replaced: a card replaced yesterday has no series in the hour, so its
+    old UUID's flag is not written again. Raises TelemetryError when the source is down."""
     events: list[Event] = []
-    for metric, window, kind, detail in (
-        (ROW_REMAP_FAILURE, WEEK_S, "row_remap_failure", "DCGM_FI_DEV_ROW_REMAP_FAILURE=1"),
-        (ROW_REMAP_PENDING, DAY_S, "remapped_rows", "pending: DCGM_FI_DEV_ROW_REMAP_PENDING=1"),
+    for metric, kind, detail in (
+        (ROW_REMAP_FAILURE, "row_remap_failure", "DCGM_FI_DEV_ROW_REMAP_FAILURE=1"),
+        (ROW_REMAP_PENDING, "remapped_rows", "pending: DCGM_FI_DEV_ROW_REMAP_PENDING=1"),
     ):
-        for s in telemetry.max_over_time(metric, window, above=0):
+        for s in telemetry.max_over_time(metric, STATE_WINDOW_S, above=0):
             node = hostmap.node_of(s.labels)
             gpu = s.labels.get("UUID") or s.labels.get("uuid") or ""
             if node and gpu:
