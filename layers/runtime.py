@@ -16,10 +16,11 @@ from layers.dra.computedomain import compute_domains
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts import podstatus as ps
-from layers.facts.context import OPERATOR_SELECTORS, WalkContext
+from layers.facts.context import OPERATOR_SELECTORS, WalkContext, trusted_pods
 from layers.facts.deployments import where_looked
 from layers.facts.fold import fold, shown
 from layers.facts.startfail import StartFailure, walk_start_failures
+from layers.facts.trusted import Trust
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.operands import Reads, no_runtime_finding, node_checks, runtime_lines
 from layers.sources import K8sObject, SourceError
@@ -170,12 +171,14 @@ def impostor_finding(ctx: WalkContext) -> list[Finding]:
 
 
 def _operator_pods_anywhere(ctx: WalkContext) -> list[K8sObject]:
-    """The operator's pods in every namespace (the walk's own read is held to the setting's)."""
+    """The operator's pods in every namespace (the walk's own read is held to the setting's), owned as
+    operands are: a tenant's imitation must not suggest its namespace as the setting."""
     seen: dict[tuple[str | None, str], K8sObject] = {}
     for selector in OPERATOR_SELECTORS:
         for pod in ctx.cluster.list_pods(label_selector=selector):
             seen[(o.namespace(pod), o.name(pod))] = pod
-    return sorted(seen.values(), key=lambda p: (o.namespace(p) or "", o.name(p)))
+    kept, _ = trusted_pods(list(seen.values()), Trust(None))
+    return sorted(kept, key=lambda p: (o.namespace(p) or "", o.name(p)))
 
 
 def _healthy_nodes(oks: Sequence[Finding]) -> Finding:

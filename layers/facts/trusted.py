@@ -4,7 +4,8 @@ Labels are not proof: any tenant can run a pod labelled `app: nvidia-device-plug
 namespace and print device-plugin-shaped Xid lines (spec/interfaces.md, "Only trusted evidence"). A pod
 the operator-pod reads return (layers/facts/context.py, the one reader) must also be
 
-- **owned as an operand is**: its controller (ownerReferences) a DaemonSet — a ReplicaSet for the
+- **owned as an operand is**: its controller (ownerReferences) a DaemonSet (or the Node, for a static
+  pod's mirror) — a ReplicaSet for the
   operator's own Deployment and the DRA driver's controller, the validator pod or its DaemonSet for the
   validator's workload pods. A pod with no owner is a bare pod; one is never evidence where the other
   operator pods read show owners (every pod a DaemonSet makes has one);
@@ -55,7 +56,8 @@ def _owner_ok(comp: str | None, owner: dict[str, str]) -> bool:
         return kind == "ReplicaSet"
     if comp in _VALIDATOR_WORKLOADS:
         return kind in ("Pod", "DaemonSet")
-    return kind == "DaemonSet"
+    # A static pod's mirror is owned by its Node: the kubelet runs it from the host's manifests.
+    return kind in ("DaemonSet", "Node")
 
 
 def distrust(
