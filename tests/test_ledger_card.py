@@ -131,6 +131,9 @@ def test_a_card_moved_between_nodes_keeps_its_history_and_its_rule(
     assert hits(rep3_now, REPEAT_FATAL_XID) == []
     rows = list(csv.DictReader(io.StringIO(export_rows([rep3_now]))))
     assert [r["kind"] for r in rows if r["gpu_uuid"] == card] == ["xid"] * 3
+    # The export of both nodes has the card's six entries once each, each with the node it was seen on.
+    both = list(csv.DictReader(io.StringIO(export_rows([rep3_now, rep5]))))
+    assert [r["node"] for r in both if r["gpu_uuid"] == card] == [lf.NODE] * 3 + [other] * 3
     # The digest reads the same ledger: the card's row is on the node it is in now.
     path = lf.write(after, tmp_path / "digest")
     src = open_sources(CFG, scenario=str(path))

@@ -136,10 +136,13 @@ def fleet_offenders(
 
 
 def export_rows(reports: Iterable[NodeLedger]) -> str:
-    """CSV for an RMA ticket: one row per entry, with the GPU's serial and the rules it meets."""
+    """CSV for an RMA ticket: one row per entry, with the GPU's serial and the rules it meets. A moved
+    card's entries are in the report of each node it was on: each is written once, with the node where
+    it was seen."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
+    written: set[tuple[str, ...]] = set()
     for rep in reports:
         data: dict[str, Any] = rep.to_dict()
         for ev in data["events"]:
@@ -149,7 +152,10 @@ def export_rows(reports: Iterable[NodeLedger]) -> str:
             if not gpu["events"]:
                 writer.writerow(_row(rep.node, gpu, None, rules))
             for ev in gpu["events"]:
-                writer.writerow(_row(rep.node, gpu, ev, rules))
+                key = (gpu["uuid"], ev["at"], ev["kind"], str(ev["xid"]), ev["detail"][:40])
+                if key not in written:
+                    written.add(key)
+                    writer.writerow(_row(ev.get("node") or rep.node, gpu, ev, rules))
     return out.getvalue()
 
 
