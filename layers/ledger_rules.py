@@ -215,7 +215,7 @@ def _app_rule(
     for w in windows:
         if w.xid in APP_XIDS:
             sums[(w.node, w.gpu)] += w.day  # one GPU's two Xids: per GPU, never over a node
-    counts = [WindowCount(n, g, -1, d, 0) for (n, g), d in sums.items()]
+    counts = [WindowCount(n, g, -1, d) for (n, g), d in sums.items()]
     hits = _xid_rule(rule, merged, counts, now, frozenset({-1}), presence, lambda _: "Xid 13/31")
     originals = {(e.gpu, e.at): e for e in events if e.kind == "xid" and e.xid in APP_XIDS}
     return [replace(h, entries=tuple(originals.get((e.gpu, e.at), e) for e in h.entries)) for h in hits]

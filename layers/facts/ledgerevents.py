@@ -177,11 +177,10 @@ def coalesce(events: Iterable[Event]) -> list[Event]:
 
 @dataclass(frozen=True)
 class WindowCount:
-    """What Prometheus counted for one GPU and Xid over the rules' windows (`increase(…[24h])`,
-    `increase(…[7d])`): it fills what the bot did not witness, never adds to what it did."""
+    """What Prometheus counted for one GPU and Xid over the per-GPU rules' window (`increase(…[24h])`): it
+    fills what the bot did not witness, never adds to what it did, and is never summed over a node."""
 
     node: str
     gpu: str
     xid: int
     day: int
-    week: int

@@ -12,8 +12,8 @@ and RMA"):
   windowed count (`DCGM_EXP_XID_ERRORS_COUNT`, on a 1-minute grid: each rise is an Xid at that
   time, a fall the window passing) — these outlive the plugin's restarts and name the GPU of
   an Xid the plugin skips (13, 31) — the row-remap failure and pending flags, remapped rows
-  that rose; and Prometheus's window counts (`increase(…[24h])`, `increase(…[7d])` of the
-  exporter's Xid counter, per GPU), which fill what the bot did not see;
+  that rose; and Prometheus's per-GPU count (`increase(…[24h])` of the exporter's Xid counter),
+  which fills what the bot did not see;
 - which GPUs the node has now (their last-Xid series answer at the end of the range): a GPU
   no longer there was replaced, and leaves the node's rules.
 """
@@ -39,7 +39,7 @@ from layers.facts.hosts import HostMap, host_map, selector_for
 from layers.facts.ledgerevents import DAY_S, WEEK_S, Event, WindowCount
 from layers.facts.logs import LogReads
 from layers.facts.pluginlog import unhealthy_device, xid_event
-from layers.sources import Sample, SourceError, Telemetry, TelemetryError
+from layers.sources import SourceError, Telemetry, TelemetryError
 
 ROW_REMAP_PENDING = "DCGM_FI_DEV_ROW_REMAP_PENDING"
 XID_STEP_S = 300  # the last-Xid gauge's grid: finer than the ledger's same-event tolerance (600 s)
@@ -207,23 +207,17 @@ def series_events(
 
 
 def window_counts(telemetry: Telemetry, hostmap: HostMap, nodes: Sequence[str] | None) -> list[WindowCount]:
-    """Prometheus's Xid counts per GPU over 24 h and 7 d (the exporter's DCGM_EXP_XID_ERRORS_TOTAL),
-    fleet-wide when `nodes` is None. Raises TelemetryError when the source is down."""
+    """Prometheus's Xid counts per GPU over 24 h (the exporter's DCGM_EXP_XID_ERRORS_TOTAL; `increase`
+    ignores its resets), fleet-wide when `nodes` is None. Raises TelemetryError when the source is down."""
     match = [] if nodes is None else selector_for(nodes, hostmap)
-    counts: dict[tuple[str, str, int], list[int]] = {}
-
-    def put(samples: Sequence[Sample], slot: int) -> None:
-        for s in samples:
-            node = hostmap.node_of(s.labels)
-            xid = s.labels.get("xid") or s.labels.get("XID") or ""
-            gpu = s.labels.get("UUID") or s.labels.get("uuid") or ""
-            if node is None or not xid.isdigit() or not gpu:
-                continue
-            counts.setdefault((node, gpu, int(xid)), [0, 0])[slot] = max(0, round(s.value))
-
-    put(telemetry.increase(XID_TOTAL, DAY_S, match, above=0), 0)
-    put(telemetry.increase(XID_TOTAL, WEEK_S, match, above=0), 1)
-    return [WindowCount(n, g, x, d, w) for (n, g, x), (d, w) in sorted(counts.items())]
+    counts: dict[tuple[str, str, int], int] = {}
+    for s in telemetry.increase(XID_TOTAL, DAY_S, match, above=0):
+        node = hostmap.node_of(s.labels)
+        xid = s.labels.get("xid") or s.labels.get("XID") or ""
+        gpu = s.labels.get("UUID") or s.labels.get("uuid") or ""
+        if node is not None and xid.isdigit() and gpu:
+            counts[(node, gpu, int(xid))] = max(0, round(s.value))
+    return [WindowCount(n, g, x, d) for (n, g, x), d in sorted(counts.items())]
 
 
 def observe_node(ctx: WalkContext, node: str) -> Observation:
