@@ -47,6 +47,22 @@ OPERATOR_NS = Trust("gpu-operator", "ClusterPolicy cluster-policy status.namespa
             OPERATOR_NS,
             True,
         ),
+        # The validator's own workload pod, bare, in the operator's namespace; a bare one elsewhere is not.
+        (
+            pod("nvidia-cuda-validator-x", "gpu-operator", {"app": "nvidia-cuda-validator"}, owner=None),
+            OPERATOR_NS,
+            True,
+        ),
+        (
+            pod("nvidia-cuda-validator-x", "ml", {"app": "nvidia-cuda-validator"}, owner=None),
+            OPERATOR_NS,
+            False,
+        ),
+        (
+            pod("nvidia-cuda-validator-x", "ml", {"app": "nvidia-cuda-validator"}, owner=None),
+            Trust(None),
+            False,
+        ),
         # The standalone plugin's chart, wherever it was installed, held to its DaemonSet owner.
         (
             pod("nvdp-nvidia-device-plugin-x", "nvdp", {"app.kubernetes.io/name": "nvidia-device-plugin"}),

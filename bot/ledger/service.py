@@ -91,7 +91,7 @@ def node_report(
         gpus = {**kept, **{u: g for u, g in obs.gpus.items() if u not in kept}}
         # The ledger follows the card: the history of this node's GPUs on the nodes they were on before.
         mine = present if present is not None else {e.gpu for e in [*stored, *obs.events] if e.gpu}
-        stored += [e for g in sorted(mine) for e in ledger.gpu_history(g, now=now) if e.node != node]
+        stored += [e for g in sorted(mine) for e in ledger.gpu_history(g, now=now, besides=node)]
     except LedgerUnavailable as err:
         problems.append(f"the ledger's store: {err}; showing what the sources show now")
     return build(

@@ -271,11 +271,12 @@ class Ledger:
         live = sorted((e for e in events if e.at >= now - self.retention_s), key=lambda e: (e.at, e.kind))
         return live, gpus, present
 
-    def gpu_history(self, gpu: str, now: float | None = None) -> list[Event]:
-        """The GPU's entries on every node it was seen on (a moved card keeps its history)."""
+    def gpu_history(self, gpu: str, now: float | None = None, besides: str = "") -> list[Event]:
+        """The GPU's entries on every node it was seen on but `besides` (a moved card keeps its history)."""
         out: list[Event] = []
         for node in self.backend.gpu_nodes(gpu):
-            out += [e for e in self.read(node, now=now)[0] if e.gpu == gpu]
+            if node != besides:
+                out += [e for e in self.read(node, now=now)[0] if e.gpu == gpu]
         return out
 
     def nodes(self) -> list[str]:

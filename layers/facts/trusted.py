@@ -8,7 +8,8 @@ the operator-pod reads return (layers/facts/context.py, the one reader) must als
   pod's mirror) — a ReplicaSet for the
   operator's own Deployment and the DRA driver's controller, the validator pod or its DaemonSet for the
   validator's workload pods. A pod with no owner is a bare pod; one is never evidence where the other
-  operator pods read show owners (every pod a DaemonSet makes has one);
+  operator pods read show owners (every pod a DaemonSet makes has one), but for the validator's
+  workload pods in the operator's namespace (the validator makes them itself);
 - **in the operator's namespace**, for the GPU Operator's own operands: `GPUBOT_OPERATOR_NAMESPACE`, else
   the ClusterPolicy's `status.namespace` (the operator writes its own namespace there), else the
   namespace of the DaemonSets the ClusterPolicy owns. Never from a pod that merely carries the labels.
@@ -71,7 +72,10 @@ def distrust(
     owner = controller(pod)
     if owner is not None and not _owner_ok(comp, owner):
         return f"owned by {owner.get('kind', '?')[:63]} {owner.get('name', '?')[:253]}, not the operand's controller"
-    if owner is None and owners_shown:
+    # The validator creates its CUDA and plugin workload pods itself, some releases without an owner:
+    # in the operator's namespace (checked above), they stand bare.
+    held = comp in _VALIDATOR_WORKLOADS and bool(trust.namespace)
+    if owner is None and owners_shown and not held:
         return "no owner (a bare pod, not a DaemonSet's)"
     return None
 
