@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,12 +20,15 @@ from typing import Any
 import pytest
 import redis
 
+from bot.actions.bundle_writer import collect_bundle
 from bot.cli.main import main
 from bot.ledger.digest_hook import with_ledger
 from bot.ledger.service import export_rows, fleet_offenders, node_report
 from bot.ledger.store import Ledger, MemoryBackend, RedisBackend
 from bot.ops.config import load_config
+from bot.sources.bundle_reader import read_bundle
 from bot.sources.opener import open_sources
+from bot.sources.scenario import build_sources, parse_scenario
 from layers.digest import collect_digest
 from layers.ledger import NodeLedger
 from layers.ledger_rules import (
@@ -301,3 +305,21 @@ def test_the_digests_rma_rows_read_the_ledger_and_forget_a_replaced_card(
     digest = with_ledger(CFG, src.cluster, src.telemetry, collect_digest(src.cluster, src.telemetry), ledger)
     rows = [(x.reason, x.node, x.gpu) for x in digest.offenders]
     assert rows == ([] if replaced else [(RMA_ROW_REMAP_FAILURE, lf.NODE, uuid_of(lf.NODE, 5))])
+
+
+def test_must_gather_keeps_the_imitation_but_not_its_logs_and_its_replay_says_so(tmp_path: Path) -> None:
+    f = lf.fleet("ledger-impostor-bundle")
+    lf.operator_owned(f)
+    f.running_pod("trainer-0", "ml", lf.NODE, 1)
+    fake = lf.impostor(f, lf.NODE, "ml", uuid_of(lf.NODE, 3), 79, [300, 200, 100])
+    snap, telemetry = build_sources(parse_scenario(f.scenario({"target": None}), "<impostor>"))
+    out = tmp_path / "b.tar.gz"
+    collect_bundle(snap, telemetry, out, node=lf.NODE)
+    with tarfile.open(out, "r:gz") as tar:
+        names = [m.name for m in tar.getmembers()]
+        manifest = json.loads(tar.extractfile("manifest.json").read())  # type: ignore[union-attr]
+    assert not [n for n in names if n.startswith(f"logs/{fake}/")]
+    assert any(fake in s["what"] and "not the operator's pod" in s["why"] for s in manifest["skipped"])
+    cluster, tele = build_sources(read_bundle(out))
+    codes = [fd.code for layer in walk(cluster, tele, "ml", "trainer-0").layers for fd in layer.findings]
+    assert "L2_OPERAND_IMPOSTOR" in codes and "L5_XID" not in codes
