@@ -112,6 +112,8 @@ CODES: dict[str, CodeSpec] = {
         _spec("L2_APP_SEES_NO_GPU", F, None),
         _spec("L2_OPERAND_FAILING", W, None),
         _spec("L2_COMPUTE_DOMAIN_NOT_READY", F, STOP, 2),
+        # A pod imitating an operand (its labels, not its owner or namespace): said, never evidence.
+        _spec("L2_OPERAND_IMPOSTOR", I, None, 0),
         _spec("L2_OK", O, 3),
         _spec("L2_UNKNOWN", U, None),
         # Layer 3 — versions (a fault stops the walk, anything else goes on to 4)

@@ -18,7 +18,7 @@ from layers.facts import objects as o
 from layers.facts.context import WalkContext
 from layers.facts.ledgerevents import DAY_S, Event, WindowCount, coalesce, parse_time
 from layers.facts.ledgerfacts import GpuId, Observation, observe_node
-from layers.ledger_rules import DEFAULT_RULES, Hit, Rule, evaluate
+from layers.ledger_rules import DEFAULT_RULES, Hit, Presence, Rule, evaluate
 from layers.remedy import CORDON_REASON, CORDONED_AT, CORDONED_BY
 from layers.sources import K8sObject
 
@@ -108,15 +108,18 @@ def build(
     rules: Sequence[Rule] = DEFAULT_RULES,
     windows: Sequence[WindowCount] = (),
     problems: Sequence[str] = (),
+    presence: Presence | None = None,
 ) -> NodeLedger:
-    """The node's ledger from every event known (stored and observed), with the rules it meets."""
+    """The node's ledger from every event known (stored, observed, and its GPUs' entries on other nodes:
+    the ledger follows the card), with the rules met on this node."""
     folded = coalesce(events)
+    name = o.name(node)
     return NodeLedger(
-        node=o.name(node),
+        node=name,
         owner=nodepolicy.ledger_owner(node),
         events=tuple(folded),
         gpus=dict(gpus),
-        hits=tuple(evaluate(folded, now, rules, windows)),
+        hits=tuple(h for h in evaluate(folded, now, rules, windows, presence) if h.node == name),
         days=days,
         now=now,
         problems=tuple(problems),
@@ -136,8 +139,9 @@ def text_lines(ledger: NodeLedger) -> list[str]:
         out.append(f"{index}{g['uuid']}{serial}")
         for ev in g["events"]:
             xid = f" {ev['xid']}" if ev["xid"] is not None else ""
+            where = f" (on {ev['node']})" if ev["node"] != ledger.node else ""
             out.append(
-                f"  {ev['at']}  {ev['kind']}{xid:<4} [{', '.join(ev['seen_by'])}] {ev['detail'][:120]}"
+                f"  {ev['at']}  {ev['kind']}{xid:<4} [{', '.join(ev['seen_by'])}]{where} {ev['detail'][:120]}"
             )
         for r in g["rules"]:
             out.append(f"  RULE {r['reason']} since {r['since']}: {r['detail']} -> {r['action']}")

@@ -16,10 +16,11 @@ from layers.dra.computedomain import compute_domains
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
 from layers.facts import podstatus as ps
-from layers.facts.context import OPERATOR_SELECTORS, WalkContext
+from layers.facts.context import OPERATOR_SELECTORS, WalkContext, trusted_pods
 from layers.facts.deployments import where_looked
 from layers.facts.fold import fold, shown
 from layers.facts.startfail import StartFailure, walk_start_failures
+from layers.facts.trusted import Trust
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.operands import Reads, no_runtime_finding, node_checks, runtime_lines
 from layers.sources import K8sObject, SourceError
@@ -46,6 +47,7 @@ def check(ctx: WalkContext) -> LayerResult:
 
     if operator == []:
         findings.append(operator_not_found(ctx))
+    findings.extend(impostor_finding(ctx))
     sandbox = target_runtime_evidence(w)
     refused = walk_start_failures(ctx)
     for what, why in refused.errors:
@@ -144,13 +146,39 @@ def operator_not_found(ctx: WalkContext) -> Finding:
     )
 
 
+def impostor_finding(ctx: WalkContext) -> list[Finding]:
+    """L2_OPERAND_IMPOSTOR: pods the operator-pod reads refused as evidence (layers/facts/trusted.py)."""
+    refused = ctx.impostors()
+    if not refused:
+        return []
+    trust = ctx.operator_trust()
+    where = f"the operator's namespace is {trust.namespace} ({trust.how})" if trust.namespace else "by owner"
+    nodes = sorted({o.pod_node(p) or "" for p, _ in refused} - {""})
+    return [
+        finding(
+            "L2_OPERAND_IMPOSTOR",
+            f"{len(refused)} pod(s) carry GPU Operator or device-plugin labels but are not the operator's "
+            f"({where}): their logs and status are not evidence, in this walk or in the ledger",
+            evidence=[
+                f"{o.namespace(p)}/{o.name(p)} on {o.pod_node(p) or '(no node)'}: {why}"
+                for p, why in refused[:5]
+            ]
+            + ([f"… and {len(refused) - 5} more"] if len(refused) > 5 else []),
+            commands=[f"kubectl get pod -n {o.namespace(p)} {o.name(p)} -o yaml" for p, _ in refused[:3]],
+            node=nodes[0] if len(nodes) == 1 else None,
+        )
+    ]
+
+
 def _operator_pods_anywhere(ctx: WalkContext) -> list[K8sObject]:
-    """The operator's pods in every namespace (the walk's own read is held to the setting's)."""
+    """The operator's pods in every namespace (the walk's own read is held to the setting's), owned as
+    operands are: a tenant's imitation must not suggest its namespace as the setting."""
     seen: dict[tuple[str | None, str], K8sObject] = {}
     for selector in OPERATOR_SELECTORS:
         for pod in ctx.cluster.list_pods(label_selector=selector):
             seen[(o.namespace(pod), o.name(pod))] = pod
-    return sorted(seen.values(), key=lambda p: (o.namespace(p) or "", o.name(p)))
+    kept, _ = trusted_pods(list(seen.values()), Trust(None))
+    return sorted(kept, key=lambda p: (o.namespace(p) or "", o.name(p)))
 
 
 def _healthy_nodes(oks: Sequence[Finding]) -> Finding:

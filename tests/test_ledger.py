@@ -76,7 +76,8 @@ def test_repeat_fatal_xid_five_times_in_a_day_is_met_four_is_not(tmp_path: Path)
     rep = report(met, tmp_path / "met")
     assert REPEAT_FATAL_XID in reasons(rep, 2)
     hit = next(h for h in rep.hits if h.reason == REPEAT_FATAL_XID)
-    assert "Xid 79 5× in 24 h (witnessed)" in hit.detail
+    assert hit.detail.startswith("Xid 79 5× in 24 h (witnessed: 2026-11-28T12:32:00Z, ")  # the entries' times
+    assert len(hit.entries) == 5 and hit.since == hit.entries[0].at
 
     below = lf.fleet("ledger-xid79-4")
     for minutes in (30, 200, 400, 700):
@@ -238,10 +239,13 @@ def test_redis_layout_one_hash_per_node_with_its_hash_tag(redis_server: RedisSer
     led = Ledger(RedisBackend(client), 90)
     led.record("gpu-7", [Event("gpu-7", "xid", 1_800_000_000.0, gpu="GPU-1", xid=79)], now=1_800_000_000.0)
     keys = sorted(client.keys("gpubot:ledger:*"))
-    assert keys == ["gpubot:ledger:nodes", "gpubot:ledger:{gpu-7}"]
-    ttl = client.pttl("gpubot:ledger:{gpu-7}")
-    assert 0 < ttl <= 90 * 86400 * 1000
+    # The node's hash, the node index and the GPU's index (the card's nodes: the ledger follows it).
+    assert keys == ["gpubot:ledger:gpu:{GPU-1}", "gpubot:ledger:nodes", "gpubot:ledger:{gpu-7}"]
+    for key in keys:  # every key expires with the retention, the indexes too (the node index had no TTL)
+        ttl = client.pttl(key)
+        assert 0 < ttl <= 90 * 86400 * 1000, key
     assert led.nodes() == ["gpu-7"]
+    assert led.backend.gpu_nodes("GPU-1") == ["gpu-7"]
 
 
 def test_concurrent_writers_of_one_event_write_it_once(redis_server: RedisServer) -> None:

@@ -154,9 +154,8 @@ def collect_bundle(
         refused = c.failed.get("nodes")
         if not nodes and refused is not None and "unreachable" in refused.message:
             raise refused
-        operator, operands = c.pods()
-        operator_ns = operator_namespace or next((o.namespace(p) for p in operator + operands), None)
-        c.node_files(scoped, operator_ns)
+        operator, operands = c.pods(operator_namespace)
+        c.node_files(scoped, c.operator_ns)
         dra_files(c, scoped, target_pod)
         if target_pod is not None:
             c.target_files(target_pod)

@@ -21,7 +21,8 @@ from bot.actions.bundle_yaml import log_entry
 from bot.actions.redact import mask_object, mask_text
 from layers import remedy as rm
 from layers.facts import objects as o
-from layers.facts.context import OPERATOR_SELECTORS
+from layers.facts.context import OPERATOR_SELECTORS, trusted_pods
+from layers.facts.trusted import operator_trust
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry
 
 ExecFn = Callable[[str, str, str, Sequence[str]], bytes]
@@ -45,6 +46,7 @@ class Collector:
         self.manifest = archive.manifest
         self.now = archive.now
         self.failed: dict[str, SourceError] = {}  # what -> the error its read raised, as raised
+        self.operator_ns: str | None = None  # the operator's namespace, once pods() found it
         self.objects: dict[tuple[str, str, str, str], K8sObject] = {}
         self.logs = tempfile.TemporaryFile()  # noqa: SIM115 - closed in collect_bundle
         # A node's bundle without a target: every read is of that node or by name, none of the fleet.
@@ -194,14 +196,28 @@ class Collector:
     def _lister(self, label_sel: str, field_sel: str | None) -> Callable[[], list[K8sObject]]:
         return lambda: self.cluster.list_pods(label_selector=label_sel, field_selector=field_sel)
 
-    def pods(self) -> tuple[list[K8sObject], list[K8sObject]]:
-        """(operator pods, operand pods) in scope, plus the workload pods the replay needs."""
+    def pods(self, setting: str | None = None) -> tuple[list[K8sObject], list[K8sObject]]:
+        """(operator pods, operand pods) in scope, plus the workload pods the replay needs. Only the
+        operator's own pods (layers/facts/trusted.py) are collected as such: a pod imitating one is kept
+        in scenario.yaml (the replay says so) but its logs are not read. `setting`:
+        GPUBOT_OPERATOR_NAMESPACE; the operator's namespace found is left in `operator_ns`."""
         self.progress("operator and operand pods")
         seen: dict[tuple[str, str], K8sObject] = {}
         for label_sel, field_sel in self.scope.pod_selectors():
             for pod in self.read(f"pods -l {label_sel}", self._lister(label_sel, field_sel), []):
                 seen[(o.namespace(pod) or "", o.name(pod))] = pod
         pods = self.keep(sorted(seen.values(), key=lambda p: (o.namespace(p) or "", o.name(p))))
+        policies = [x for x in self.objects.values() if x.get("kind") == "ClusterPolicy"]
+        trust = operator_trust(setting, policies, [])
+        pods, refused = trusted_pods(pods, trust)
+        for pod, why in refused:
+            self.manifest.skipped.append(
+                {
+                    "what": f"the logs of {o.namespace(pod)}/{o.name(pod)}",
+                    "why": f"not the operator's pod: {why}",
+                }
+            )
+        self.operator_ns = trust.namespace or next((o.namespace(p) for p in pods), None)
         operator = [p for p in pods if rm.is_operator_pod(p)]
         operands = [p for p in pods if not rm.is_operator_pod(p)]
         on_node = self.scope.node or self.scope.target_node

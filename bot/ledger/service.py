@@ -27,6 +27,7 @@ from layers.ledger_rules import (
     REPEAT_FATAL_XID,
     REPEAT_NODE_FAULTS,
     Hit,
+    Presence,
     Rule,
     evaluate,
     rules_with,
@@ -81,11 +82,16 @@ def node_report(
     problems = list(obs.problems)
     stored: list[Event] = []
     gpus = dict(obs.gpus)
+    present = obs.present
     try:
         if record:
-            ledger.record(node, obs.events, obs.gpus, now=now)
-        stored, kept = ledger.read(node, now=now)
+            ledger.record(node, obs.events, obs.gpus, now=now, present=obs.present)
+        stored, kept, last = ledger.snapshot(node, now=now)
+        present = present if present is not None else last
         gpus = {**kept, **{u: g for u, g in obs.gpus.items() if u not in kept}}
+        # The ledger follows the card: the history of this node's GPUs on the nodes they were on before.
+        mine = present if present is not None else {e.gpu for e in [*stored, *obs.events] if e.gpu}
+        stored += [e for g in sorted(mine) for e in ledger.gpu_history(g, now=now, besides=node)]
     except LedgerUnavailable as err:
         problems.append(f"the ledger's store: {err}; showing what the sources show now")
     return build(
@@ -97,6 +103,7 @@ def node_report(
         rules=configured_rules(cfg),
         windows=obs.windows,
         problems=problems,
+        presence=Presence({node: frozenset(present)}) if present is not None else None,
     )
 
 
@@ -108,9 +115,13 @@ def fleet_offenders(
     now = telemetry.now()
     notes: list[str] = []
     events: list[Event] = []
+    present: dict[str, frozenset[str]] = {}
     try:
         for node in ledger.nodes():
-            events += ledger.read(node, now=now)[0]
+            kept, _, here = ledger.snapshot(node, now=now)
+            events += kept
+            if here is not None:
+                present[node] = frozenset(here)
     except LedgerUnavailable as err:
         notes.append(f"repeat offenders from Prometheus only: {err}")
     windows = []
@@ -119,15 +130,19 @@ def fleet_offenders(
     except TelemetryError as err:
         notes.append(f"Xid counts over 24 h and 7 d not read from {telemetry.source}: {err}")
     known = set(nodes)
-    hits = [h for h in evaluate(events, now, configured_rules(cfg), windows) if h.node in known]
+    rules = configured_rules(cfg)
+    hits = [h for h in evaluate(events, now, rules, windows, Presence(present)) if h.node in known]
     return hits, notes
 
 
 def export_rows(reports: Iterable[NodeLedger]) -> str:
-    """CSV for an RMA ticket: one row per entry, with the GPU's serial and the rules it meets."""
+    """CSV for an RMA ticket: one row per entry, with the GPU's serial and the rules it meets. A moved
+    card's entries are in the report of each node it was on: each is written once, with the node where
+    it was seen."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
+    written: set[tuple[str, ...]] = set()
     for rep in reports:
         data: dict[str, Any] = rep.to_dict()
         for ev in data["events"]:
@@ -137,7 +152,10 @@ def export_rows(reports: Iterable[NodeLedger]) -> str:
             if not gpu["events"]:
                 writer.writerow(_row(rep.node, gpu, None, rules))
             for ev in gpu["events"]:
-                writer.writerow(_row(rep.node, gpu, ev, rules))
+                key = (gpu["uuid"], ev["at"], ev["kind"], str(ev["xid"]), ev["detail"][:40])
+                if key not in written:
+                    written.add(key)
+                    writer.writerow(_row(ev.get("node") or rep.node, gpu, ev, rules))
     return out.getvalue()
 
 

@@ -4,8 +4,12 @@ Key layout (spec/interfaces.md, "Redis as it runs in production": no command spa
 hash slots): `gpubot:ledger:{NODE}` holds the node's entries (`ev:<id>` -> JSON event) and
 GPU identities (`gpu:<uuid>` -> JSON); the braces make the node name the hash tag, so a
 node's read-modify-write is one WATCH/MULTI/EXEC on one key, safe on Redis Cluster.
-`gpubot:ledger:nodes` (a sorted set: node -> last write) lists the nodes for the export; it
-is written on its own after the node's transaction, a step safe to repeat.
+`gpubot:ledger:nodes` (a sorted set: node -> last write) lists the nodes for the export, and
+`gpubot:ledger:gpu:{UUID}` (a sorted set: node -> when the GPU was last seen there) follows a card
+from node to node; both are written on their own after the node's transaction, steps safe to
+repeat. Every key expires after the retention (GPUBOT_LEDGER_RETENTION_DAYS), indexes included.
+The node's hash also keeps `present`: the GPUs DCGM showed on the node at the last look (a GPU no
+longer there was replaced and leaves the node's rules, layers/ledger_rules.py).
 
 Writes are idempotent: an event already there (the same node, GPU, kind and Xid within the
 same-event tolerance, layers/ledger_rules.py) is merged into its entry, never added twice.
@@ -26,6 +30,7 @@ from layers.facts.ledgerevents import Event, coalesce
 from layers.facts.ledgerfacts import GpuId
 
 Fields = dict[str, str]
+PRESENT = "present"  # the node's hash field: the GPUs on it at the last look
 Change = tuple[Fields, list[str]]  # (fields to set, fields to delete)
 
 
@@ -43,12 +48,17 @@ class Backend(Protocol):
 
     def nodes(self) -> list[str]: ...
 
+    def seen_gpu(self, gpus: Iterable[str], node: str, ttl_s: float, now: float) -> None: ...
+
+    def gpu_nodes(self, gpu: str) -> list[str]: ...
+
 
 class MemoryBackend:
     """Process memory (one replica): a dict per node under one lock."""
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._data: dict[str, tuple[float, Fields]] = {}
+        self._gpus: dict[str, tuple[float, dict[str, float]]] = {}  # uuid -> (expiry, node -> last seen)
         self._mutex = threading.Lock()
         self._clock = clock
 
@@ -75,6 +85,21 @@ class MemoryBackend:
     def nodes(self) -> list[str]:
         with self._mutex:
             return sorted(n for n in list(self._data) if self._live(n))
+
+    def seen_gpu(self, gpus: Iterable[str], node: str, ttl_s: float, now: float) -> None:
+        with self._mutex:
+            for gpu in gpus:
+                _, where = self._gpus.get(gpu, (0.0, {}))
+                where = {n: t for n, t in where.items() if t >= now - ttl_s}
+                where[node] = now
+                self._gpus[gpu] = (self._clock() + ttl_s, where)
+
+    def gpu_nodes(self, gpu: str) -> list[str]:
+        with self._mutex:
+            hit = self._gpus.get(gpu)
+            if hit is None or hit[0] <= self._clock():
+                return []
+            return sorted(hit[1], key=lambda n: (hit[1][n], n))
 
 
 class RedisBackend:
@@ -118,11 +143,37 @@ class RedisBackend:
                         continue  # another writer changed the node between read and write: read again
             else:
                 raise LedgerUnavailable(f"{self._shown}: the ledger of {node} kept changing under 20 tries")
-            # The index is a key of its own slot: written after, a step safe to repeat.
+            # The index is a key of its own slot: written after, a step safe to repeat; it expires too.
             self._redis.zadd(self._index, {node: now})
             self._redis.zremrangebyscore(self._index, "-inf", now - ttl_s)
+            self._redis.pexpire(self._index, max(1, int(ttl_s * 1000)))
         except RedisError as err:
             raise self._fail("write", err) from None
+
+    def gpu_key(self, gpu: str) -> str:
+        return f"{self._prefix}ledger:gpu:{{{gpu}}}"
+
+    def seen_gpu(self, gpus: Iterable[str], node: str, ttl_s: float, now: float) -> None:
+        from redis.exceptions import RedisError
+
+        try:
+            for gpu in gpus:
+                key = self.gpu_key(gpu)  # one slot per GPU: no command spans two
+                with self._redis.pipeline(transaction=True) as pipe:
+                    pipe.zadd(key, {node: now})
+                    pipe.zremrangebyscore(key, "-inf", now - ttl_s)
+                    pipe.pexpire(key, max(1, int(ttl_s * 1000)))
+                    pipe.execute()
+        except RedisError as err:
+            raise self._fail("write", err) from None
+
+    def gpu_nodes(self, gpu: str) -> list[str]:
+        from redis.exceptions import RedisError
+
+        try:
+            return list(self._redis.zrange(self.gpu_key(gpu), 0, -1))
+        except RedisError as err:
+            raise self._fail("read", err) from None
 
     def read(self, node: str) -> Fields:
         from redis.exceptions import RedisError
@@ -157,8 +208,10 @@ class Ledger:
         events: Iterable[Event],
         gpus: Mapping[str, GpuId] | None = None,
         now: float | None = None,
+        present: Iterable[str] | None = None,
     ) -> int:
-        """Write a node's events and GPU identities; returns how many entries are new."""
+        """Write a node's events and GPU identities (and, when known, the GPUs on it now); returns
+        how many entries are new. Each GPU's index notes the node: the ledger follows the card."""
         now = self._clock() if now is None else now
         incoming = [
             e for e in coalesce(e for e in events if e.node == node) if e.at >= now - self.retention_s
@@ -189,19 +242,42 @@ class Ledger:
                 new = {k: v or old.get(k, "") for k, v in asdict(gid).items()}
                 if new != old:
                     put["gpu:" + uuid] = json.dumps(new, sort_keys=True)
+            if here is not None:
+                put[PRESENT] = json.dumps({"at": now, "gpus": here})
             return put, drop
 
+        here = sorted(set(present)) if present is not None else None
         self.backend.update(node, change, self.retention_s, now)
+        seen = {e.gpu for e in incoming if e.gpu} | set(gpus or {}) | set(here or ())
+        if seen:
+            self.backend.seen_gpu(sorted(seen), node, self.retention_s, now)
         return added
 
     def read(self, node: str, now: float | None = None) -> tuple[list[Event], dict[str, GpuId]]:
         """The node's live entries in time order and its GPUs' identities."""
+        events, gpus, _ = self.snapshot(node, now)
+        return events, gpus
+
+    def snapshot(
+        self, node: str, now: float | None = None
+    ) -> tuple[list[Event], dict[str, GpuId], set[str] | None]:
+        """The node's live entries, its GPUs' identities and the GPUs on it at the last look, in one read."""
         now = self._clock() if now is None else now
         fields = self.backend.read(node)
+        raw = fields.get(PRESENT)
+        present = {str(g) for g in json.loads(raw).get("gpus") or []} if raw else None
         events = [Event.from_record(json.loads(v)) for f, v in fields.items() if f.startswith("ev:")]
         gpus = {f[4:]: GpuId(**json.loads(v)) for f, v in fields.items() if f.startswith("gpu:")}
         live = sorted((e for e in events if e.at >= now - self.retention_s), key=lambda e: (e.at, e.kind))
-        return live, gpus
+        return live, gpus, present
+
+    def gpu_history(self, gpu: str, now: float | None = None, besides: str = "") -> list[Event]:
+        """The GPU's entries on every node it was seen on but `besides` (a moved card keeps its history)."""
+        out: list[Event] = []
+        for node in self.backend.gpu_nodes(gpu):
+            if node != besides:
+                out += [e for e in self.read(node, now=now)[0] if e.gpu == gpu]
+        return out
 
     def nodes(self) -> list[str]:
         return self.backend.nodes()

@@ -12,12 +12,21 @@ from layers.facts import objects as o
 from layers.facts.candidates import Candidates, candidate_nodes, carries_requested, pointed_at
 from layers.facts.deployments import DRA_DRIVER_NAMES, EXTRA_SELECTORS, device_plugin_of, dra_role
 from layers.facts.readcache import ReadCache, Settings
+from layers.facts.trusted import Trust, distrust, operator_trust, owners_shown
 from layers.facts.volumes import NONE as NO_VOLUMES
 from layers.facts.volumes import PodVolumes, read_volumes
 from layers.findings import Target
 from layers.sources import Cluster, K8sObject, SourceError, Telemetry
 
-__all__ = ["OPERATOR_APPS", "PER_NODE_READS", "STANDALONE_NAMES", "Settings", "WalkContext", "component"]
+__all__ = [
+    "OPERATOR_APPS",
+    "PER_NODE_READS",
+    "STANDALONE_NAMES",
+    "Settings",
+    "WalkContext",
+    "component",
+    "trusted_pods",
+]
 
 # `app` label values of the GPU Operator and its operands
 # (gpu-operator assets/*/0500_daemonset.yaml), plus the validator's workload pods.
@@ -65,6 +74,18 @@ OPERATOR_SELECTORS = (
 )
 
 
+def operators_own(pod: K8sObject) -> bool:
+    """The pod carries the GPU Operator's own labels (an operand, its driver, the operator itself), not a
+    standalone chart's or the DRA driver's: it is held to the operator's namespace (layers/facts/trusted.py)."""
+    lab = o.labels(pod)
+    return (
+        lab.get("app") in OPERATOR_APPS
+        or lab.get("app.kubernetes.io/component") == "nvidia-driver"
+        or "openshift.driver-toolkit" in lab
+        or lab.get("app.kubernetes.io/name") == "gpu-operator"
+    )
+
+
 def component(pod: K8sObject) -> str | None:
     """Which operand a pod is ("driver", "device-plugin", "validator", …), or None."""
     lab = o.labels(pod)
@@ -85,6 +106,21 @@ def component(pod: K8sObject) -> str | None:
             return dra_role(pod)
         return STANDALONE_NAMES[std]
     return None
+
+
+def trusted_pods(pods: list[K8sObject], trust: Trust) -> tuple[list[K8sObject], list[tuple[K8sObject, str]]]:
+    """(the labelled pods that are the operator's, the others with why): layers/facts/trusted.py's rule
+    with this module's label table. Walks, the ledger and must-gather all split their pods here."""
+    shown = owners_shown(pods)
+    kept: list[K8sObject] = []
+    refused: list[tuple[K8sObject, str]] = []
+    for p in pods:
+        why = distrust(p, component(p), operators_own(p), trust, shown)
+        if why is None:
+            kept.append(p)
+        else:
+            refused.append((p, why))
+    return kept, refused
 
 
 # Past this many nodes, a node's operator pods come from one fleet-wide list instead of
@@ -116,6 +152,8 @@ class WalkContext(ReadCache):
         super().__init__(cluster, telemetry, target, pod, settings)
         self._nodes_asked: set[str] = set()  # nodes whose operator pods were read one by one
         self._not_examined: list[str] = []  # candidates past EXAMINED_NODES (examined_nodes)
+        # Pods with operand labels the reads refused as evidence, and why (layers/facts/trusted.py).
+        self._impostors: dict[tuple[str | None, str], tuple[K8sObject, str]] = {}
 
     def candidates(self) -> Candidates:
         """The candidate nodes of the unbound target pod, once per walk (spec: Terms). Every layer
@@ -174,8 +212,41 @@ class WalkContext(ReadCache):
 
     # --- operator ------------------------------------------------------------------
 
+    def operator_trust(self) -> Trust:
+        """Where the GPU Operator's operands run (layers/facts/trusted.py): the setting, else the
+        ClusterPolicy's status, else the DaemonSets it owns; read once per walk. Unreadable: None."""
+
+        def read() -> Trust:
+            setting = self.settings.operator_namespace
+            if setting:
+                return operator_trust(setting, [], [])
+            try:
+                policies = self.custom("nvidia.com", "v1", "clusterpolicies")
+                known = operator_trust(None, policies, [])
+                if known.namespace or not policies:
+                    return known
+                return operator_trust(
+                    None, policies, self.cluster.list_daemonsets(label_selector=OPERATOR_SELECTORS[0])
+                )
+            except SourceError:
+                return Trust(None)  # then only ownership decides (layers/facts/trusted.py)
+
+        return self.cached("operator_trust", read)
+
+    def _trusted(self, pods: list[K8sObject]) -> list[K8sObject]:
+        """The labelled pods that are evidence; the others are kept for the walk to name (impostors)."""
+        kept, refused = trusted_pods(pods, self.operator_trust())
+        for p, why in refused:
+            self._impostors[(o.namespace(p), o.name(p))] = (p, why)
+        return kept
+
+    def impostors(self) -> list[tuple[K8sObject, str]]:
+        """Pods carrying operand labels that the reads refused as evidence, and why, by namespace and name."""
+        return [self._impostors[k] for k in sorted(self._impostors, key=lambda k: (k[0] or "", k[1]))]
+
     def operator_pods(self) -> list[K8sObject]:
-        """The GPU Operator's pod and its operands, found by label in any namespace."""
+        """The GPU Operator's pod and its operands, found by label in any namespace (or the setting's),
+        kept only when trusted (layers/facts/trusted.py). The one reader of "which pods are the operator's"."""
 
         def read() -> list[K8sObject]:
             seen: dict[tuple[str | None, str], K8sObject] = {}
@@ -183,12 +254,12 @@ class WalkContext(ReadCache):
             for selector in OPERATOR_SELECTORS:
                 for pod in self.cluster.list_pods(namespace=ns, label_selector=selector):
                     seen[(o.namespace(pod), o.name(pod))] = pod
-            return list(seen.values())
+            return self._trusted(list(seen.values()))
 
         return self.cached("operator_pods", read)
 
     def operator_pods_on(self, node: str, comp: str | None = None) -> list[K8sObject]:
-        """The operator's pods on one node.
+        """The operator's pods on one node (trusted ones only, as operator_pods).
 
         Read with the node's own pod list (`spec.nodeName=`) while few nodes are asked
         about, so a walk or a digest pays per examined node, not per pod of the fleet;
@@ -208,11 +279,16 @@ class WalkContext(ReadCache):
         else:
             self._nodes_asked.add(node)
             ns = self.settings.operator_namespace
-            pods = [
-                p
-                for p in self.pods_on(node)
-                if component(p) is not None and (ns is None or o.namespace(p) == ns)
-            ]
+
+            def on_node() -> list[K8sObject]:
+                labelled = [
+                    p
+                    for p in self.pods_on(node)
+                    if component(p) is not None and (ns is None or o.namespace(p) == ns)
+                ]
+                return self._trusted(labelled)
+
+            pods = self.cached(("operator_pods_on", node), on_node)
         return pods if comp is None else [p for p in pods if component(p) == comp]
 
     def _fleet_wide_operator_reads(self, node: str) -> bool:
@@ -234,9 +310,11 @@ class WalkContext(ReadCache):
         )
 
     def operator_namespace(self) -> str | None:
-        """Where the operator runs: the setting, else the operator pod's namespace."""
-        if self.settings.operator_namespace:
-            return self.settings.operator_namespace
+        """Where the operator runs: the setting, the ClusterPolicy or its DaemonSets, else the trusted
+        operator pod's namespace."""
+        trust = self.operator_trust()
+        if trust.namespace:
+            return trust.namespace
         for p in self.operator_pods():
             if component(p) == "operator":
                 return o.namespace(p)

@@ -2,8 +2,10 @@
 
 An Xid, a row-remap failure, remapped rows, an unhealthy mark, a cordon, a bundle, a
 diagnostic (spec/interfaces.md, "Node history, repeat offenders and RMA"). Two walks and an
-alert that saw the same Xid write one entry: the identity is node, GPU, kind and Xid, and
-the source's time within SAME_EVENT_S (witnesses stamp the same Xid minutes apart).
+alert that saw the same Xid write one entry: the identity is the GPU (by UUID: the ledger follows
+the card; the node is where it was seen), kind and Xid — the node, kind and time for a node's own
+entries — and the source's time within SAME_EVENT_S (witnesses stamp the same Xid minutes apart:
+the plugin's line at once, DCGM's series on a grid, an alert after its `for:`).
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ class Event:
 
     @property
     def identity(self) -> tuple[str, str, str, int | None, bool]:
-        return (self.node, self.gpu, self.kind, self.xid, self.pending)
+        """What makes two reports one entry: a GPU's by its UUID wherever it was seen, a node's by the node."""
+        return ("" if self.gpu else self.node, self.gpu, self.kind, self.xid, self.pending)
 
     @property
     def event_id(self) -> str:
@@ -118,6 +121,7 @@ class Event:
     def to_dict(self) -> dict[str, Any]:
         return {
             "at": iso(self.at),
+            "node": self.node,
             "kind": self.kind,
             "xid": self.xid,
             "source": self.source,
@@ -173,11 +177,10 @@ def coalesce(events: Iterable[Event]) -> list[Event]:
 
 @dataclass(frozen=True)
 class WindowCount:
-    """What Prometheus counted for one GPU and Xid over the rules' windows (`increase(…[24h])`,
-    `increase(…[7d])`): it fills what the bot did not witness, never adds to what it did."""
+    """What Prometheus counted for one GPU and Xid over the per-GPU rules' window (`increase(…[24h])`): it
+    fills what the bot did not witness, never adds to what it did, and is never summed over a node."""
 
     node: str
     gpu: str
     xid: int
     day: int
-    week: int

@@ -7,15 +7,22 @@ and RMA"):
 - the device plugin's log: each line where it acted on an Xid, and each GPU it marked
   unhealthy, at the line's own timestamp;
 - DCGM's series over 7 days: the last-Xid gauge's changes (a 5-minute grid: two reads
-  land within the ledger's same-event tolerance), the row-remap failure and pending flags,
-  remapped rows that rose; and Prometheus's window counts (`increase(…[24h])`,
-  `increase(…[7d])` of the exporter's Xid counter), which fill what the bot did not see.
+  land within the ledger's same-event tolerance), the rises of the exporter's Xid counter
+  (`DCGM_EXP_XID_ERRORS_TOTAL`: a drop is a restart's reset, never an event) and of its
+  windowed count (`DCGM_EXP_XID_ERRORS_COUNT`, on a 1-minute grid: each rise is an Xid at that
+  time, a fall the window passing) — these outlive the plugin's restarts and name the GPU of
+  an Xid the plugin skips (13, 31) — the row-remap failure and pending flags, remapped rows
+  that rose; and Prometheus's per-GPU count (`increase(…[24h])` of the exporter's Xid counter),
+  which fills what the bot did not see;
+- which GPUs the node has now (their last-Xid series answer at the end of the range): a GPU
+  no longer there was replaced, and leaves the node's rules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from layers.facts import logsigs as sig
 from layers.facts.context import WalkContext
@@ -25,17 +32,24 @@ from layers.facts.gpufacts import (
     LAST_XID,
     ROW_REMAP_FAILURE,
     UNCORRECTABLE_ROWS,
+    XID_COUNT,
     XID_TOTAL,
 )
 from layers.facts.hosts import HostMap, host_map, selector_for
 from layers.facts.ledgerevents import DAY_S, WEEK_S, Event, WindowCount
 from layers.facts.logs import LogReads
 from layers.facts.pluginlog import unhealthy_device, xid_event
-from layers.sources import Sample, SourceError, Telemetry, TelemetryError
+from layers.sources import SourceError, Telemetry, TelemetryError
 
 ROW_REMAP_PENDING = "DCGM_FI_DEV_ROW_REMAP_PENDING"
 XID_STEP_S = 300  # the last-Xid gauge's grid: finer than the ledger's same-event tolerance (600 s)
+# The exporter's windowed Xid count holds each Xid for its window (5 minutes by default): a 1-minute
+# grid sees every one (10,080 points over 7 d, under Prometheus's 11,000 per series).
+XID_COUNT_STEP_S = 60
+# A GPU whose last-Xid series has a point this close to the end of the range is on the node now.
+PRESENT_S = 2 * XID_STEP_S
 ROWS_STEP_S = 3600
+STATE_WINDOW_S = 3600  # the digest's look at the remap flags: states held until a reset or a new card
 
 
 @dataclass(frozen=True)
@@ -55,6 +69,7 @@ class Observation:
     events: list[Event] = field(default_factory=list)
     windows: list[WindowCount] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    present: set[str] | None = None  # the GPUs on the node now (None: DCGM's series did not say)
 
     def gpu(self, labels: Mapping[str, str]) -> str:
         uuid = labels.get("UUID") or labels.get("uuid") or ""
@@ -111,17 +126,33 @@ def _first_rise(points: Sequence[tuple[float, float]]) -> tuple[float, float] | 
     return None
 
 
+def count_rises(points: Sequence[tuple[float, float]]) -> list[float]:
+    """When a count rose from one point to the next: each is an Xid at that time. A fall is a counter's
+    reset (the exporter restarted with the node) or a window passing, never an event; the first point
+    after a gap in the series is not compared across it."""
+    out: list[float] = []
+    for (t0, before), (t, v) in pairwise(points):
+        if v > before and v > 0 and t - t0 <= 2 * XID_STEP_S:
+            out.append(t)
+    return out
+
+
 def series_events(
     telemetry: Telemetry, hostmap: HostMap, nodes: Sequence[str], by_node: Mapping[str, Observation]
 ) -> None:
     """DCGM's 7 days for these nodes: Xid gauge changes, remap failure and pending, rows that rose.
     Raises TelemetryError when the source is down."""
     match = selector_for(nodes, hostmap)
+    end = telemetry.now()
     for s in telemetry.range(LAST_XID, WEEK_S, XID_STEP_S, match):
         obs = by_node.get(hostmap.node_of(s.labels) or "")
         if obs is None:
             continue
         gpu = obs.gpu(s.labels)
+        if obs.present is None:
+            obs.present = set()
+        if gpu and s.points and s.points[-1][0] >= end - PRESENT_S:
+            obs.present.add(gpu)
         # The gauge holds the last Xid and never resets: only a change within the range is a
         # moment; a value it had from the start is older than the range, its time unknown.
         for (_, before), (t, v) in zip(s.points, s.points[1:], strict=False):
@@ -137,6 +168,16 @@ def series_events(
                         detail="DCGM_FI_DEV_XID_ERRORS changed",
                     )
                 )
+    for metric, step in ((XID_TOTAL, XID_STEP_S), (XID_COUNT, XID_COUNT_STEP_S)):
+        for s in telemetry.range(metric, WEEK_S, step, match):
+            obs = by_node.get(hostmap.node_of(s.labels) or "")
+            xid = s.labels.get("xid") or s.labels.get("XID") or ""
+            if obs is not None and xid.isdigit():
+                gpu = obs.gpu(s.labels)
+                obs.events += [
+                    Event(obs.node, "xid", t, gpu=gpu, xid=int(xid), source="dcgm", detail=f"{metric} rose")
+                    for t in count_rises(s.points)
+                ]
     for metric, kind, detail in (
         (ROW_REMAP_FAILURE, "row_remap_failure", "DCGM_FI_DEV_ROW_REMAP_FAILURE=1"),
         (ROW_REMAP_PENDING, "remapped_rows", "pending: DCGM_FI_DEV_ROW_REMAP_PENDING=1"),
@@ -166,23 +207,17 @@ def series_events(
 
 
 def window_counts(telemetry: Telemetry, hostmap: HostMap, nodes: Sequence[str] | None) -> list[WindowCount]:
-    """Prometheus's Xid counts per GPU over 24 h and 7 d (the exporter's DCGM_EXP_XID_ERRORS_TOTAL),
-    fleet-wide when `nodes` is None. Raises TelemetryError when the source is down."""
+    """Prometheus's Xid counts per GPU over 24 h (the exporter's DCGM_EXP_XID_ERRORS_TOTAL; `increase`
+    ignores its resets), fleet-wide when `nodes` is None. Raises TelemetryError when the source is down."""
     match = [] if nodes is None else selector_for(nodes, hostmap)
-    counts: dict[tuple[str, str, int], list[int]] = {}
-
-    def put(samples: Sequence[Sample], slot: int) -> None:
-        for s in samples:
-            node = hostmap.node_of(s.labels)
-            xid = s.labels.get("xid") or s.labels.get("XID") or ""
-            gpu = s.labels.get("UUID") or s.labels.get("uuid") or ""
-            if node is None or not xid.isdigit() or not gpu:
-                continue
-            counts.setdefault((node, gpu, int(xid)), [0, 0])[slot] = max(0, round(s.value))
-
-    put(telemetry.increase(XID_TOTAL, DAY_S, match, above=0), 0)
-    put(telemetry.increase(XID_TOTAL, WEEK_S, match, above=0), 1)
-    return [WindowCount(n, g, x, d, w) for (n, g, x), (d, w) in sorted(counts.items())]
+    counts: dict[tuple[str, str, int], int] = {}
+    for s in telemetry.increase(XID_TOTAL, DAY_S, match, above=0):
+        node = hostmap.node_of(s.labels)
+        xid = s.labels.get("xid") or s.labels.get("XID") or ""
+        gpu = s.labels.get("UUID") or s.labels.get("uuid") or ""
+        if node is not None and xid.isdigit() and gpu:
+            counts[(node, gpu, int(xid))] = max(0, round(s.value))
+    return [WindowCount(n, g, x, d) for (n, g, x), d in sorted(counts.items())]
 
 
 def observe_node(ctx: WalkContext, node: str) -> Observation:
@@ -204,15 +239,16 @@ def observe_node(ctx: WalkContext, node: str) -> Observation:
 
 
 def fleet_state_events(telemetry: Telemetry, hostmap: HostMap, now: float) -> list[Event]:
-    """The digest's witness for the ledger: every GPU whose row-remap failure flag was set in 7 days,
-    or whose remaps wait for a reset in the last 24 h (two fleet-wide reads of the few non-zero series).
-    Raises TelemetryError when the source is down."""
+    """The digest's witness for the ledger: every GPU whose row-remap failure flag, or pending remaps, its
+    series show in the last hour (two fleet-wide reads of the few non-zero series). Both are states the
+    GPU holds until it is reset or replaced: a card replaced yesterday has no series in the hour, so its
+    old UUID's flag is not written again. Raises TelemetryError when the source is down."""
     events: list[Event] = []
-    for metric, window, kind, detail in (
-        (ROW_REMAP_FAILURE, WEEK_S, "row_remap_failure", "DCGM_FI_DEV_ROW_REMAP_FAILURE=1"),
-        (ROW_REMAP_PENDING, DAY_S, "remapped_rows", "pending: DCGM_FI_DEV_ROW_REMAP_PENDING=1"),
+    for metric, kind, detail in (
+        (ROW_REMAP_FAILURE, "row_remap_failure", "DCGM_FI_DEV_ROW_REMAP_FAILURE=1"),
+        (ROW_REMAP_PENDING, "remapped_rows", "pending: DCGM_FI_DEV_ROW_REMAP_PENDING=1"),
     ):
-        for s in telemetry.max_over_time(metric, window, above=0):
+        for s in telemetry.max_over_time(metric, STATE_WINDOW_S, above=0):
             node = hostmap.node_of(s.labels)
             gpu = s.labels.get("UUID") or s.labels.get("uuid") or ""
             if node and gpu:

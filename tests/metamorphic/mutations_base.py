@@ -116,6 +116,13 @@ def operator_other_namespace(s: Scenario) -> Scenario:
             inv["namespace"] = MOVED_NS
         if o.get("kind") == "Namespace" and meta.get("name") == OPERATOR_NS:
             meta["name"] = MOVED_NS
+        status = o.get("status")
+        if (
+            o.get("kind") == "ClusterPolicy"
+            and isinstance(status, dict)
+            and status.get("namespace") == OPERATOR_NS
+        ):
+            status["namespace"] = MOVED_NS  # the operator writes its own namespace there
     logs = out.get("logs")
     if isinstance(logs, dict):
         out["logs"] = {
