@@ -90,11 +90,6 @@ class DiagPlan:
     hostengine: HostEngine
     ask: GpuAsk
 
-    @property
-    def gpus(self) -> int:
-        """GPUs the Job takes."""
-        return self.ask.units // self.ask.per_gpu
-
 
 def plan(
     cluster: Cluster,
