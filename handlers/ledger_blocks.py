@@ -66,8 +66,8 @@ def diag_button(
     """Slack's confirm dialog is the first confirmation: the click arrives with `confirmed` given."""
     takes = {1: "seconds", 2: "about two minutes", 3: "about fifteen minutes"}.get(level, "")
     body = (
-        f"DCGM diagnostics level {level} on *{escape(shown_node(node))}*: a Job takes every GPU of the node "
-        f"for {takes}. Operators only."
+        f"DCGM diagnostics level {level} on *{escape(shown_node(node))}*: a Job takes every allocatable GPU "
+        f"for {takes}; GPUs the plugin withdrew are not tested (named before it starts). Operators only."
     )
     return _button(
         text,
