@@ -218,13 +218,16 @@ def diag_result_message(
     return Message(text=f"DCGM diagnostics on {node}: {verdict}", blocks=blocks)
 
 
-def second_confirmation(node: str, token: str) -> Message:
+def second_confirmation(node: str, token: str, said: str = "") -> Message:
     """Level 3's second confirmation, sent to the operator who clicked (ephemeral); its button names
-    the confirmation gpubot holds (`token`), which only that operator can use, once."""
+    the confirmation gpubot holds (`token`), which only that operator can use, once. `said`: what the
+    Job would take and test (layers/diagjob.py `confirmation`)."""
     text = (
-        f":warning: Level 3 takes every GPU of *{escape(node)}* for about fifteen minutes and stresses them "
-        "(power, memory bandwidth). Confirm once more to run it."
+        f":warning: Level 3 takes every allocatable GPU of *{escape(node)}* for about fifteen minutes and "
+        "stresses them (power, memory bandwidth). Confirm once more to run it."
     )
+    if said:
+        text += "\n" + escape(said)
     button = _button(
         "Yes, run level 3",
         RUN_DIAGNOSTICS,

@@ -266,6 +266,9 @@ def test_bolt_refuses_a_crafted_second_confirmation(tmp_path: Path) -> None:
             blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
             value = blocks[-1]["elements"][0]["value"]
             assert value.startswith(f"diag|{lf.NODE}|3|t.")
+            assert f"Not tested: 1 GPU(s) the device plugin withdrew (GPU 3 ({UUIDS[SICK]})" in json.dumps(
+                blocks
+            )
             dispatch(bot, action_body("run_diagnostics", value, user=OPERATOR))
             # Confirmed: the scenario cannot run a Job, which is the next thing said.
             wait_for("the answer", lambda: len(told(slack, OPERATOR)) == 3)
@@ -314,7 +317,12 @@ def test_through_the_gateway_and_an_agent_on_a_live_api(tmp_path: Path) -> None:
                 blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
                 value = blocks[-1]["elements"][0]["value"]
                 assert value.startswith(f"diag|east/{lf.NODE}|3|t.")
-                assert api.count("/jobs") == 0  # asking for the confirmation reads nothing either
+                # gpubot's own confirmation says what level 3 would test, read from the cluster.
+                text = json.dumps(blocks)
+                assert (
+                    f"{UUIDS[SICK]}: the device plugin marked it unhealthy (Xid 79)" in text
+                )  # no Prometheus: no index
+                assert "never recorded as passed" in text
                 # Confirmed: the agent goes on to plan the Job (its first Jobs read is the node's list).
                 dispatch(gateway, action_body("run_diagnostics", value, user=OPERATOR, **kw))
                 wait_for("the plan's reads", lambda: api.count("/jobs") > 0)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bot.actions.diag import JobClient, plan, record, run
+from bot.actions.diag import DiagPlan, JobClient, plan, record, run
 from bot.ledger.service import node_report
 from bot.ledger.store import Ledger
 from bot.ops.config import Config
@@ -145,26 +145,8 @@ class DiagButtons:
             )
             return "offline"
         jobs = live_jobs(self.sources)
-        try:
-            p = plan(
-                self.sources.cluster,
-                jobs,
-                value.node,
-                value.level,
-                namespace=self.namespace,
-                image=self.cfg.diag_image,
-                requested_by=click.user,
-                confirmed=confirmed,
-                operator_namespace=self.cfg.operator_namespace,
-                hostengine_setting=self.cfg.diag_hostengine,
-                telemetry=self.sources.telemetry,
-            )
-        except (DiagRefused, SourceError) as err:
-            self.poster.post(
-                click.channel,
-                f":no_entry: diagnostics on *{escape(value.node)}* refused: {escape(str(err))}",
-                thread_ts=where,
-            )
+        p = self._plan(click, value, confirmed, jobs)
+        if p is None:
             return "refused"
         lease, holder = DIAG_LEASE.format(value.node), f"{click.user}:{p.manifest['metadata']['name']}"
         if not self.state.set_if_absent(lease, holder, LEASE_S):
@@ -182,6 +164,32 @@ class DiagButtons:
             return self._run(click, p, where, jobs, renew)
         finally:
             self.state.extend(lease, holder, 0.001)  # released if still ours (compare-and-expire)
+
+    def _plan(
+        self, click: Click, value: DiagValue, confirmed: int, jobs: JobClient | None
+    ) -> DiagPlan | None:
+        """The Job for the click (None: refused, said in the thread)."""
+        try:
+            return plan(
+                self.sources.cluster,
+                jobs,
+                value.node,
+                value.level,
+                namespace=self.namespace,
+                image=self.cfg.diag_image,
+                requested_by=click.user,
+                confirmed=confirmed,
+                operator_namespace=self.cfg.operator_namespace,
+                hostengine_setting=self.cfg.diag_hostengine,
+                telemetry=self.sources.telemetry,
+            )
+        except (DiagRefused, SourceError) as err:
+            self.poster.post(
+                click.channel,
+                f":no_entry: diagnostics on *{escape(value.node)}* refused: {escape(str(err))}",
+                thread_ts=click.thread_ts or click.message_ts,
+            )
+            return None
 
     def _second_confirmation(self, click: Click, value: DiagValue) -> str:
         """Level 3: the first click gets a confirmation gpubot holds in the state store (for this
@@ -201,9 +209,14 @@ class DiagButtons:
         if value.confirmed >= 2:
             self.poster.ephemeral(click.channel, click.user, CONFIRMATION_CLAIMED)
             return "refused"
+        # What level 3 would take and test (or why it cannot run) is said before it is confirmed.
+        preview = self._plan(click, value, 2, None if self.sources.offline else live_jobs(self.sources))
+        if preview is None:
+            return "refused"
+        said = confirmation(value.node, value.level, preview.ask, preview.hostengine)
         token = secrets.token_hex(16)
         self.state.set(CONFIRM_KEY.format(token), holder, CONFIRM_S)
-        msg = second_confirmation(value.node, token)
+        msg = second_confirmation(value.node, token, said)
         self.poster.ephemeral(click.channel, click.user, msg.text, msg.blocks)
         return "confirm"
 
