@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# gpubot: the Slack bot and CLI. Build: docker build -t gpubot:0.1.0 .
+# gpubot: the Slack bot and CLI. Build: docker build -t gpubot:0.3.0 .
 # Two stages: the builder turns the project and every dependency into wheels;
 # the final image installs only those wheels (no compiler, no sources, no cache).
 
@@ -19,7 +19,7 @@ COPY bot/ bot/
 RUN pip wheel --wheel-dir /wheels .
 
 FROM ${PYTHON_IMAGE}
-ARG VERSION=0.1.0
+ARG VERSION=0.3.0
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="gpubot" \
       org.opencontainers.image.description="Slack ChatOps bot that diagnoses GPU failures on Kubernetes clusters running the NVIDIA GPU Operator" \

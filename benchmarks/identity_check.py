@@ -44,7 +44,7 @@ def scenarios() -> list[tuple[str, Path, str]]:
 
 
 def run_cli(argv: list[str]) -> str:
-    from bot.cli import main
+    from bot.cli.main import main
 
     buf, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):

@@ -32,7 +32,7 @@ def _target(path: Path) -> str:
 
 def _cli(args: list[str]) -> str:
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from bot.cli import main; sys.exit(main())", *args],
+        [sys.executable, "-c", "import sys; from bot.cli.main import main; sys.exit(main())", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

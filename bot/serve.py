@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from bot.cli import main as cli_main
+from bot.cli.main import main as cli_main
 
 
 def main(argv: Sequence[str] | None = None) -> int:

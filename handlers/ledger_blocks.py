@@ -8,12 +8,14 @@ as text, never as markup (spec/interfaces.md, "Slack").
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from handlers.blocks import MUST_GATHER, Message, _button, _confirm, _context, _section, shown_node
 from handlers.escape import escape
+from layers.diaggpus import coverage
 from layers.facts.dcgmdiag import DiagReport, result_lines
 
 RUN_DIAGNOSTICS = "run_diagnostics"  # action id of the Run diagnostics button
@@ -23,16 +25,23 @@ MAX_OFFENDERS = 10  # rows in the message; the rest are counted (the export has 
 _BUTTON_LEVEL = 2  # the button runs level 2; level 3 is offered after it, behind a second confirmation
 
 
+_TOKEN = re.compile(r"t\.[0-9a-f]{16,64}")
+
+
 @dataclass(frozen=True)
 class DiagValue:
-    """A Run diagnostics button's value: `diag|<node>|<level>|<confirmations given>`."""
+    """A Run diagnostics button's value: `diag|<node>|<level>|<confirmations given>`, or, on the
+    button of level 3's second confirmation, `diag|<node>|3|t.<token>`: the confirmation itself is
+    held by gpubot in the state store under the token (bot/slack/ledger_slack.py), never carried
+    in the value, so a value that claims two confirmations (`…|3|2`) is refused."""
 
     node: str
     level: int
     confirmed: int
+    token: str = ""
 
     def encode(self) -> str:
-        return f"diag|{self.node}|{self.level}|{self.confirmed}"
+        return f"diag|{self.node}|{self.level}|{'t.' + self.token if self.token else self.confirmed}"
 
     @classmethod
     def decode(cls, value: str) -> DiagValue:
@@ -41,10 +50,13 @@ class DiagValue:
             len(parts) != 4
             or parts[0] != "diag"
             or not parts[1]
+            or not parts[2].isascii()
             or not parts[2].isdigit()
-            or not parts[3].isdigit()
+            or not ((parts[3].isascii() and parts[3].isdigit()) or _TOKEN.fullmatch(parts[3]))
         ):
             raise ValueError(f"not a Run diagnostics value: {value[:80]!r}")
+        if parts[3].startswith("t."):
+            return cls(parts[1], int(parts[2]), 1, parts[3][2:])
         return cls(parts[1], int(parts[2]), int(parts[3]))
 
 
@@ -54,8 +66,8 @@ def diag_button(
     """Slack's confirm dialog is the first confirmation: the click arrives with `confirmed` given."""
     takes = {1: "seconds", 2: "about two minutes", 3: "about fifteen minutes"}.get(level, "")
     body = (
-        f"DCGM diagnostics level {level} on *{escape(shown_node(node))}*: a Job takes every GPU of the node "
-        f"for {takes}. Operators only."
+        f"DCGM diagnostics level {level} on *{escape(shown_node(node))}*: a Job takes every allocatable GPU "
+        f"for {takes}; GPUs the plugin withdrew are not tested (named before it starts). Operators only."
     )
     return _button(
         text,
@@ -171,24 +183,31 @@ def diag_result_message(
     job: str,
     report: DiagReport | None,
     failure: str | None,
-    names: Mapping[int, str],
+    tested: Mapping[int, str],
     notes: Sequence[str] = (),
+    untested: Sequence[str] = (),
 ) -> Message:
     """One message: a line per failed or warned test and GPU with DCGM's text, the rest counted
-    (the raw JSON is attached beside it); or why the Job gave no result."""
+    (the raw JSON is attached beside it), the GPUs tested by UUID and those not tested; or why the
+    Job gave no result. A pass with GPUs untested is no pass for the node."""
     if report is None:
         text = f":x: DCGM diagnostics level {level} on *{escape(node)}* gave no result: {escape(failure or 'unknown')}"
         blocks = [_section(text), _context(f"Job `{escape(job)}` deleted")]
         return Message(text=f"DCGM diagnostics on {node}: no result", blocks=blocks)
-    head, lines, rest = result_lines(report, dict(names))
-    emoji = {"Pass": ":white_check_mark:", "Warn": ":warning:"}.get(report.verdict, ":x:")
+    names = {i: f"GPU {i} ({u})" for i, u in tested.items() if u}
+    head, lines, rest = result_lines(report, names)
+    verdict = "Incomplete" if report.verdict == "Pass" and untested else report.verdict
+    if verdict == "Incomplete":
+        head += f" on the GPUs tested, {len(untested)} not tested: not a pass for the node"
+    emoji = {"Pass": ":white_check_mark:", "Warn": ":warning:", "Incomplete": ":warning:"}.get(verdict, ":x:")
     blocks = [_section(f"{emoji} *{escape(head)}* · level {level} on *{escape(node)}*")]
     for start in range(0, min(len(lines), 40), 10):
         blocks.append(_section("\n".join(f"• {escape(line)}" for line in lines[start : start + 10])))
     if len(lines) > 40:
         blocks.append(_context(f"… {len(lines) - 40} more failed results in the attached JSON"))
+    blocks.append(_section(escape(coverage(tested, untested))))
     blocks.append(_context(escape(rest) + "".join(f" · {escape(n)}" for n in notes)))
-    if level < 3 and report.verdict == "Pass":
+    if level < 3 and verdict == "Pass":
         blocks.append(
             {
                 "type": "actions",
@@ -196,16 +215,30 @@ def diag_result_message(
                 "elements": [diag_button(node, 3, 1, text="Run level 3 (about 15 minutes)")],
             }
         )
-    return Message(text=f"DCGM diagnostics on {node}: {report.verdict}", blocks=blocks)
+    return Message(text=f"DCGM diagnostics on {node}: {verdict}", blocks=blocks)
 
 
-def second_confirmation(node: str) -> Message:
-    """Level 3's second confirmation, sent to the operator who clicked (ephemeral)."""
+def second_confirmation(node: str, token: str, said: str = "") -> Message:
+    """Level 3's second confirmation, sent to the operator who clicked (ephemeral); its button names
+    the confirmation gpubot holds (`token`), which only that operator can use, once. `said`: what the
+    Job would take and test (layers/diagjob.py `confirmation`)."""
     text = (
-        f":warning: Level 3 takes every GPU of *{escape(node)}* for about fifteen minutes and stresses them "
-        "(power, memory bandwidth). Confirm once more to run it."
+        f":warning: Level 3 takes every allocatable GPU of *{escape(node)}* for about fifteen minutes and "
+        "stresses them (power, memory bandwidth). Confirm once more to run it."
     )
-    button = diag_button(node, 3, 2, text="Yes, run level 3")
+    if said:
+        text += "\n" + escape(said)
+    button = _button(
+        "Yes, run level 3",
+        RUN_DIAGNOSTICS,
+        DiagValue(node, 3, 1, token).encode(),
+        confirm=_confirm(
+            "Run DCGM diagnostics level 3?",
+            f"Level 3 on *{escape(shown_node(node))}*: about fifteen minutes of every GPU. Operators only.",
+            "Run level 3",
+            "danger",
+        ),
+    )
     return Message(
         text=f"Confirm level 3 on {node}", blocks=[_section(text), {"type": "actions", "elements": [button]}]
     )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from layers import nodepolicy
+from layers.diaggpus import DISCOVERY_BEGIN, DISCOVERY_END, GpuAsk, gpu_ask
 from layers.facts import objects as o
 from layers.sources import K8sObject
 
@@ -107,6 +108,13 @@ def mig_partitioned(node: K8sObject) -> bool:
     return bool(layout) and layout != "all-disabled"
 
 
+def level_refusal(level: int) -> str | None:
+    """A refusal that needs no cluster read: a level that is never offered (checked first)."""
+    if level not in LEVELS:
+        return f"level {level} is not offered: levels 1, 2 and 3 only (level 4 runs for hours and is never run from chat)"
+    return None
+
+
 def refusal(
     node: K8sObject,
     pods_on_node: Sequence[K8sObject],
@@ -115,12 +123,15 @@ def refusal(
     confirmed: int,
     running: Sequence[K8sObject] = (),
     hostengine: HostEngine = HostEngine(None),
+    ask: GpuAsk | None = None,
 ) -> str | None:
     """Why the diagnostic is refused here (None: it may run). `confirmed` counts the confirmations
-    given: level 3 needs two."""
+    given: level 3 needs two. `ask` is what the Job would request (layers/diaggpus.py `gpu_ask`;
+    read from the node alone when not given)."""
     name = o.name(node)
-    if level not in LEVELS:
-        return f"level {level} is not offered: levels 1, 2 and 3 only (level 4 runs for hours and is never run from chat)"
+    by_level = level_refusal(level)
+    if by_level is not None:
+        return by_level
     if level >= 3 and confirmed < 2:
         return "level 3 takes about fifteen minutes of every GPU of the node: it needs a second confirmation"
     # The owners' table first (spec/findings.md, "One policy decides every action"): on a node an
@@ -142,8 +153,17 @@ def refusal(
     active = [j for j in running if not _finished(j)]
     if active:
         return f"a diagnostic already runs on {name} (Job {o.name(active[0])})"
-    if gpu_count(node) == 0 and not hostengine.standalone:
-        return f"{name} has no allocatable GPU to request (every GPU is marked unhealthy): enable the operator's standalone DCGM (dcgm.enabled=true) to test them"
+    ask = ask if ask is not None else gpu_ask(node, {}, {})
+    if ask is None:
+        return (
+            f"{name} advertises no whole GPU as an extended resource (nvidia.com/gpu or nvidia.com/gpu.shared): "
+            "a node whose GPUs are published only through DRA cannot be diagnosed from chat yet"
+        )
+    if ask.units == 0 and not hostengine.standalone:
+        return (
+            f"{name} has no allocatable GPU to request: no {ask.resource} (all {ask.gpus} GPU(s) withdrawn by the device "
+            "plugin): enable the operator's standalone DCGM (dcgm.enabled=true) to test them"
+        )
     return None
 
 
@@ -155,6 +175,11 @@ def _finished(job: K8sObject) -> bool:
 def gpu_count(node: K8sObject) -> int:
     """Every GPU the scheduler can give on the node (allocatable: one marked unhealthy cannot be)."""
     return o.gpu_resources(node, "allocatable").get(GPU_RESOURCE, 0)
+
+
+def _listing(engine: str) -> str:
+    """The container's GPUs as DCGM numbers them, between marks: which UUID each result is."""
+    return f"echo {DISCOVERY_BEGIN}; dcgmi discovery{engine} -l; echo {DISCOVERY_END}; "
 
 
 def node_label_value(node: str) -> str:
@@ -183,14 +208,15 @@ def script(level: int, hostengine: HostEngine) -> str:
     """The container's shell: dcgmi's JSON, then its exit status on a line of its own (a failed
     test makes dcgmi exit non-zero; the Job itself fails only when the run could not happen)."""
     if hostengine.standalone:
-        run = f"dcgmi diag --host {shlex.quote(str(hostengine.address))} -r {level} -j"
-        return f"{run}; rc=$?; echo; echo gpubot-dcgmi-exit=$rc"
+        host = f" --host {shlex.quote(str(hostengine.address))}"
+        run = f"dcgmi diag{host} -r {level} -j"
+        return f"{_listing(host)}{run}; rc=$?; echo; echo gpubot-dcgmi-exit=$rc"
     # The embedded default: no nv-hostengine the Job could reach, so it runs one for itself,
     # bound to the pod's loopback, and stops it when dcgmi is done.
     return (
         "nv-hostengine -n -b 127.0.0.1 --log-filename /tmp/nv-hostengine.log & he=$!; "
         "for i in 1 2 3 4 5 6 7 8 9 10; do dcgmi discovery -l >/dev/null 2>&1 && break; sleep 1; done; "
-        f"dcgmi diag -r {level} -j; rc=$?; kill $he 2>/dev/null; echo; echo gpubot-dcgmi-exit=$rc"
+        f"{_listing('')}dcgmi diag -r {level} -j; rc=$?; kill $he 2>/dev/null; echo; echo gpubot-dcgmi-exit=$rc"
     )
 
 
@@ -204,16 +230,19 @@ def job_manifest(
     requested_by: str,
     hostengine: HostEngine,
     runtime_class: str | None = None,
+    ask: GpuAsk | None = None,
 ) -> dict[str, Any]:
-    """The Job for `dcgmi diag -r LEVEL -j` on the node (no GPU check here: see `refusal`)."""
+    """The Job for `dcgmi diag -r LEVEL -j` on the node (no GPU check here: see `refusal`). It asks
+    for every allocatable unit of the resource the node advertises (`ask`; `nvidia.com/gpu` without)."""
     node_name = o.name(node)
     labels = {**APP_LABELS, NODE_LABEL: node_label_value(node_name), LEVEL_LABEL: str(level)}
-    gpus = str(gpu_count(node))
+    resource = ask.resource if ask is not None else GPU_RESOURCE
+    units = str(ask.units if ask is not None else gpu_count(node))
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": image,
         "command": ["/bin/sh", "-c", script(level, hostengine)],
-        "resources": {"limits": {GPU_RESOURCE: gpus}, "requests": {GPU_RESOURCE: gpus}},
+        "resources": {"limits": {resource: units}, "requests": {resource: units}},
         # DCGM's profiling and stress plugins need SYS_ADMIN (as dcgm-exporter's DCP metrics do).
         "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}, "allowPrivilegeEscalation": False},
     }
@@ -258,13 +287,20 @@ def job_name(node: str, suffix: str) -> str:
     return f"gpubot-diag-{short}-{suffix}"[:63].rstrip("-")
 
 
-def confirmation(node: str, level: int, gpus: int, hostengine: HostEngine) -> str:
-    """What the confirmation dialog says: what runs, how long, and what it does to the exporter."""
+def confirmation(node: str, level: int, ask: GpuAsk, hostengine: HostEngine) -> str:
+    """What the confirmation says: what runs, how long, which GPUs it tests and which it cannot,
+    and what it does to the exporter."""
     lvl = LEVELS[level]
+    count = ask.units // ask.per_gpu
     text = (
-        f"Run DCGM diagnostics level {level} on {node}: a Job takes all {gpus} GPU(s) of the node "
-        f"for {lvl.takes}; nothing else can be scheduled on them meanwhile."
+        f"Run DCGM diagnostics level {level} on {node}: a Job takes the {count} allocatable GPU(s) "
+        f"for {lvl.takes}; nothing else can be scheduled on them meanwhile. {ask.tested_text()}"
     )
+    untested = ask.untested_text()
+    if untested:
+        text += " " + untested + " A node with untested GPUs is never recorded as passed."
+        if hostengine.standalone:
+            text += " (The operator's host engine sees every GPU: the result names each GPU DCGM tested.)"
     if hostengine.standalone:
         return text + (
             f" dcgmi connects to the operator's nv-hostengine at {hostengine.address} (dcgm.enabled=true), "

@@ -377,6 +377,7 @@ def check(ctx: WalkContext) -> LayerResult:
             facts = [s.table() for s in spreads if s.counts]
         # Several driver branches in several pools are how the operator is meant to be used: said, not flagged.
         facts += [pools] if pools else []
+        facts += fl.overlap_notes(ctx, examined)
         findings.append(
             finding(
                 "L3_OK",

@@ -64,7 +64,7 @@ def test_round_trip_through_the_fake_api_server_replays_the_same_walk(tmp_path: 
 
 
 def test_why_bundle_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.cli import main
+    from bot.cli.main import main
 
     sc = parse_scenario(scenario(), "<xid79>")
     snap, telemetry = build_sources(sc)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.actions.bundle_writer import collect_bundle
-from bot.cli import main
+from bot.cli.main import main
 from bot.sources.kube import KubeCluster
 from bot.sources.scenario import build_sources, parse_scenario
 from layers.sources import SourceError

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from slack_sdk.models.blocks import Block
 
-from bot.cli import main
+from bot.cli.main import main
 from bot.sources.opener import bundled_scenarios
 from bot.sources.scenario import Scenario, load_scenario
 

@@ -105,7 +105,7 @@ def test_403_names_the_verb_and_resource(api: FakeKubeAPI) -> None:
 def test_unknown_node_is_exit_2(
     api: FakeKubeAPI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from bot.cli import main
+    from bot.cli.main import main
 
     monkeypatch.delenv("GPUBOT_SCENARIO", raising=False)
     assert main(["cordon", "gpu-99", "--reason", "x", "--kubeconfig", api.kubeconfig]) == 2

@@ -17,6 +17,7 @@ from bot.cli.main import main
 from bot.ledger.store import Ledger, MemoryBackend
 from bot.sources.kube import KubeCluster
 from bot.sources.scenario import build_sources, load_scenario
+from layers.diaggpus import gpu_ask
 from layers.diagjob import (
     DiagRefused,
     HostEngine,
@@ -39,9 +40,29 @@ def fixture(name: str) -> str:
     return (DATA / name).read_text(encoding="utf-8")
 
 
-def job_log(name: str, code: int = 0) -> str:
-    """What the Job's container prints: dcgmi's JSON, then its exit status on a line of its own."""
-    return fixture(name) + f"\ngpubot-dcgmi-exit={code}\n"
+GPUS = 4  # the node's GPUs: as many as the fixtures' results cover
+
+
+def listing(uuids: list[str]) -> str:
+    """`dcgmi discovery -l` as DCGM prints it (dcgmi/Discovery.cpp), between the Job's marks."""
+    rule = "+--------+----------------------------------------------------------------------+"
+    rows = [f"{len(uuids)} GPUs found.", rule, "| GPU ID | Device Information" + " " * 53 + "|", rule]
+    for i, uuid in enumerate(uuids):
+        rows += [
+            f"| {i:<6} | {'Name: NVIDIA A100-SXM4-80GB':<68} |",
+            f"|        | {f'PCI Bus ID: 00000000:{7 + i:02X}:00.0':<68} |",
+            f"|        | {f'Device UUID: {uuid}':<68} |",
+            rule,
+        ]
+    rows += ["0 NvSwitches found.", "+-----------+", "| Switch ID |", "+-----------+", "+-----------+"]
+    return "gpubot-gpus-begin\n" + "\n".join(rows) + "\ngpubot-gpus-end\n"
+
+
+def job_log(name: str, code: int = 0, uuids: list[str] | None = None) -> str:
+    """What the Job's container prints: the GPUs it was given as dcgmi lists them, dcgmi's JSON, then
+    its exit status on a line of its own."""
+    gpus = [uuid_of(lf.NODE, i) for i in range(GPUS)] if uuids is None else uuids
+    return listing(gpus) + fixture(name) + f"\ngpubot-dcgmi-exit={code}\n"
 
 
 # --- dcgmi diag -j, every status ---------------------------------------------------------------
@@ -102,8 +123,10 @@ def test_a_log_without_the_json_is_one_clear_error(log: str, said: str) -> None:
 
 def build_fleet(tmp_path: Path, mutate: Callable[[lf.Fleet], None] | None = None) -> Path:
     f = lf.fleet("diag-fleet")
-    f.gpu_series(lf.NODE, "a100", 8)
+    f.gpu_series(lf.NODE, "a100", GPUS)
     node = f.node(lf.NODE)
+    for part in ("capacity", "allocatable"):
+        node["status"][part]["nvidia.com/gpu"] = str(GPUS)
     node["spec"]["unschedulable"] = True  # diagnosing a cordoned node is the usual case
     node["spec"]["taints"] = [
         {
@@ -152,7 +175,7 @@ def test_the_job_as_the_spec_says(tmp_path: Path) -> None:
         "nodeSelectorTerms"
     ]
     assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [lf.NODE]}]}]
-    assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": str(GPUS)}
     assert spec["containers"][0]["image"] == IMAGE
     tols = spec["tolerations"]
     assert {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"} in tols
@@ -175,10 +198,15 @@ def test_standalone_dcgm_is_reached_with_host(tmp_path: Path) -> None:
     node = snap.get_node(lf.NODE)
     job = job_manifest(node, 1, namespace=NS, image=IMAGE, name="j", requested_by="U", hostengine=engine)
     script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
-    assert script.startswith("dcgmi diag --host nvidia-dcgm.gpu-operator.svc:5555 -r 1 -j")
+    assert script.startswith(
+        "echo gpubot-gpus-begin; dcgmi discovery --host nvidia-dcgm.gpu-operator.svc:5555 -l; "
+        "echo gpubot-gpus-end; dcgmi diag --host nvidia-dcgm.gpu-operator.svc:5555 -r 1 -j"
+    )
     assert "nv-hostengine" not in script
-    assert "no second host engine" in confirmation(lf.NODE, 1, 8, engine)
-    embedded = confirmation(lf.NODE, 2, 8, HostEngine(None))
+    ask = gpu_ask(node, {}, {})
+    assert ask is not None and ask.units == GPUS
+    assert "no second host engine" in confirmation(lf.NODE, 1, ask, engine)
+    embedded = confirmation(lf.NODE, 2, ask, HostEngine(None))
     assert (
         "second host engine" in embedded and "DCGM_FI_PROF_" in embedded and "about two minutes" in embedded
     )
@@ -301,7 +329,8 @@ def test_a_run_creates_reads_cleans_up_and_records(fake: FakeKubeAPI) -> None:
     delete = next(r for r in fake.requests if r.method == "DELETE")
     assert delete.query.get("propagationPolicy") == "Background"
     ledger = Ledger(MemoryBackend(), 90)
-    record(ledger, out, {i: uuid_of(lf.NODE, i) for i in range(8)}, "U0OPS", 1_795_953_600.0)
+    assert out.tested == {i: uuid_of(lf.NODE, i) for i in range(GPUS)} and out.untested == []
+    record(ledger, out, "U0OPS", 1_795_953_600.0)
     events, gpus = ledger.read(lf.NODE, now=1_795_953_600.0)
     diag = {e.gpu: e for e in events if e.kind == "diag"}
     assert (

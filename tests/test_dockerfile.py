@@ -149,7 +149,7 @@ def test_entrypoint_serve_env_labels_no_healthcheck(
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["scripts"]["gpubot"] == "bot.cli:main"
+    assert project["scripts"]["gpubot"] == "bot.cli.main:main"
 
 
 def test_no_build_tools_in_the_final_stage(dockerfile: tuple[list[Instruction], list[Stage]]) -> None:
@@ -225,7 +225,7 @@ def test_builder_stage_wheel_from_exactly_what_it_copies(
     with zipfile.ZipFile(wheels[0]) as whl:
         names = set(whl.namelist())
         entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-        assert "gpubot = bot.cli:main" in whl.read(entry_points).decode()
+        assert "gpubot = bot.cli.main:main" in whl.read(entry_points).decode()
     for module in (
         "bot/cli/main.py",
         "bot/serve.py",

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from bot.cli import main
+from bot.cli.main import main
 from bot.sources.kube import KubeCluster
 from bot.sources.opener import bundled_scenarios
 from bot.sources.scenario import Scenario, build_sources, load_scenario

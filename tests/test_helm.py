@@ -556,3 +556,24 @@ def test_the_in_chart_redis_keeps_an_append_only_file(full_docs: list[dict[str, 
     (sts,) = by_kind(full_docs, "StatefulSet")
     args = sts["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--appendonly") + 1] == "yes"
+
+
+def test_history_scopes_are_a_value(helm: str, default_docs: list[dict[str, Any]]) -> None:
+    """`slack.history` (GPUBOT_SLACK_HISTORY): off by default, set by the value, read by the bot's loader;
+    anything but a boolean stops the install with one line."""
+    from bot.ops.config import load_config
+
+    assert "GPUBOT_SLACK_HISTORY" not in _env(default_docs)
+    on = _env(render(helm, "--set", "slack.history=true"))["GPUBOT_SLACK_HISTORY"]
+    assert on == {"name": "GPUBOT_SLACK_HISTORY", "value": "true"}
+    assert load_config({"GPUBOT_SLACK_HISTORY": on["value"]}).slack_history is True
+    for role in ("gateway", "agent"):
+        args = ["--set", f"role={role},slack.history=true,clusterName=eu-1", *ROLE_REDIS]
+        assert _env(render(helm, *args))["GPUBOT_SLACK_HISTORY"]["value"] == "true"
+    proc = subprocess.run(
+        [helm, "template", "gpubot", str(CHART), "--set-string", "slack.history=yes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0 and "slack.history must be true or false, got yes" in proc.stderr

@@ -56,7 +56,7 @@ def test_the_must_gather_button_bundles_a_node_with_a_240_character_name(tmp_pat
 def test_the_cli_names_the_bundle_of_a_long_node_safely(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bot.cli import main
+    from bot.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     assert main(["must-gather", "--scenario", str(_scenario_with(LONG, tmp_path)), "--node", LONG]) == 0

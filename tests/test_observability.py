@@ -376,7 +376,7 @@ def test_scheduled_digest_runs_are_counted_by_outcome(tmp_path: Path) -> None:
 def test_cli_digest_post_counts_its_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from bot import cli
+    from bot.cli import main as cli
     from tests.fakes.slack_api import serve_slack
 
     path, _, _ = _harness_sources(tmp_path)

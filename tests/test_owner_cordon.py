@@ -155,7 +155,7 @@ def test_cordon_of_an_owners_node_is_already_held_and_sends_nothing(api: FakeKub
 def test_cli_uncordon_refusal_is_one_line_exit_2(
     api: FakeKubeAPI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from bot.cli import main
+    from bot.cli.main import main
 
     monkeypatch.delenv("GPUBOT_SCENARIO", raising=False)
     assert main(["uncordon", "owned-nvsentinel-quarantined", "--force", "--kubeconfig", api.kubeconfig]) == 2
@@ -251,7 +251,7 @@ def test_cordon_confirms_say_what_the_platform_does_next() -> None:
 def test_cli_cordon_says_what_gke_autopilot_does_next(
     api: FakeKubeAPI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from bot.cli import main
+    from bot.cli.main import main
 
     monkeypatch.delenv("GPUBOT_SCENARIO", raising=False)
     monkeypatch.setenv("GPUBOT_CORDON_MAX_FRACTION", "1")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
+from bot.cli.main import main
 from bot.ops.config import ConfigError, load_config
 from bot.sources.scenario import build_sources, load_scenario
 from bot.sources.snapshot import SnapshotCluster

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
+from bot.cli.main import main
 from tests.fakes.kube_api import write_kubeconfig
 
 BOT_TOKEN = "xoxb-1111-2222-probe8botsecret"

@@ -5,6 +5,7 @@ the operator and second-confirmation gates, `/gpu node` with its picture, the di
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ import pytest
 
 from bot.ledger.store import Ledger, MemoryBackend
 from bot.ops.config import load_config
-from bot.slack.ledger_slack import DiagButtons, post_node_ledger
+from bot.slack.ledger_slack import CONFIRMATION_UNKNOWN, DiagButtons, post_node_ledger
 from bot.slack.post import Poster
 from bot.slack.state import MemoryState
 from bot.sources.kube import KubeCluster
@@ -61,7 +62,7 @@ def _buttons(
     ledger = Ledger(MemoryBackend(), 90)
     state: StateStore = MemoryState()
     poster = Poster(TOKEN, slack.url, backoff_s=0.01)
-    ops = Operators([OPERATOR], [], lambda g: [])
+    ops = Operators([OPERATOR, "U0OTHEROP"], [], lambda g: [])
     return DiagButtons(cfg, sources, ledger, poster, ops, state, NS, poll_s=0.02), ledger
 
 
@@ -156,12 +157,19 @@ def test_level_3_needs_a_second_confirmation(slack: FakeSlack, kube: tuple[FakeK
     blocks = eph.params["blocks"]
     blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
     (button,) = blocks[-1]["elements"]
-    assert button["value"] == "diag|a100-train-03|3|2" and "confirm" in button
+    # The button names the confirmation gpubot holds; the value itself claims nothing.
+    assert re.fullmatch(r"diag\|a100-train-03\|3\|t\.[0-9a-f]{32}", button["value"]) and "confirm" in button
     assert not api.jobs.created
+    # Someone else (an operator too) cannot use it: it is the clicker's own.
+    assert buttons.handle(_click(button["value"], user="U0OTHEROP")) == "refused"
     player = _kubelet(api, job_log("r3_warn_and_remap_pending.json", 226))
     assert buttons.handle(_click(button["value"])) == "done"
     player.join()
     assert api.jobs.created[0]["spec"]["activeDeadlineSeconds"] == 3600
+    # Used once: the same button again runs nothing.
+    assert buttons.handle(_click(button["value"])) == "refused"
+    assert len(api.jobs.created) == 1
+    assert slack.calls_to("chat.postEphemeral")[-1].params["text"] == CONFIRMATION_UNKNOWN
 
 
 def test_a_refusal_is_said_in_the_thread(slack: FakeSlack, tmp_path: Path) -> None:

@@ -17,13 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.ledger.store import Ledger, LedgerUnavailable
+from layers.diaggpus import GpuAsk, discovered, gpu_ask, tested_uuids, untested_after, without_discovery
 from layers.diagjob import (
     CONTAINER,
     NODE_LABEL,
+    DiagRefused,
     HostEngine,
     hostengine_for,
     job_manifest,
     job_name,
+    level_refusal,
     node_label_value,
     refusal,
 )
@@ -62,10 +65,21 @@ class DiagOutcome:
     raw: str = ""  # the JSON as dcgmi printed it, for the attachment
     failure: str | None = None  # why no result: deadline, unschedulable, deleted, no JSON
     notes: list[str] = field(default_factory=list)
+    tested: dict[int, str] = field(default_factory=dict)  # DCGM's GPU entity -> its UUID ('' unknown)
+    untested: list[str] = field(default_factory=list)  # the node's GPUs the result does not cover
 
     @property
     def ok(self) -> bool:
         return self.report is not None
+
+    @property
+    def verdict(self) -> str | None:
+        """The node's verdict: DCGM's, except that a pass with GPUs untested is no pass (None: no result)."""
+        if self.report is None:
+            return None
+        if self.report.verdict == "Pass" and self.untested:
+            return "Incomplete"
+        return self.report.verdict
 
 
 @dataclass
@@ -74,7 +88,7 @@ class DiagPlan:
     level: int
     manifest: dict[str, Any]
     hostengine: HostEngine
-    gpus: int
+    ask: GpuAsk
 
 
 def plan(
@@ -90,10 +104,13 @@ def plan(
     operator_namespace: str | None = None,
     hostengine_setting: str | None = None,
     suffix: str | None = None,
+    telemetry: Telemetry | None = None,
 ) -> DiagPlan:
-    """The Job for this node and level, or DiagRefused saying why not (layers/diagjob.py)."""
-    from layers.diagjob import DiagRefused, gpu_count
-
+    """The Job for this node and level, or DiagRefused saying why not (layers/diagjob.py). A level
+    never offered is refused before any cluster read; `telemetry` names the GPUs by index and UUID."""
+    by_level = level_refusal(level)
+    if by_level is not None:
+        raise DiagRefused(by_level)
     node = cluster.get_node(node_name)
     pods = cluster.list_pods(field_selector=f"spec.nodeName={node_name}")
     running: list[K8sObject] = []
@@ -104,7 +121,8 @@ def plan(
     except SourceError:
         policies = []  # no ClusterPolicy readable: the embedded default, said in the confirmation
     engine = hostengine_for(policies, operator_namespace, hostengine_setting)
-    why = refusal(node, pods, level, confirmed=confirmed, running=running, hostengine=engine)
+    ask = _gpu_ask(cluster, telemetry, node, operator_namespace)
+    why = refusal(node, pods, level, confirmed=confirmed, running=running, hostengine=engine, ask=ask)
     if why is not None:
         raise DiagRefused(why)
     runtime = _nvidia_runtime_class(cluster)
@@ -118,8 +136,28 @@ def plan(
         requested_by=requested_by,
         hostengine=engine,
         runtime_class=runtime,
+        ask=ask,
     )
-    return DiagPlan(node, level, manifest, engine, gpu_count(node))
+    assert ask is not None  # refused above when the node advertises no whole GPU
+    return DiagPlan(node, level, manifest, engine, ask)
+
+
+def _gpu_ask(
+    cluster: Cluster, telemetry: Telemetry | None, node: K8sObject, operator_namespace: str | None
+) -> GpuAsk | None:
+    """What the Job asks for; where the plugin withdrew GPUs, which (its log, the health agents)."""
+    from layers.facts.context import Settings, WalkContext
+    from layers.facts.pluginlog import read_plugin_log
+    from layers.findings import Target
+
+    name = o.name(node)
+    known = gpu_uuids(telemetry, name) if telemetry is not None else {}
+    ask = gpu_ask(node, {}, known)
+    if ask is None or ask.untested <= 0 or telemetry is None:
+        return ask
+    ctx = WalkContext(cluster, telemetry, Target(None, None, name), None, Settings(operator_namespace))
+    log, _unread = read_plugin_log(ctx, name)
+    return gpu_ask(node, log.unhealthy if log is not None else {}, known)
 
 
 def _nvidia_runtime_class(cluster: Cluster) -> str | None:
@@ -193,10 +231,12 @@ def run(
             failed = _failed_condition(job)
             if failed is not None:
                 out.failure = _failure_text(failed, p)
-                _read_result(cluster, ns, pods, out)  # a partial JSON still tells which test hung
+                _read_result(
+                    cluster, ns, pods, out, p.ask, p.hostengine.standalone
+                )  # a partial JSON still tells which test hung
                 return out
             if _complete(job) or phase == "Succeeded":
-                _read_result(cluster, ns, pods, out)
+                _read_result(cluster, ns, pods, out, p.ask, p.hostengine.standalone)
                 return out
             if phase == "Unschedulable":
                 unschedulable_since = unschedulable_since if unschedulable_since is not None else clock()
@@ -225,7 +265,14 @@ def _failure_text(condition: str, p: DiagPlan) -> str:
     return f"the diagnostic's Job failed ({condition})"
 
 
-def _read_result(cluster: Cluster, ns: str, pods: list[K8sObject], out: DiagOutcome) -> None:
+def _read_result(
+    cluster: Cluster,
+    ns: str,
+    pods: list[K8sObject],
+    out: DiagOutcome,
+    ask: GpuAsk | None = None,
+    standalone: bool = False,
+) -> None:
     if not pods:
         out.failure = out.failure or "the Job finished without a pod to read"
         return
@@ -234,16 +281,24 @@ def _read_result(cluster: Cluster, ns: str, pods: list[K8sObject], out: DiagOutc
     except SourceError as err:
         out.failure = out.failure or f"the diagnostic's log could not be read: {err}"
         return
+    listed = discovered(log)
+    log = without_discovery(log)
     try:
         out.report = read_job_log(log)
         start = log.find("{")
         out.raw = log[start : log.rfind("}") + 1] if start >= 0 else ""
     except DiagOutputError as err:
         out.failure = out.failure or str(err)
+        return
+    entities = [r.entity for r in out.report.results if r.group == "GPU"]
+    out.tested = tested_uuids(entities, listed, ask, standalone)
+    out.untested = untested_after(ask, out.tested)
 
 
-def record(ledger: Ledger, out: DiagOutcome, gpu_uuids: dict[int, str], actor: str, now: float) -> None:
-    """The result into the ledger: a `diag` entry per GPU (its verdict and failed tests), serials kept."""
+def record(ledger: Ledger, out: DiagOutcome, actor: str, now: float) -> None:
+    """The result into the ledger: a `diag` entry per GPU tested (its verdict and failed tests, under
+    the UUID the Job listed), serials kept; nothing for a GPU the diagnostic did not test, and no
+    entry for the node as a whole unless the run gave no result at all."""
     events: list[Event] = []
     gpus: dict[str, GpuId] = {}
     if out.report is None:
@@ -261,8 +316,10 @@ def record(ledger: Ledger, out: DiagOutcome, gpu_uuids: dict[int, str], actor: s
                 if r.status in ("Fail", "Warn"):
                     by_gpu[r.entity].append(f"{r.test} {r.status}")
         for index, failed in sorted(by_gpu.items()):
-            uuid = gpu_uuids.get(index, "")
+            uuid = out.tested.get(index, "")
             detail = f"level {out.level}: " + (", ".join(failed) if failed else "Pass")
+            if not uuid:
+                detail += f" (GPU {index}, UUID not known)"
             events.append(Event(out.node, "diag", now, gpu=uuid, source="diag", actor=actor, detail=detail))
             if uuid:
                 gpus[uuid] = GpuId(uuid, str(index), rep.serials.get(index, ""))
@@ -272,8 +329,10 @@ def record(ledger: Ledger, out: DiagOutcome, gpu_uuids: dict[int, str], actor: s
         out.notes.append(f"result not written to the ledger: {err}")
 
 
-def gpu_uuids(telemetry: Telemetry, node: str) -> dict[int, str]:
+def gpu_uuids(telemetry: Telemetry | None, node: str) -> dict[int, str]:
     """GPU index -> UUID from the node's DCGM series, so each result is filed under its GPU."""
+    if telemetry is None:
+        return {}
     try:
         samples = telemetry.instant("DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_GPU_TEMP", selector_for([node]))
     except TelemetryError:

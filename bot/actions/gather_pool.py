@@ -10,6 +10,7 @@ the replay then compares the node with the first PEER_PAGE of its pool.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -49,14 +50,24 @@ GPU_NODES = "nvidia.com/gpu.present=true"
 _STATUS_KEPT = ("capacity", "allocatable", "conditions", "nodeInfo")
 
 
-def pool_selector(node: K8sObject, drivers: Sequence[K8sObject]) -> tuple[str, str]:
-    """(label selector, what it selects) of the node's driver pool, as layers/facts/driverpool.py
-    assigns it: the first NVIDIADriver that selects the node, else its node pool and GPU product."""
-    driver = next((d for d in drivers if selects(d, node)), None)
-    if driver is not None:
-        wanted = (driver.get("spec") or {}).get("nodeSelector") or {}
-        terms = [f"{k}={label_value(v)}" for k, v in sorted(wanted.items())]
-        return ",".join(terms) or GPU_NODES, f"NVIDIADriver {o.name(driver)}'s nodeSelector"
+def pool_selectors(node: K8sObject, drivers: Sequence[K8sObject]) -> list[tuple[str, str]]:
+    """(label selector, what it selects) of the node's driver pool as layers/facts/driverpool.py
+    assigns it: each NVIDIADriver that selects the node (where several overlap, every one of them:
+    which pool is the node's is decided from what the bundle holds, never by their names), else its
+    node pool and GPU product."""
+    matching = sorted((d for d in drivers if selects(d, node)), key=o.name)
+    if matching:
+        out: list[tuple[str, str]] = []
+        for driver in matching:
+            wanted = (driver.get("spec") or {}).get("nodeSelector") or {}
+            terms = [f"{k}={label_value(v)}" for k, v in sorted(wanted.items())]
+            out.append((",".join(terms) or GPU_NODES, f"NVIDIADriver {o.name(driver)}'s nodeSelector"))
+        return out
+    return [pool_selector_of_node(node)]
+
+
+def pool_selector_of_node(node: K8sObject) -> tuple[str, str]:
+    """The selector of a node no NVIDIADriver selects: its node pool and GPU product."""
     lab = o.labels(node)
     terms = [f"{k}={label_value(lab[k])}" for k in POOL_LABELS if k in lab][:1]
     if lab.get(PRODUCT_LABEL):
@@ -155,20 +166,28 @@ def pool_peers(c: Collector, nodes: list[K8sObject], drivers: list[K8sObject]) -
     a replayed layer 3 compares the node within its pool as the live walk does."""
     if not nodes:
         return []
-    selector, what = pool_selector(nodes[0], drivers)
-    page, more = c.read(f"nodes -l {selector}", lambda: one_page(c.cluster, selector, PEER_PAGE), ([], False))
-    peers = c.keep([slim_node(n) for n in page if o.name(n) != o.name(nodes[0])])
-    why = f"a node's bundle holds its own node and its driver pool's ({what}: -l {selector}, "
-    why += f"{len(peers)} other node(s), slimmed), no other: collect with --pod NAMESPACE/POD "
-    c.manifest.skipped.append({"what": "the other nodes", "why": why + "for a walk that weighs the fleet"})
-    if more:
-        c.manifest.cut.append(
-            {
-                "file": "scenario.yaml",
-                "reason": f"driver pool page (-l {selector})",
-                "kept_nodes": len(page),
-            }
+    peers: list[K8sObject] = []
+    seen = {o.name(nodes[0])}
+    for selector, what in pool_selectors(nodes[0], drivers):
+        page, more = c.read(
+            f"nodes -l {selector}", functools.partial(one_page, c.cluster, selector, PEER_PAGE), ([], False)
         )
+        mine = [slim_node(n) for n in page if o.name(n) not in seen]
+        seen.update(o.name(n) for n in mine)
+        peers += c.keep(mine)
+        why = f"a node's bundle holds its own node and its driver pool's ({what}: -l {selector}, "
+        why += f"{len(mine)} other node(s), slimmed), no other: collect with --pod NAMESPACE/POD "
+        c.manifest.skipped.append(
+            {"what": "the other nodes", "why": why + "for a walk that weighs the fleet"}
+        )
+        if more:
+            c.manifest.cut.append(
+                {
+                    "file": "scenario.yaml",
+                    "reason": f"driver pool page (-l {selector})",
+                    "kept_nodes": len(page),
+                }
+            )
     return peers
 
 

@@ -18,7 +18,7 @@ from bot.cli.args import EXIT_BACKEND, EXIT_INPUT, UsageError
 
 
 def cmd_diag(args: argparse.Namespace) -> int:
-    from bot.actions.diag import gpu_uuids, own_namespace, plan, record, run
+    from bot.actions.diag import own_namespace, plan, record, run
     from bot.cli.actions import cli_actor
     from bot.cli.node import open_ledger_for
     from bot.ops.config import load_config
@@ -50,6 +50,7 @@ def cmd_diag(args: argparse.Namespace) -> int:
             confirmed=2 if args.confirm else 1,
             operator_namespace=cfg.operator_namespace,
             hostengine_setting=cfg.diag_hostengine,
+            telemetry=src.telemetry,
         )
     except DiagRefused as err:
         print(f"gpubot: diagnostics refused on {node}: {err}", file=sys.stderr)
@@ -58,15 +59,15 @@ def cmd_diag(args: argparse.Namespace) -> int:
         if args.format == "json":
             print(json.dumps({"node": node, "level": args.level, "job": p.manifest}, indent=2))
         else:
-            print(confirmation(node, args.level, p.gpus, p.hostengine))
+            print(confirmation(node, args.level, p.ask, p.hostengine))
             print(json.dumps(p.manifest, indent=2))
             print(f"(dry run: nothing created; sources: {src.description})")
         return 0
     assert jobs is not None
-    print(confirmation(node, args.level, p.gpus, p.hostengine), file=sys.stderr)
+    print(confirmation(node, args.level, p.ask, p.hostengine), file=sys.stderr)
     out = run(src.cluster, jobs, p, progress=_progress())
     ledger = open_ledger_for(args, cfg)
-    record(ledger, out, gpu_uuids(src.telemetry, node), cli_actor(), src.telemetry.now())
+    record(ledger, out, cli_actor(), src.telemetry.now())
     return _print_outcome(out, args.format)
 
 
@@ -83,6 +84,7 @@ def _progress() -> Callable[[str], None] | None:
 
 
 def _print_outcome(out: Any, fmt: str) -> int:
+    from layers.diaggpus import coverage
     from layers.facts.dcgmdiag import result_lines
 
     if fmt == "json":
@@ -90,6 +92,9 @@ def _print_outcome(out: Any, fmt: str) -> int:
             "node": out.node,
             "level": out.level,
             "job": out.job,
+            "verdict": out.verdict,
+            "tested": {str(i): u or None for i, u in sorted(out.tested.items())},
+            "untested": out.untested,
             "failure": out.failure,
             "notes": out.notes,
         }
@@ -97,8 +102,11 @@ def _print_outcome(out: Any, fmt: str) -> int:
         print(json.dumps(doc, indent=2))
     else:
         if out.report is not None:
-            head, lines, rest = result_lines(out.report)
-            print("\n".join([head, *lines, rest]))
+            names = {i: f"GPU {i} ({u})" for i, u in out.tested.items() if u}
+            head, lines, rest = result_lines(out.report, names)
+            if out.verdict == "Incomplete":
+                head += f" on the GPUs tested, {len(out.untested)} not tested: not a pass for the node"
+            print("\n".join([head, *lines, coverage(out.tested, out.untested), rest]))
         for note in out.notes:
             print(f"note: {note}")
     if out.failure is not None:

@@ -54,17 +54,10 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-        print(f"gpubot {_version()}")  # on stdout, as argparse's own version action prints
+        from bot.ops.version import gpubot_version
+
+        print(f"gpubot {gpubot_version()}")  # on stdout, as argparse's own version action prints
         parser.exit()
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("gpubot")
-    except PackageNotFoundError:
-        return "(not installed)"
 
 
 def _error(msg: str) -> None:

@@ -28,7 +28,6 @@ agents never hoard entries another agent of the cluster could run.
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import os
 import socket
@@ -44,6 +43,7 @@ from bot.cluster.once import OncePoster
 from bot.cluster.signing import REPLAY_WINDOW_S, age_problem
 from bot.cluster.streams import ClusterStreams, Entry, Request, StreamsUnavailable
 from bot.ops.logs import walk_scope
+from bot.ops.version import gpubot_version
 from bot.slack.leases import LeaseKeeper
 from handlers.escape import escape
 from handlers.ports import StateStore, StateUnavailable
@@ -56,13 +56,6 @@ DONE_TTL_S = 2 * 86400  # longer than any entry stays pending
 RETRY_S = 1.0  # after Redis failed: wait, then read again (it may be restarting)
 
 Handler = Callable[[Request], None]
-
-
-def gpubot_version() -> str:
-    try:
-        return importlib.metadata.version("gpubot")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def consumer_name() -> str:

@@ -36,7 +36,6 @@ from slack_bolt import Ack, App
 from slack_sdk import WebClient
 
 from bot.cluster.acks import ACK_BUDGET_S, QUEUE_DOWN, QUEUE_LATER, QUEUE_PATIENCE_S, Queued
-from bot.cluster.agent import gpubot_version
 from bot.cluster.digest_root import DigestRoots
 from bot.cluster.kinds import click_request, why_request
 from bot.cluster.node_kinds import diag_cluster, diag_request, node_request
@@ -44,6 +43,7 @@ from bot.cluster.replay_record import BoundedReplayRecord
 from bot.cluster.routing import NoRoute, Route, clusters_text, route
 from bot.cluster.streams import ClusterStreams, Request, StreamsUnavailable
 from bot.ops.config import Config
+from bot.ops.version import gpubot_version
 from bot.slack.app import submit_job
 from handlers.clicks import Click, click_from_payload, click_problem, clicker
 from handlers.commands import (

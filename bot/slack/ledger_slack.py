@@ -11,11 +11,12 @@ top of the refusal that sees a Job already running there.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bot.actions.diag import JobClient, gpu_uuids, plan, record, run
+from bot.actions.diag import DiagPlan, JobClient, plan, record, run
 from bot.ledger.service import node_report
 from bot.ledger.store import Ledger
 from bot.ops.config import Config
@@ -32,12 +33,23 @@ from handlers.ledger_blocks import (
 )
 from handlers.operators import Operators
 from handlers.ports import Attachment, PostFailed, SlackPoster, StateStore
-from layers.diagjob import DiagRefused, confirmation
+from layers.diagjob import DiagRefused, confirmation, level_refusal
 from layers.sources import SourceError
 
 log = logging.getLogger("gpubot.ledger")
 DIAG_LEASE = "diag:running:{}"
 LEASE_S = 60.0  # held at most this long, renewed while the Job runs: a dead holder blocks no one for long
+CONFIRM_KEY = "diag:confirm:{}"  # level 3's second confirmation, held by gpubot (never in a button)
+CONFIRM_S = 600.0
+NOT_UNDERSTOOD = "this Run diagnostics button is not understood, so nothing was done."
+CONFIRMATION_CLAIMED = (
+    ":no_entry: level 3 runs only from the second confirmation gpubot sends you: this button claims one "
+    "gpubot did not give, so nothing was done. Click Run level 3 again to be asked."
+)
+CONFIRMATION_UNKNOWN = (
+    ":no_entry: gpubot holds no such level 3 confirmation for you (each is yours alone, used once, "
+    "for 10 minutes), so nothing was done. Click Run level 3 again to be asked."
+)
 
 
 def post_node_ledger(
@@ -108,11 +120,23 @@ class DiagButtons:
         try:
             value = DiagValue.decode(click.value)
         except ValueError:
+            self.poster.ephemeral(click.channel, click.user, NOT_UNDERSTOOD)
             return "ignored"
-        if value.level >= 3 and value.confirmed < 2:
-            msg = second_confirmation(value.node)
-            self.poster.ephemeral(click.channel, click.user, msg.text, msg.blocks)
-            return "confirm"
+        # Refusals that need no cluster read come before any (issue 28: no Job is listed for them).
+        by_level = level_refusal(value.level)
+        if by_level is not None:
+            self.poster.ephemeral(
+                click.channel,
+                click.user,
+                f":no_entry: diagnostics on *{escape(value.node)}* refused: {escape(by_level)}",
+            )
+            return "refused"
+        confirmed = 1
+        if value.level >= 3:
+            step = self._second_confirmation(click, value)
+            if step != "confirmed":
+                return step
+            confirmed = 2
         if self.sources.offline:
             self.poster.ephemeral(
                 click.channel,
@@ -121,25 +145,8 @@ class DiagButtons:
             )
             return "offline"
         jobs = live_jobs(self.sources)
-        try:
-            p = plan(
-                self.sources.cluster,
-                jobs,
-                value.node,
-                value.level,
-                namespace=self.namespace,
-                image=self.cfg.diag_image,
-                requested_by=click.user,
-                confirmed=value.confirmed,
-                operator_namespace=self.cfg.operator_namespace,
-                hostengine_setting=self.cfg.diag_hostengine,
-            )
-        except (DiagRefused, SourceError) as err:
-            self.poster.post(
-                click.channel,
-                f":no_entry: diagnostics on *{escape(value.node)}* refused: {escape(str(err))}",
-                thread_ts=where,
-            )
+        p = self._plan(click, value, confirmed, jobs)
+        if p is None:
             return "refused"
         lease, holder = DIAG_LEASE.format(value.node), f"{click.user}:{p.manifest['metadata']['name']}"
         if not self.state.set_if_absent(lease, holder, LEASE_S):
@@ -158,19 +165,74 @@ class DiagButtons:
         finally:
             self.state.extend(lease, holder, 0.001)  # released if still ours (compare-and-expire)
 
+    def _plan(
+        self, click: Click, value: DiagValue, confirmed: int, jobs: JobClient | None
+    ) -> DiagPlan | None:
+        """The Job for the click (None: refused, said in the thread)."""
+        try:
+            return plan(
+                self.sources.cluster,
+                jobs,
+                value.node,
+                value.level,
+                namespace=self.namespace,
+                image=self.cfg.diag_image,
+                requested_by=click.user,
+                confirmed=confirmed,
+                operator_namespace=self.cfg.operator_namespace,
+                hostengine_setting=self.cfg.diag_hostengine,
+                telemetry=self.sources.telemetry,
+            )
+        except (DiagRefused, SourceError) as err:
+            self.poster.post(
+                click.channel,
+                f":no_entry: diagnostics on *{escape(value.node)}* refused: {escape(str(err))}",
+                thread_ts=click.thread_ts or click.message_ts,
+            )
+            return None
+
+    def _second_confirmation(self, click: Click, value: DiagValue) -> str:
+        """Level 3: the first click gets a confirmation gpubot holds in the state store (for this
+        operator, node and cluster, once, for CONFIRM_S); only its button runs the level. A value
+        that claims the second confirmation itself (`…|3|2`) is refused."""
+        holder = f"{click.user}|{self.cfg.cluster_name or ''}|{value.node}|{value.level}"
+        if value.token:
+            # Held for this very holder (compare), then used once: the first to mark it used wins.
+            key = CONFIRM_KEY.format(value.token)
+            if self.state.extend(key, holder, CONFIRM_S) and self.state.set_if_absent(
+                key + ":used", holder, CONFIRM_S
+            ):
+                self.state.delete(key)
+                return "confirmed"
+            self.poster.ephemeral(click.channel, click.user, CONFIRMATION_UNKNOWN)
+            return "refused"
+        if value.confirmed >= 2:
+            self.poster.ephemeral(click.channel, click.user, CONFIRMATION_CLAIMED)
+            return "refused"
+        # What level 3 would take and test (or why it cannot run) is said before it is confirmed.
+        preview = self._plan(click, value, 2, None if self.sources.offline else live_jobs(self.sources))
+        if preview is None:
+            return "refused"
+        said = confirmation(value.node, value.level, preview.ask, preview.hostengine)
+        token = secrets.token_hex(16)
+        self.state.set(CONFIRM_KEY.format(token), holder, CONFIRM_S)
+        msg = second_confirmation(value.node, token, said)
+        self.poster.ephemeral(click.channel, click.user, msg.text, msg.blocks)
+        return "confirm"
+
     def _run(
         self, click: Click, p: Any, where: str | None, jobs: JobClient, renew: Callable[[str], None]
     ) -> str:
         node, job = p.manifest["metadata"]["annotations"]["gpubot/diag-node"], p.manifest["metadata"]["name"]
         started = diag_started(
-            node, p.level, job, click.user, confirmation(node, p.level, p.gpus, p.hostengine)
+            node, p.level, job, click.user, confirmation(node, p.level, p.ask, p.hostengine)
         )
         ref = self.poster.post(click.channel, started, thread_ts=where)
         where = where or ref.ts
         out = run(self.sources.cluster, jobs, p, poll_s=self.poll_s, progress=renew)
-        uuids = gpu_uuids(self.sources.telemetry, node)
-        names = {i: f"GPU {i} ({u})" for i, u in uuids.items()}
-        msg = diag_result_message(node, p.level, job, out.report, out.failure, names, out.notes)
+        msg = diag_result_message(
+            node, p.level, job, out.report, out.failure, out.tested, out.notes, out.untested
+        )
         self.poster.post(click.channel, msg.text, msg.blocks, thread_ts=where)
         if out.raw:
             try:
@@ -181,7 +243,7 @@ class DiagButtons:
                 )
             except PostFailed as err:
                 log.error("diagnostics on %s: the JSON could not be attached: %s", node, err.reason)
-        record(self.ledger, out, uuids, click.user, self.sources.telemetry.now())
+        record(self.ledger, out, click.user, self.sources.telemetry.now())
         return "done" if out.report is not None else "failed"
 
 

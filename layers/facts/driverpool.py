@@ -3,7 +3,13 @@
 Real fleets run several driver branches on purpose, one NVIDIADriver resource per pool (H100 on
 570, A100 on 550, an OS per pool). A node's *driver pool* is the set of nodes its NVIDIADriver
 selects: the one that owns the node's driver pod (pod -> DaemonSet -> NVIDIADriver), else the one
-whose `spec.nodeSelector` matches the node. Without NVIDIADriver resources (or for a node none of
+whose `spec.nodeSelector` matches the node. Where several selectors match a node (a catch-all
+`default` beside a specific one: the GPU Operator expects them not to overlap), the overlap is
+evidence said in layer 3's findings, never settled by the resources' names or order: the driver
+pod's owner decides; a node without one goes where the driver pods of the other nodes those same
+selectors overlap on go (the operator deploys only one of them there), and without any such pod
+to the selector that selects the fewest GPU nodes (the specific one); where two are as narrow, to
+a pool of its own for the nodes exactly those selectors overlap on. Without NVIDIADriver resources (or for a node none of
 them selects) it is the nodes sharing its cloud node pool label and its GPU product. Every
 comparison across nodes (driver, CUDA, kernel and OS skews, on GFD labels or DRA attributes) is
 made inside one pool; a pool of one node has nothing to differ from.
@@ -12,7 +18,7 @@ made inside one pool; a pool of one node has nothing to differ from.
 from __future__ import annotations
 
 import functools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,9 +60,25 @@ class DriverPools:
     by_node: Mapping[str, Pool]
     notes: tuple[str, ...] = ()
     members_of: Mapping[Pool, tuple[str, ...]] = field(default_factory=dict)
+    # node -> every NVIDIADriver whose nodeSelector selects it, where more than one does (sorted)
+    overlaps: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    how: Mapping[str, str] = field(default_factory=dict)  # overlapping node -> what decided its pool
 
     def of(self, node: str) -> Pool | None:
         return self.by_node.get(node)
+
+    def notes_of(self, node: str) -> tuple[str, ...]:
+        """The reads that could not be made, and the node's NVIDIADriver overlap when it has one."""
+        both = self.overlaps.get(node)
+        if not both:
+            return self.notes
+        pool = self.of(node)
+        said = (
+            f"NVIDIADriver node selectors overlap on {node}: {', '.join(both)} all select it (the GPU Operator "
+            f"expects them not to); its driver pool is {pool.label if pool else 'none'}, "
+            f"by {self.how.get(node, 'its driver pod')}"
+        )
+        return (*self.notes, said)
 
     def members(self, node: str) -> tuple[str, ...]:
         """The node's pool in node order (the node itself included); a node of no pool is alone."""
@@ -123,20 +145,31 @@ def assign(
     dra_products: Mapping[str, str] | None = None,
     notes: Iterable[str] = (),
 ) -> DriverPools:
-    """Sort GPU nodes into pools. `owner_of`: node -> the NVIDIADriver owning its driver pod."""
+    """Sort GPU nodes into pools. `owner_of`: node -> the NVIDIADriver owning its driver pod. Nothing
+    here depends on the NVIDIADrivers' names or order (tests/metamorphic/test_nvidiadriver_names.py)."""
     names = {o.name(d) for d in drivers}
     by_name = {o.name(n): n for n in nodes}
+    selected = {o.name(n): sorted(o.name(d) for d in drivers if selects(d, n)) for n in nodes}
+    width = Counter(d for ds in selected.values() for d in ds)  # GPU nodes each selector selects
+    # Where selectors overlap, which of them own the driver pods there: node sets by the same selectors.
+    deployed: dict[tuple[str, ...], Counter[str]] = defaultdict(Counter)
+    for name, matching in selected.items():
+        if len(matching) > 1 and owner_of.get(name) in matching:
+            deployed[tuple(matching)][owner_of[name]] += 1
     by_node: dict[str, Pool] = {}
+    overlaps: dict[str, tuple[str, ...]] = {}
+    how: dict[str, str] = {}
     for node in nodes:
         name = o.name(node)
+        matching = selected[name]
         owner = owner_of.get(name)
         if owner not in names:
-            owner = next((o.name(d) for d in drivers if selects(d, node)), None)
-        by_node[name] = (
-            Pool((NVIDIADRIVER, owner), f"{NVIDIADRIVER} {owner}")
-            if owner
-            else cloud_pool(node, (dra_products or {}).get(name))
-        )
+            owner, why = _overlap_owner(matching, deployed.get(tuple(matching)), width)
+        else:
+            why = "its driver pod's owner"
+        if len(matching) > 1:
+            overlaps[name], how[name] = tuple(matching), why
+        by_node[name] = _driver_pool(owner) if owner else cloud_pool(node, (dra_products or {}).get(name))
     members: dict[Pool, list[str]] = defaultdict(list)
     for name, pool in by_node.items():
         if not pool.wide:
@@ -157,7 +190,36 @@ def assign(
             resolved[pool.key] = wide
             members.setdefault(wide, same if len(same) > 1 else outside)
         by_node[name] = resolved[pool.key]
-    return DriverPools(by_node, tuple(notes), {p: tuple(ns) for p, ns in members.items()})
+    return DriverPools(by_node, tuple(notes), {p: tuple(ns) for p, ns in members.items()}, overlaps, how)
+
+
+def _driver_pool(owner: str) -> Pool:
+    """The pool of one NVIDIADriver, or (`a + b`) of the nodes exactly those overlap on."""
+    if " + " in owner:
+        return Pool((NVIDIADRIVER, *owner.split(" + ")), f"{NVIDIADRIVER}s {owner} (overlapping selectors)")
+    return Pool((NVIDIADRIVER, owner), f"{NVIDIADRIVER} {owner}")
+
+
+def _overlap_owner(
+    matching: Sequence[str], deployed: Counter[str] | None, width: Mapping[str, int]
+) -> tuple[str | None, str]:
+    """(the NVIDIADriver whose pool a node without a driver pod of theirs joins, and why) — by what
+    the cluster shows, never by name: its one selector; of several, the one owning the driver pods
+    where the same selectors overlap; else the narrowest; several as narrow, `a + b`."""
+    if len(matching) <= 1:
+        return (matching[0] if matching else None), "its one selector"
+    if deployed:
+        top = max(deployed.values())
+        owners = sorted(d for d, c in deployed.items() if c == top)
+        if len(owners) == 1:
+            return owners[0], f"the driver pods where the same selectors overlap ({top} owned by {owners[0]})"
+    narrowest = min(width[d] for d in matching)
+    best = sorted(d for d in matching if width[d] == narrowest)
+    if len(best) == 1:
+        return best[
+            0
+        ], f"the narrowest selector ({narrowest} GPU node(s); no driver pod of theirs found on it)"
+    return " + ".join(best), "none of them: as narrow and no driver pod of theirs found on it"
 
 
 def _driver_owners(ctx: WalkContext, notes: list[str]) -> dict[str, str]:

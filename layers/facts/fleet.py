@@ -257,8 +257,14 @@ def pool_skews(ctx: WalkContext, examined: list[str]) -> list[Finding]:
     pools = driver_pools(ctx)
     out: list[Finding] = []
     for node in examined:
-        out += skews(pool_spreads(ctx, node), [node], pools.notes)
+        out += skews(pool_spreads(ctx, node), [node], pools.notes_of(node))
     return out
+
+
+def overlap_notes(ctx: WalkContext, examined: Sequence[str]) -> list[str]:
+    """The examined nodes' NVIDIADriver overlaps (evidence of L3_OK, as of a skew)."""
+    pools = driver_pools(ctx)
+    return [n for node in examined for n in pools.notes_of(node) if n not in pools.notes]
 
 
 def upgrade_failed(node: str, node_obj: K8sObject | None, events: Sequence[str] = ()) -> list[Finding]:

@@ -124,3 +124,13 @@ def test_missing_driver_pod_is_said_not_ok() -> None:
     ]
     assert "no driver pod runs there" in f.summary and "log was not read" in f.summary
     assert "nvidia.com/gpu.deploy.driver=true" in f.evidence
+
+
+def test_overlapping_nvidiadrivers_are_evidence_and_the_driver_pods_decide() -> None:
+    f = one("pools-nvidiadriver-default-overlaps-h100-pin", "L3_DRIVER_VERSION_SKEW")
+    assert f.node == "h100-train-04" and "of its driver pool (NVIDIADriver default)" in f.summary
+    assert (
+        "NVIDIADriver node selectors overlap on h100-train-04: default, h100-565-pin all select it (the GPU "
+        "Operator expects them not to); its driver pool is NVIDIADriver default, by the driver pods where "
+        "the same selectors overlap (9 owned by default)"
+    ) in f.evidence

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from tests.incidents.fleets import Fleet, write_recipes
+from tests.incidents.fleets import Fleet, _pod, write_recipes
 from tests.incidents.noise.build import CONTROL_PLANE, PREEMPTION_NOT_HELPFUL, _unschedulable, recipe
 
 HERE = Path(__file__).resolve().parent
@@ -127,6 +127,71 @@ def pools_nvidiadriver_per_pool_one_h100_on_565(f: Fleet) -> dict[str, Any]:
     f.sick_lost_gpu("l40s-viz-03", xid=79, gpu=1)
     f.sick_not_advertising("a100-batch-06")
     return _expect("ml/llama-sft-3", "L3_DRIVER_VERSION_SKEW", ["L1_POD_SCHEDULED", "L3_DRIVER_VERSION_SKEW"],
+                   ["L3_KERNEL_SKEW", "L3_OK"], [1, 2, 3, 4, 5])  # fmt: skip
+
+
+def _nvidiadriver(name: str, uid: str, version: str, selector: dict[str, str], state: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver",
+        "metadata": {"name": name, "uid": uid},
+        "spec": {"driverType": "gpu", "repository": "nvcr.io/nvidia", "image": "driver", "version": version,
+                 "nodeSelector": selector},
+        "status": {"state": state},
+    }  # fmt: skip
+
+
+def _driver_daemonset(f: Fleet, owner: dict[str, Any], ds: str, nodes: list[str], version: str) -> None:
+    """The GPU Operator's driver DaemonSet of an NVIDIADriver (owned by it) and its pods on `nodes`."""
+    image = f"nvcr.io/nvidia/driver:{version}-ubuntu22.04"
+    labels = {"app": ds, "app.kubernetes.io/component": "nvidia-driver",
+              "nvidia.com/precompiled": "false", "helm.sh/chart": "gpu-operator-v25.3.1"}  # fmt: skip
+    f.objects.append({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": ds, "namespace": "gpu-operator", "uid": f"d5{owner['metadata']['uid'][2:]}",
+                     "labels": labels,
+                     "ownerReferences": [{"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver",
+                                          "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+                                          "controller": True, "blockOwnerDeletion": True}]},
+        "spec": {"selector": {"matchLabels": {"app": ds}}, "template": {"metadata": {"labels": labels}}},
+        "status": {"desiredNumberScheduled": len(nodes), "numberReady": len(nodes)},
+    })  # fmt: skip
+    for i, node in enumerate(nodes):
+        pod = _pod(f"{ds}-{i:05x}", "gpu-operator", node, labels, [("nvidia-driver-ctr", image)],
+                   [("k8s-driver-manager", "nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.8.0")])  # fmt: skip
+        pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds,
+                                               "uid": f"d5{owner['metadata']['uid'][2:]}", "controller": True}]  # fmt: skip
+        f.objects.append(pod)
+        f.logs[f"gpu-operator/{pod['metadata']['name']}/nvidia-driver-ctr"] = (
+            f"Starting NVIDIA driver {version}\nDone, now waiting for signal\n"
+        )
+
+
+@recipe
+def pools_nvidiadriver_default_overlaps_h100_pin(f: Fleet) -> dict[str, Any]:
+    """Built on sample 32 (GFD driver labels) and the GPU Operator's NVIDIADriver CRD (issue 26, driver pools): a catch-all NVIDIADriver
+    `default` (nodeSelector nvidia.com/gpu.deploy.driver=true, 570.158.01) runs every GPU node's driver; a
+    later `h100-565-pin` (node group h100-train, 565.57.01) overlaps it on the ten H100 nodes, so the GPU
+    Operator refuses it (status notReady) and deploys nothing for it: every driver pod there is owned by
+    default's DaemonSet. h100-train-04 runs 565.57.01 (pinned by hand) and its driver pod is gone, the
+    other nine run 570.158.01. Its pool is default's, by the driver pods of the overlap, not by a name:
+    a skew, with the overlap said. Renaming default to zz-default used to put it alone in the pin's
+    pool (L3_OK). 26 nodes; an L40S lost a GPU elsewhere."""
+    _fleet_base(f, {"h100-train": ("h100", 10, "570.158.01", "12.8"), "a100-batch": ("a100", 8, "570.158.01", "12.8"),
+                    "l40s-viz": ("l40s", 8, "570.158.01", "12.8")})  # fmt: skip
+    default = _nvidiadriver("default", "5e1d0000-0000-4000-8000-00000000de01", "570.158.01",
+                            {"nvidia.com/gpu.deploy.driver": "true"}, "ready")  # fmt: skip
+    pin = _nvidiadriver("h100-565-pin", "5e1d0000-0000-4000-8000-00000000de02", "565.57.01",
+                        {NODEGROUP: "h100-train"}, "notReady")  # fmt: skip
+    f.objects += [default, pin]
+    nodes = [n for n in (o["metadata"]["name"] for o in f.objects if o["kind"] == "Node")
+             if n.split("-")[0] in ("h100", "a100", "l40s") and n != "h100-train-04"]  # fmt: skip
+    _driver_daemonset(f, default, "nvidia-gpu-driver-ubuntu22.04-7c9d5b5f8", nodes, "570.158.01")
+    odd = f.node("h100-train-04")["metadata"]["labels"]
+    odd["nvidia.com/cuda.driver-version.full"] = "565.57.01"
+    odd["nvidia.com/cuda.runtime-version.full"] = "12.7"
+    f.running_pod("llama-sft-4", "ml", "h100-train-04", 8)
+    f.sick_lost_gpu("l40s-viz-05", xid=79, gpu=1)
+    return _expect("ml/llama-sft-4", "L3_DRIVER_VERSION_SKEW", ["L1_POD_SCHEDULED", "L3_DRIVER_VERSION_SKEW"],
                    ["L3_KERNEL_SKEW", "L3_OK"], [1, 2, 3, 4, 5])  # fmt: skip
 
 
@@ -323,6 +388,7 @@ RECIPES = [
     pools_topology_spread_h100_room_in_one_zone,
     pools_kueue_clusterqueue_without_gpu_quota,
     pools_deploy_driver_true_without_driver_pod,
+    pools_nvidiadriver_default_overlaps_h100_pin,
 ]
 
 
