@@ -226,3 +226,28 @@ def test_persistentvolume_node_affinity_wording_and_event_order() -> None:
     assert "PersistentVolume's node affinity" in pending.summary, pending.summary
     lines = [e for e in pending.evidence if "FailedScheduling" in e]
     assert "unbound immediate" in lines[0] and "(x9)" in lines[-1], lines
+
+
+def test_xid154_action_is_read_from_a_kernel_line_in_the_plugin_log() -> None:
+    """No health agent: the plugin's log carries the kernel's `dmesg -T` lines beside its own marks."""
+    stem = "field-nvsentinel-dmesg-xid79-xid154-node-reboot-plugin-h100-bound-22-nodes"
+    from bot.sources.scenario import build_sources, load_scenario
+    from layers.walk import walk
+
+    scenario = copy.deepcopy(load_scenario(FIELD.path(stem)))
+    node = next(
+        o for o in scenario.objects if o.get("kind") == "Node" and o["metadata"]["name"] == "h100-infer-08"
+    )
+    node["status"]["conditions"] = [c for c in node["status"]["conditions"] if c["type"] != "SysLogsXIDError"]
+    key = next(k for k in scenario.logs if "Xid=154" in scenario.logs[k])
+    scenario.logs[key] += (
+        "I1129 10:01:56.904611       1 health.go:185] XidCriticalError: Xid=79 on Device=GPU-x; marking device as unhealthy.\n"
+        "[Sun Nov 29 10:01:56 2026] NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) "
+        "to 0x2 (Node Reboot Required)\n"
+    )
+    result = walk(*build_sources(scenario), "inference", "mistral-large-serve-0")
+    xids = [f for lr in result.layers for f in lr.findings if f.code == "L5_XID"]
+    [notice] = [f for f in xids if f.summary.startswith("Xid 154 ")]
+    assert "'Node Reboot Required'" in notice.summary
+    [other] = [f for f in xids if f.summary.startswith("Xid 79 ")]
+    assert "the driver's recovery action for it: Node Reboot Required (Xid 154)" in other.summary
