@@ -251,3 +251,26 @@ def test_xid154_action_is_read_from_a_kernel_line_in_the_plugin_log() -> None:
     assert "'Node Reboot Required'" in notice.summary
     [other] = [f for f in xids if f.summary.startswith("Xid 79 ")]
     assert "the driver's recovery action for it: Node Reboot Required (Xid 154)" in other.summary
+
+
+@pytest.mark.parametrize("path", FIELD.files, ids=FIELD.ids)
+def test_bundle_of_the_target_replays_the_same_walk(path: Path, tmp_path: Path) -> None:
+    """The must-gather bundle of each incident's target holds what the walk read (the driver pod's pull
+    events, the node's kubelet events and conditions, the plugin's registration line)."""
+    import json
+
+    from bot.actions.bundle_writer import collect_bundle
+    from bot.sources.bundle_reader import read_bundle
+    from bot.sources.scenario import build_sources, load_scenario
+    from layers.walk import walk
+
+    scenario = load_scenario(path)
+    snap, telemetry = build_sources(scenario)
+    ns, _, name = str(scenario.extra["x-expect"]["target"]).partition("/")
+    live = walk(snap, telemetry, ns, name)
+    out = tmp_path / "bundle.tar.gz"
+    collect_bundle(snap, telemetry, out, target=(ns, name), walk=live)
+    bundle = read_bundle(out)
+    replayed = json.dumps(walk(*build_sources(bundle), ns, name).to_dict(), sort_keys=True)
+    original = json.dumps(live.to_dict(), sort_keys=True)
+    assert replayed.replace(bundle.name, "<source>") == original.replace(scenario.name, "<source>")
