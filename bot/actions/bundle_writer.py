@@ -23,8 +23,8 @@ from bot.actions.bug_report import bug_reports, kube_exec
 from bot.actions.bundle_yaml import write_scenario
 from bot.actions.gather import Collector, ExecFn, Progress
 from bot.actions.gather_dra import dra_files
-from bot.actions.gather_volumes import volume_files
 from bot.actions.gather_series import telemetry_files
+from bot.actions.gather_volumes import volume_files
 from bot.actions.gather_walk import recorded_walk
 from bot.actions.history import record_action
 from bot.actions.redact import mask_text
