@@ -22,9 +22,9 @@ from layers.facts.logs import LogReads
 from layers.facts.pluginlog import read_plugin_log
 from layers.sources import K8sObject, SourceError
 
-_REGISTERED = re.compile(
-    r"Registered device plugin for '?(?P<res>[\w./-]{1,100})'? with Kubelet", re.IGNORECASE
-)
+# k8s-device-plugin's "Registered device plugin for 'nvidia.com/gpu' with Kubelet" (every release), and
+# any spelling that starts the same ("Registered device plugin with Kubelet", the resource as a field).
+_REGISTERED = re.compile(r"\bRegistered device plugin\b", re.IGNORECASE)
 # The kubelet's own events at start: reason Starting ("Starting kubelet."), Rebooted ("Node … has been
 # rebooted, boot id: …").
 _KUBELET_START_REASONS = ("Starting", "Rebooted")
