@@ -1,24 +1,33 @@
 """Layer 1 for a bound pod: the kubelet refused it at admission over a GPU resource.
 
-`OutOf<resource>` (its device count disagrees with the scheduler's) and UnexpectedAdmissionError
-(the device manager's Allocate failed) are the kubelet's words; the node's capacity and
-allocatable now say whether its GPUs came back.
+`OutOf<resource>` (its device count disagrees with the scheduler's), UnexpectedAdmissionError
+(the device manager's Allocate failed) and TopologyAffinityError (the topology manager's
+`single-numa-node` or `restricted` policy found no NUMA node with the GPUs free) are the kubelet's
+words; the node's capacity and allocatable now say whether its GPUs came back. None of them is a
+card fault.
 """
 
 from __future__ import annotations
 
 import re
 
+from layers.capacity import free_gpus
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
 from layers.facts.logsigs import event_line
-from layers.findings import Finding, finding
+from layers.findings import Finding, Severity, finding
 from layers.sources import K8sObject, SourceError
 
 # The kubelet's admission refusals of a bound pod: `OutOf<resource>` (its device count disagrees
 # with the scheduler's) and UnexpectedAdmissionError (the device manager's Allocate failed).
 _OUT_OF = "OutOf"
 _UNEXPECTED_ADMISSION = "UnexpectedAdmissionError"
+# The topology manager's refusal: reason TopologyAffinityError, message "Pod was rejected: Resources
+# cannot be allocated with Topology locality" (kubelet pkg/kubelet/cm/topologymanager).
+_TOPOLOGY = "TopologyAffinityError"
+_TOPOLOGY_MESSAGE = re.compile(r"cannot be allocated with Topology locality", re.IGNORECASE)
+# NodeResourceTopology (topology-updater of NFD, the NUMA resources operator): the kubelet's policy.
+NRT = ("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies")
 # k8s-device-plugin's Allocate on shared GPUs: "request for 'nvidia.com/gpu: 2' too large: maximum request
 # size for shared resources is 1" (time-slicing), "invalid request: maximum request size for shared
 # resources is 1; found 2" (MPS).
@@ -30,6 +39,9 @@ def admission_rejected(ctx: WalkContext, pod: K8sObject, node: str) -> list[Find
     status = pod.get("status") or {}
     reason, message = str(status.get("reason") or ""), " ".join(str(status.get("message") or "").split())
     resource = reason.removeprefix(_OUT_OF) if reason.startswith(_OUT_OF) else ""
+    topology = (reason == _TOPOLOGY or bool(_TOPOLOGY_MESSAGE.search(message))) and bool(o.pod_requests(pod))
+    if topology:
+        return [_topology_refused(ctx, pod, node, reason or _TOPOLOGY, message)]
     if not (o.is_gpu_resource(resource) or (reason == _UNEXPECTED_ADMISSION and "nvidia.com/" in message)):
         return []
     ns, name = o.namespace(pod), o.name(pod)
@@ -80,5 +92,85 @@ def admission_rejected(ctx: WalkContext, pod: K8sObject, node: str) -> list[Find
                 f"kubectl get pods -A -o wide --field-selector spec.nodeName={node} | grep -i device-plugin",
             ],
             node=node,
+            # The device plugin's state is the question: the walk goes on to the runtime.
+            severity=Severity.WARN,
+            next=2,
         )
     ]
+
+
+def topology_policy(ctx: WalkContext, node: str) -> str | None:
+    """The node's topology manager policy and scope where a NodeResourceTopology object says them."""
+    try:
+        objects = ctx.custom(*NRT)
+    except SourceError:
+        return None
+    for obj in objects:
+        if o.name(obj) != node:
+            continue
+        attrs = {
+            str(a.get("name")): str(a.get("value"))
+            for a in obj.get("attributes") or []
+            if isinstance(a, dict)
+        }
+        policy = attrs.get("topologyManagerPolicy") or ", ".join(
+            str(p) for p in obj.get("topologyPolicies") or []
+        )
+        scope = attrs.get("topologyManagerScope")
+        if policy:
+            return policy + (f" (scope {scope})" if scope else "")
+    return None
+
+
+def _topology_refused(ctx: WalkContext, pod: K8sObject, node: str, reason: str, message: str) -> Finding:
+    ns, name = o.namespace(pod), o.name(pod)
+    requests = o.pod_requests(pod)
+    evidence = [f"status.phase={o.pod_phase(pod)}", f"status.reason={reason}", f"status.message={message}"]
+    try:
+        evidence += [
+            event_line(e) for e in ctx.events("Pod", ns, name) if str(e.get("reason", "")) == _TOPOLOGY
+        ][-3:]
+    except SourceError as err:
+        evidence.append(f"events not read: {err}")
+    free: dict[str, int] = {}
+    try:
+        obj = ctx.node(node)
+        if obj is not None:
+            for r in sorted(requests):
+                free[r] = free_gpus(ctx, [obj], r).get(node, 0)
+    except SourceError as err:
+        evidence.append(f"free GPUs on {node} not read: {err}")
+    evidence += [
+        f"{node}: requested {r}={q}, free {r}={free[r]} (allocatable minus what its pods request)"
+        for r, q in sorted(requests.items())
+        if r in free
+    ]
+    policy = topology_policy(ctx, node)
+    evidence.append(
+        f"{node}: topology manager policy {policy}"
+        if policy
+        else f"{node}: topology manager policy not in the API (no NodeResourceTopology for it); the kubelet's "
+        "topologyManagerPolicy single-numa-node or restricted refuses a pod whose GPUs no single NUMA node has free"
+    )
+    wanted = ", ".join(f"{r}={q}" for r, q in sorted(requests.items()))
+    enough = [r for r, q in requests.items() if free.get(r, 0) >= q]
+    why = (
+        f"the node has the GPUs free ({', '.join(f'{r}={free[r]}' for r in sorted(enough))}) but not on one NUMA node, "
+        "and its topology manager policy requires them there"
+        if enough
+        else "its topology manager found no NUMA placement for the request"
+    )
+    return finding(
+        "L1_ADMISSION_REJECTED",
+        f"the kubelet on {node} refused {ns}/{name} at admission ({reason}: resources cannot be allocated with "
+        f"topology locality): {why} — not a GPU fault; recreate the pod on a node with {wanted} free on one "
+        "socket (fewer GPUs per pod, or keep small pods off the node), or relax the policy (best-effort)",
+        evidence=evidence,
+        commands=[
+            f"kubectl get pod -n {ns} {name} -o jsonpath='{{.status.reason}}: {{.status.message}}'",
+            f"kubectl describe node {node} | sed -n '/Allocated resources/,/Events/p'",
+            f"kubectl get noderesourcetopologies {node} -o yaml",
+            f"kubectl get --raw /api/v1/nodes/{node}/proxy/configz | jq '.kubeletconfig.topologyManagerPolicy'",
+        ],
+        node=node,
+    )

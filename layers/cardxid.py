@@ -69,7 +69,8 @@ def xid_findings(
                 f'DCGM_EXP_XID_ERRORS_TOTAL{g.matcher()[:-1]},xid="{number}"}} changed or first appeared in the '
                 f"last 24 h on {g.label} (a counter since the exporter started: its value alone may be days old)"
             )
-    out = []
+    out: list[Finding] = []
+    actions: list[str] = []
     for number in sorted(seen):
         entry = xid.lookup(number)
         evidence = list(seen[number])
@@ -79,12 +80,8 @@ def xid_findings(
         summary = f"Xid {number} on {where}, {entry.name}: {entry.meaning} — {entry.advice}"
         if number == 154:
             action = next((a for t in texts.get(number, []) if (a := xid.parse_recovery_action(t))), None)
-            summary = (
-                f"Xid 154 on {where}: the GPU's recovery action changed to {action!r} — take that action for the Xid it accompanies"
-                if action
-                else f"Xid 154 on {where}: the GPU's recovery action changed; the action it names is not in this "
-                "evidence — read it from the kernel log (dmesg | grep -i xid) and take it"
-            )
+            summary = xid.recovery_summary(where, action)
+            actions += [action] if action else []
         out.append(
             finding(
                 "L5_XID",
@@ -98,6 +95,8 @@ def xid_findings(
                 node=node,
             )
         )
+    for action in actions[-1:]:
+        xid.name_recovery_action(out, node, action, "the Xid's own evidence")
     return out
 
 

@@ -79,9 +79,10 @@ CODES: dict[str, CodeSpec] = {
         _spec("L1_RESOURCE_MISMATCH", F, STOP, 2),
         _spec("L1_POD_SCHEDULED", O, 2),
         _spec("L1_POD_PENDING", W, None),
-        # Bound, then refused by the kubelet (OutOf<resource>, UnexpectedAdmissionError): the node's
-        # device plugin state is the question, so the walk goes on to the runtime (a new code).
-        _spec("L1_ADMISSION_REJECTED", W, 2, 2),
+        # Bound, then refused by the kubelet (spec: fault, stop; TopologyAffinityError is so). For
+        # OutOf<resource> and UnexpectedAdmissionError layers/admission.py keeps warn and goes on to
+        # the runtime (layer 2): the node's device plugin state is the question there.
+        _spec("L1_ADMISSION_REJECTED", F, STOP, 2),
         _spec("L1_UNTOLERATED_TAINT", W, STOP, 2),
         _spec("L1_SELECTOR_MISMATCH", W, STOP, 2),
         _spec("L1_NODES_UNSCHEDULABLE", W, STOP, 2),
@@ -110,6 +111,7 @@ CODES: dict[str, CodeSpec] = {
         _spec("L2_DEVICE_PLUGIN_NVML_FAILED", F, 3, 2),  # the cause; a stuck validator is its symptom
         _spec("L2_CONTAINER_START_FAILED", F, None, 2),  # 3 when the message names the driver or CUDA
         _spec("L2_APP_SEES_NO_GPU", F, None),
+        _spec("L2_DEVICE_PLUGIN_NOT_REGISTERED", F, STOP, 2),  # the cause of layer 1's capacity gap
         _spec("L2_OPERAND_FAILING", W, None),
         _spec("L2_COMPUTE_DOMAIN_NOT_READY", F, STOP, 2),
         # A pod imitating an operand (its labels, not its owner or namespace): said, never evidence.
@@ -118,6 +120,7 @@ CODES: dict[str, CodeSpec] = {
         _spec("L2_UNKNOWN", U, None),
         # Layer 3 — versions (a fault stops the walk, anything else goes on to 4)
         _spec("L3_DRIVER_BUILD_FAILED", F, STOP, 2),
+        _spec("L3_DRIVER_IMAGE_UNAVAILABLE", F, STOP, 2),
         _spec("L3_PREINSTALLED_DRIVER_CONFLICT", F, STOP, 2),
         _spec("L3_FABRIC_MANAGER", F, STOP, 2),
         _spec("L3_DRIVER_VERSION_SKEW", W, None),

@@ -231,6 +231,8 @@ def _layer5(ctx: WalkContext, findings: list[Finding]) -> list[Finding]:
                     node=name,
                 )
             )
+            # The kernel's Xid 154 line in the condition names the recovery action (spec: L5_XID).
+            action = xid.parse_recovery_action(c.message) if 154 in c.xids else None
             for number in c.xids:
                 source = f"source: node condition {c.type} ({c.agent})"
                 same = [
@@ -240,13 +242,20 @@ def _layer5(ctx: WalkContext, findings: list[Finding]) -> list[Finding]:
                 ]
                 if same:
                     f = findings[same[0]]
-                    findings[same[0]] = dataclasses.replace(f, evidence=(*f.evidence, source))
+                    said = (
+                        xid.recovery_summary(f.node or name, action)
+                        if number == 154 and action
+                        else f.summary
+                    )
+                    findings[same[0]] = dataclasses.replace(f, summary=said, evidence=(*f.evidence, source))
                     continue
                 entry = xid.lookup(number)
                 extra.append(
                     finding(
                         "L5_XID",
-                        f"Xid {number} on {name}, {entry.name}: {entry.meaning} — {entry.advice}",
+                        xid.recovery_summary(name, action)
+                        if number == 154
+                        else f"Xid {number} on {name}, {entry.name}: {entry.meaning} — {entry.advice}",
                         severity=entry.severity,
                         evidence=[
                             source,
@@ -256,6 +265,10 @@ def _layer5(ctx: WalkContext, findings: list[Finding]) -> list[Finding]:
                         node=name,
                     )
                 )
+            if action:
+                source = f"node condition {c.type}"
+                xid.name_recovery_action(findings, name, action, source)
+                xid.name_recovery_action(extra, name, action, source)
     return extra
 
 

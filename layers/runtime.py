@@ -23,6 +23,7 @@ from layers.facts.startfail import StartFailure, walk_start_failures
 from layers.facts.trusted import Trust
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.operands import Reads, no_runtime_finding, node_checks, runtime_lines
+from layers.registration import not_registered
 from layers.sources import K8sObject, SourceError
 
 LAYER = 2
@@ -55,6 +56,8 @@ def check(ctx: WalkContext) -> LayerResult:
     findings.extend(container_start_failed(refused.failures))
     findings.extend(app_sees_no_gpu(w, {f.container for f in refused.failures}))
     findings.extend(compute_domains(ctx))
+    unregistered = not_registered(ctx, nodes)
+    findings.extend(unregistered)
     if operator:
         by_node: dict[str, list[K8sObject]] = defaultdict(list)
         for p in operator:
@@ -85,6 +88,9 @@ def check(ctx: WalkContext) -> LayerResult:
                 "could run on, or a scheduling gate holds it): layer 1 says why",
             )
         )
+    # Its pods Ready do not make a node whose plugin never registered again "ok".
+    stale = {f.node for f in unregistered}
+    findings = [f for f in findings if not (f.code == "L2_OK" and f.node in stale)]
     return LayerResult.build(
         LAYER, [*fold(findings, keep=0, codes={"L2_OK"}, into=_healthy_nodes), *w.unknowns()]
     )

@@ -24,10 +24,11 @@ from layers.facts.dra import EXTENDED_PREFIX, extended_dra_requests
 from layers.facts.fold import MAX_LISTED, fold, listed
 from layers.facts.logsigs import event_line, event_message, event_time
 from layers.facts.placement import node_conditions, scheduler_reasons, selector_misses
-from layers.facts.schedmsg import SchedulingFailure, parse_failed_scheduling
+from layers.facts.schedmsg import SchedulingFailure, parse_failed_scheduling, post_filter_start
 from layers.findings import Finding, LayerResult, finding, unknown
 from layers.gated import scheduling_gated
 from layers.migconfig import mig_config_failed
+from layers.registration import redirect_gaps
 from layers.sources import K8sObject, SourceError
 from layers.spread import topology_spread
 from layers.volumes import unread_volumes, volume_affinity
@@ -58,10 +59,10 @@ def check(ctx: WalkContext) -> LayerResult:
             if node is None:
                 findings.append(unknown(LAYER, f"node {bound} is not in the cluster's node list", node=bound))
             else:
-                findings.extend(allocatable_below_capacity([node]))
+                findings.extend(redirect_gaps(ctx, allocatable_below_capacity([node])))
         elif pod is not None:
             # Only the pod's candidate nodes decide (spec: Terms, noise elsewhere).
-            gaps = allocatable_below_capacity(ctx.candidates().nodes)
+            gaps = redirect_gaps(ctx, allocatable_below_capacity(ctx.candidates().nodes))
             # Past ten, a fleet-wide problem: one finding names the rest (the digest lists every node).
             findings += fold(gaps, keep=MAX_LISTED, into=more_nodes("have allocatable below capacity"))
 
@@ -167,10 +168,13 @@ _CONTROL_PLANE = re.compile(
 
 
 def scheduler_gist(message: str) -> str:
-    """The scheduler's reasons for a summary: without the preemption suffix (the full message is in
+    """The scheduler's reasons for a summary: without the PostFilter notes (the full message is in
     the evidence), cut at a word with an ellipsis rather than mid-word."""
     text = " ".join(message.split())
     text = _PREEMPTION.split(text, maxsplit=1)[0].rstrip(". ")
+    notes = post_filter_start(text)
+    if notes < len(text):  # DRA's PostFilter notes ("no new claims to deallocate") before preemption's
+        text = text[:notes].rstrip(". ,")
     if len(text) > GIST_CHARS:
         # The control-plane taint is in every message and never a GPU reason: make room for the rest
         # (a topology-spread or port reason last in the list would be cut off). The evidence keeps it.

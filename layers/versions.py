@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from layers.driver_missing import driver_pod_missing
 from layers.driver_too_old import driver_too_old
+from layers.driverimage import driver_image_unavailable
 from layers.facts import driverlogs as dl
 from layers.facts import fleet as fl
 from layers.facts import objects as o
@@ -248,7 +249,9 @@ def _driver_findings(reads: _Reads, node: str, node_obj: K8sObject | None) -> li
     except SourceError as err:
         reads.refused("the GPU Operator's pods", err, node)
         return []
-    out: list[Finding] = []
+    out: list[Finding] = driver_image_unavailable(reads.ctx, node, drivers)
+    if out:
+        return out  # no image, no container: there is no log to read
     if not drivers:
         missing = driver_pod_missing(reads, node, node_obj)
         if missing is not None:

@@ -8,6 +8,7 @@ spec/findings.md (L5_XID): the catalog's immediate action decides.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import re
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from enum import StrEnum
 from functools import cache
 from importlib import resources
 
-from layers.findings import Severity
+from layers.findings import Finding, Severity
 
 
 class XidAction(StrEnum):
@@ -142,3 +143,34 @@ def parse_recovery_action(text: str) -> str | None:
     """The action an Xid 154 line reports it changed to, e.g. "Node Reboot Required"."""
     m = _RECOVERY_ACTION.search(text)
     return m.group(1) if m else None
+
+
+def recovery_summary(where: str, action: str | None) -> str:
+    """Xid 154's summary: the recovery action it reports, when the kernel line is in the evidence."""
+    if action:
+        return (
+            f"Xid 154 on {where}: the GPU's recovery action changed to {action!r} — take that action for "
+            "the Xid it accompanies"
+        )
+    return (
+        f"Xid 154 on {where}: the GPU's recovery action changed; the action it names is not in this "
+        "evidence — read it from the kernel log (dmesg | grep -i xid) and take it"
+    )
+
+
+def name_recovery_action(findings: list[Finding], node: str, action: str, source: str) -> None:
+    """Say the recovery action an Xid 154 reported in each other Xid of the node it accompanies (in place)."""
+    note = f"recovery action the driver set (Xid 154, {source}): {action}"
+    for i, f in enumerate(findings):
+        if (
+            f.code != "L5_XID"
+            or f.node != node
+            or f.summary.startswith(("Xid 154 ", "last Xid "))
+            or note in f.evidence
+        ):
+            continue
+        findings[i] = dataclasses.replace(
+            f,
+            summary=f"{f.summary}; the driver's recovery action for it: {action} (Xid 154)",
+            evidence=(*f.evidence, note),
+        )

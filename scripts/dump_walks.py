@@ -31,7 +31,11 @@ def target(path: Path) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    if argv in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
+    # An option is not a folder: `--help` used to create a folder named "--help".
+    if len(argv) != 1 or argv[0].startswith("-"):
         print("usage: dump_walks.py OUT_DIR", file=sys.stderr)
         return 2
     # This checkout's code, not whatever `gpubot` the environment has installed.

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from layers.facts import objects as o
+from layers.facts.logsigs import event_message, event_time
 from layers.sources import K8sObject
 
 _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -270,9 +271,9 @@ def daemonsets_status(dss: Sequence[K8sObject], now: float) -> str:
 
 
 def events_table(events: Sequence[K8sObject], now: float) -> str:
-    def when(e: K8sObject) -> str:
-        return str(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp") or "")
-
+    # The events.k8s.io/v1 recorder (the scheduler's) leaves first/lastTimestamp null in the core/v1
+    # view: its latest occurrence is series.lastObservedTime, else eventTime (layers' event_time).
+    when = event_time
     rows = []
     for e in sorted(events, key=when):
         inv = e.get("involvedObject") or {}
@@ -284,7 +285,7 @@ def events_table(events: Sequence[K8sObject], now: float) -> str:
                 str(e.get("reason", "")),
                 f"{str(inv.get('kind', '')).lower()}/{inv.get('name', '')}",
                 f"x{count}",
-                " ".join(str(e.get("message", "")).split()),
+                " ".join(event_message(e).split()),
             ]
         )
     return table(["LAST SEEN", "TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"], rows)

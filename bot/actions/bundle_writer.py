@@ -24,6 +24,7 @@ from bot.actions.bundle_yaml import write_scenario
 from bot.actions.gather import Collector, ExecFn, Progress
 from bot.actions.gather_dra import dra_files
 from bot.actions.gather_series import telemetry_files
+from bot.actions.gather_volumes import volume_files
 from bot.actions.gather_walk import recorded_walk
 from bot.actions.history import record_action
 from bot.actions.redact import mask_text
@@ -159,6 +160,7 @@ def collect_bundle(
         dra_files(c, scoped, target_pod)
         if target_pod is not None:
             c.target_files(target_pod)
+            volume_files(c, target_pod)
         c.pod_files(operator, operands)
         telemetry_files(c, nodes, operands)
         if with_bug_report:

@@ -26,6 +26,8 @@ CUSTOM_KINDS: dict[str, tuple[str, str]] = {
     "computedomains": ("resource.nvidia.com", "ComputeDomain"),
     # Kueue's Workloads (namespaced; listed across namespaces): a gated pod's quota condition.
     "workloads": ("kueue.x-k8s.io", "Workload"),
+    # The kubelet's topology manager policy behind a TopologyAffinityError (layers/admission.py).
+    "noderesourcetopologies": ("topology.node.k8s.io", "NodeResourceTopology"),
 }
 
 

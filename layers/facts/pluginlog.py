@@ -53,6 +53,12 @@ _SKIPPING = re.compile(
 )
 # GKE's plugin names the device by its path and the GPU after it: "on Device=nvidia5, uuid=GPU-…".
 _UUID_FIELD = re.compile(r"\buuid\s*[=:]\s*\"?(?P<dev>(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*)", re.IGNORECASE)
+# The kernel's own Xid 154 line where a log carries it (a plugin or agent echoing the kernel log, `dmesg -T`
+# pasted with a `[time]`): "NVRM: Xid (PCI:0000:ca:00): 154, GPU recovery action changed from … to …".
+# It names the recovery action for the Xid it accompanies (layers/xid.py, parse_recovery_action).
+_KERNEL_XID154 = re.compile(
+    r"NVRM:\s{0,4}Xid\s{0,4}\(PCI:[0-9a-fA-F:.]{1,20}\)\s{0,4}:\s{0,4}154\s{0,4},\s{0,4}GPU recovery action"
+)
 # "XidCriticalError: Xid=48 on unknown device.": no device matched the event, none was marked.
 _UNKNOWN_DEVICE = re.compile(r"\bon\s+unknown\s+device\b", re.IGNORECASE)
 
@@ -115,6 +121,10 @@ class PluginLog:
                         self.xid_devices.setdefault(number, set()).add(device)
                 if counts_unhealthy and not _UNKNOWN_DEVICE.search(line):
                     self.unhealthy.setdefault(device or ALL_DEVICES, (number, shown))
+                continue
+            if _KERNEL_XID154.search(line):
+                if recent:
+                    self.xids.setdefault(154, []).append(shown)
                 continue
             m = _SKIPPING.search(line)
             if m:

@@ -1,7 +1,10 @@
 """kube-scheduler's FailedScheduling message, parsed into counted reasons.
 
-"0/N nodes are available: <count> <reason>, …. preemption: …" (kube-scheduler
-framework/types.go), in its old and new spellings; any whitespace and case.
+"0/N nodes are available: <count> <reason>, …. <PostFilter notes>" (kube-scheduler
+framework/types.go), in its old and new spellings; any whitespace and case. The PostFilter notes
+follow the histogram: `preemption: …` and, since DRA is on by default (1.34+), the DRA plugin's
+`no new claims to deallocate`, `still not schedulable` or `deallocation of ResourceClaim completed`
+before it (reference/real-control-plane.md §4): notes, not per-node reasons.
 """
 
 from __future__ import annotations
@@ -11,6 +14,12 @@ from dataclasses import dataclass
 
 _AVAILABLE = re.compile(r"(?<!\d)(\d+)\s*/\s*(\d+)\s+nodes?\s+(?:are|is)\s+available\s*:?\s*", re.IGNORECASE)
 _PREEMPTION = re.compile(r"(?:\.|(?<![\s.]))\s*preemption\s*:", re.IGNORECASE)
+# DynamicResources' PostFilter notes, joined to the next note by ", ": they start the PostFilter part.
+_DRA_NOTE = re.compile(
+    r"(?:\.|,|(?<![\s.]))\s*(?:no\s+new\s+claims\s+to\s+deallocate|still\s+not\s+schedulable"
+    r"|deallocation\s+of\s+ResourceClaim\s+completed)\b",
+    re.IGNORECASE,
+)
 # Reasons are "<count> <text>" joined by ", "; a comma inside a reason (the old
 # "had taint {k: v}, that the pod didn't tolerate") is not followed by a count.
 _REASON_SPLIT = re.compile(r",\s*(?=\d+\s)")
@@ -26,8 +35,12 @@ _UNSCHEDULABLE = re.compile(
     r"(?:were|was|is|are)\s+unschedulable|node\.kubernetes\.io/unschedulable", re.IGNORECASE
 )
 _TAINTED = re.compile(r"untolerated\s+taint|had\s+taints?\b|didn'?t\s+tolerate", re.IGNORECASE)
-# VolumeBinding's "node(s) had volume node affinity conflict" (older: "…volume node affinity conflict").
-_VOLUME = re.compile(r"volume\s+node\s+affinity\s+conflict", re.IGNORECASE)
+# VolumeBinding's "node(s) had volume node affinity conflict"; since 1.33 (PR 129887)
+# "node(s) didn't match PersistentVolume's node affinity".
+_VOLUME = re.compile(
+    r"volume\s+node\s+affinity\s+conflict|didn'?t\s+match\s+PersistentVolume'?s\s+node\s+affinity",
+    re.IGNORECASE,
+)
 # PodTopologySpread's "node(s) didn't match pod topology spread constraints" (and "… (missing required label)").
 _SPREAD = re.compile(r"didn'?t\s+match\s+pod\s+topology\s+spread\s+constraints", re.IGNORECASE)
 
@@ -43,7 +56,7 @@ class SchedulingFailure:
     """A parsed `0/N nodes are available: …` message (kube-scheduler framework/types.go)."""
 
     message: str
-    reasons: tuple[SchedulerReason, ...]  # of the filter phase; the preemption part is split off
+    reasons: tuple[SchedulerReason, ...]  # of the filter phase; the PostFilter part is split off
 
     @property
     def selector_mismatch(self) -> bool:
@@ -90,5 +103,12 @@ def parse_failed_scheduling(message: str) -> SchedulingFailure:
     if not m:
         return SchedulingFailure(text, _split_reasons(text))
     rest = text[m.end() :]
-    pre = _PREEMPTION.search(rest)
-    return SchedulingFailure(text, _split_reasons(rest[: pre.start()] if pre else rest))
+    cut = post_filter_start(rest)
+    return SchedulingFailure(text, _split_reasons(rest[:cut]))
+
+
+def post_filter_start(text: str) -> int:
+    """Where the PostFilter notes begin in a message (its length when there are none): the first of
+    DRA's notes or `preemption:`."""
+    starts = [m.start() for m in (_DRA_NOTE.search(text), _PREEMPTION.search(text)) if m]
+    return min(starts, default=len(text))

@@ -250,12 +250,14 @@ def driver_image_tag_missing_new_os() -> tuple[Fleet, Expect]:
     )  # fmt: skip
     return f, {
         "target": "robotics/isaac-lab-train-0",
-        "walk": [1, 2, 3, 4, 5],
-        "verdict": "L2_WAITING_FOR_DRIVER",
+        # Issue 30: no image for the node's OS is layer 3's L3_DRIVER_IMAGE_UNAVAILABLE (it stops the walk).
+        "walk": [1, 2, 3],
+        "verdict": "L3_DRIVER_IMAGE_UNAVAILABLE",
         "codes": [
             "L1_GPU_NODE_NOT_ADVERTISING",
             "L2_WAITING_FOR_DRIVER",
             "L2_OPERAND_FAILING",
+            "L3_DRIVER_IMAGE_UNAVAILABLE",
             "L3_KERNEL_SKEW",
         ],
         "absent": ["L3_DRIVER_BUILD_FAILED", "L3_PREINSTALLED_DRIVER_CONFLICT", "L5_XID"],
