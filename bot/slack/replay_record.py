@@ -1,12 +1,13 @@
-"""The gateway's state store as its Slack gate uses it: the replay record kept inside the ack's time.
+"""The state store as the Slack gate uses it: the replay record kept inside the ack's time.
 
 bot/slack/gate.py records every request's ids (set-if-absent) before Bolt runs
-it, and skips the check when the store is down. On a Redis switching master
-that record does not fail, it waits (the client retries for about two
-seconds), and the ack's own 2.5 s budget comes after it: 4.4 s, past Slack's
-3 s. So here the record gets `budget_s`; past it the check is skipped as for a
-store that is down (the write still lands when Redis answers, recording the
-request as it should). Every other call goes straight to the store.
+it, and skips the check when the store is down. On a Redis switching master,
+or a stalled one (SIGSTOP, a full disk), that record does not fail, it waits
+(a socket timeout, retries), and the ack comes after it: 5 s in one process,
+4.4 s on a gateway, past Slack's 3 s. So here the record gets `budget_s`; past
+it the check is skipped as for a store that is down (the write still lands when
+Redis answers, recording the request as it should). Every other call goes
+straight to the store. Every role's gate uses it (bot/slack/transport.py).
 """
 
 from __future__ import annotations
@@ -65,6 +66,12 @@ class BoundedReplayRecord:
 
     def ping(self) -> bool:
         return self.inner.ping()
+
+    def close(self) -> None:
+        self.shutdown()
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
