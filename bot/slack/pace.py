@@ -10,21 +10,26 @@ So a walk's root and its first layers (three posts) never wait, while a storm
 or a flood into one channel goes out at one a second. Other channels have
 lanes of their own and wait for nothing.
 
-The pace is kept per process. Replicas (or many clusters' agents) posting
-into one channel each keep their own pace; what they send together past
-Slack's limit is answered 429 with a Retry-After, which the retry handlers
-honour (bot/slack/retries.py), and storm control bounds the roots an alert
-channel gets across every cluster (handlers/alert_storm.py).
+With Redis (REDIS_URL) the bucket is shared by every replica and every
+cluster's agent: `shared(channel)` reserves the channel's next slot in Redis
+(bot/slack/state.py `pace_wait`, one key per channel, a GCRA in one script on
+Redis's clock) and says how long to wait for it, so N processes posting into
+one channel go out at Slack's pace together, not N times it. The FIFO turn
+stays per process. A Redis that fails the reservation falls back to the
+process's own bucket (and 429s with Retry-After, which the retry handlers
+honour: bot/slack/retries.py).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+log = logging.getLogger("gpubot.slack")
 PACE_S = 1.0  # Slack's "about one message per second per channel" for chat.postMessage
 BURST = 3  # posts one channel may take at once: a walk's root, layer 1 and its last layer
 MAX_IDLE_LANES = 1024  # lanes of channels nobody is posting to are dropped past this many
@@ -62,6 +67,8 @@ class ChannelPacer:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._lanes: dict[str, _Lane] = {}
+        # (channel, interval_s, burst) -> seconds to wait for the slot it reserved across replicas
+        self.shared: Callable[[str, float, int], float] | None = None
 
     @contextmanager
     def turn(self, channel: str) -> Iterator[None]:
@@ -76,6 +83,9 @@ class ChannelPacer:
             while lane.serving != ticket:
                 lane.cond.wait()
         try:
+            if self._shared_wait(channel):
+                yield
+                return
             now = self._clock()
             tokens = min(self.burst, lane.tokens + (now - lane.filled_at) / self.interval_s)
             if tokens < 1:
@@ -90,6 +100,19 @@ class ChannelPacer:
             with self._lock:
                 lane.waiting -= 1
 
+    def _shared_wait(self, channel: str) -> bool:
+        """Wait for the slot reserved in Redis (True); False when there is no shared pace or it failed."""
+        if self.shared is None:
+            return False
+        try:
+            wait = self.shared(channel, self.interval_s, self.burst)
+        except Exception as err:  # the store's one line; the process's own bucket paces this post
+            log.warning("shared Slack pace unavailable, pacing this process alone: %s", err)
+            return False
+        if wait > 0:
+            self._sleep(wait)
+        return True
+
     def _lane(self, channel: str) -> _Lane:
         with self._lock:
             lane = self._lanes.get(channel)
@@ -103,3 +126,13 @@ class ChannelPacer:
                 lane = self._lanes[channel] = _Lane(tokens=self.burst, filled_at=self._clock())
             lane.waiting += 1  # under the registry's lock: a lane being waited on is never dropped
             return lane
+
+
+def share(pacer: ChannelPacer, store: object) -> None:
+    """Pace `pacer`'s channels together with every replica through `store` when it is Redis (its
+    `pace_wait`, through a wrapper's `inner`); process memory keeps the pace per process."""
+    for candidate in (store, getattr(store, "inner", None)):
+        wait = getattr(candidate, "pace_wait", None)
+        if callable(wait):
+            pacer.shared = wait
+            return

@@ -80,6 +80,21 @@ return 0
 """
 
 
+# Slack's pace shared by every replica: a GCRA on Redis's clock. KEYS[1] holds the channel's next
+# free slot (ms); ARGV: the interval and the burst's tolerance (ms). Returns the wait for this post's slot.
+_PACE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local interval, tolerance = tonumber(ARGV[1]), tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local wait = tat - tolerance - now
+if wait < 0 then wait = 0 end
+redis.call('SET', KEYS[1], tat + interval, 'PX', tat + interval - now + tolerance + 1000)
+return wait
+"""
+
+
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
@@ -225,6 +240,15 @@ class RedisState:
         return bool(
             self._do(f"renew {key}", lambda: self._redis.eval(_EXTEND_IF_SAME, 1, key, token, _ms(lease_s)))
         )
+
+    def pace_wait(self, channel: str, interval_s: float, burst: int) -> float:
+        """Reserve `channel`'s next post slot across every replica (bot/slack/pace.py): the seconds to
+        wait for it. One key per channel, its name in a hash tag (one slot of a Redis Cluster)."""
+        key = self._key(f"pace:{{{channel[:80]}}}")
+        interval = _ms(interval_s)
+        args = (interval, interval * max(0, burst - 1))
+        wait = self._do(f"reserve a post to {channel[:80]}", lambda: self._redis.eval(_PACE, 1, key, *args))
+        return float(wait) / 1000
 
     def ping(self) -> bool:
         """Every primary answers (a Redis Cluster's state spans its shards: one stalled primary holds
