@@ -12,8 +12,7 @@ lanes of their own and wait for nothing.
 
 With Redis (REDIS_URL) the bucket is shared by every replica and every
 cluster's agent: `shared(channel)` reserves the channel's next slot in Redis
-(bot/slack/state.py `pace_wait`, one key per channel, a GCRA in one script on
-Redis's clock) and says how long to wait for it, so N processes posting into
+(one key per channel, a GCRA in one script on Redis's clock) and says how long to wait for it, so N processes posting into
 one channel go out at Slack's pace together, not N times it. The FIFO turn
 stays per process. A Redis that fails the reservation falls back to the
 process's own bucket (and 429s with Retry-After, which the retry handlers
@@ -128,11 +127,38 @@ class ChannelPacer:
             return lane
 
 
+# A GCRA on Redis's clock. KEYS[1] holds the channel's next free slot (ms); ARGV: the interval and the
+# burst's tolerance (ms). Returns the wait (ms) for the slot this post reserved.
+_PACE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local interval, tolerance = tonumber(ARGV[1]), tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local wait = tat - tolerance - now
+if wait < 0 then wait = 0 end
+redis.call('SET', KEYS[1], tat + interval, 'PX', tat + interval - now + tolerance + 1000)
+return wait
+"""
+
+
 def share(pacer: ChannelPacer, store: object) -> None:
     """Pace `pacer`'s channels together with every replica through `store` when it is Redis (its
-    `pace_wait`, through a wrapper's `inner`); process memory keeps the pace per process."""
+    `script`, through a wrapper's `inner`); process memory keeps the pace per process."""
     for candidate in (store, getattr(store, "inner", None)):
-        wait = getattr(candidate, "pace_wait", None)
-        if callable(wait):
+        script = getattr(candidate, "script", None)
+        if callable(script):
+
+            def wait(
+                channel: str, interval_s: float, burst: int, run: Callable[..., object] = script
+            ) -> float:
+                interval = max(1, round(interval_s * 1000))
+                # One key per channel, its name in a hash tag: one slot of a Redis Cluster.
+                key = f"pace:{{{channel[:80]}}}"
+                got = run(
+                    f"reserve a post to {channel[:80]}", _PACE, key, interval, interval * max(0, burst - 1)
+                )
+                return float(got) / 1000  # type: ignore[arg-type]
+
             pacer.shared = wait
             return

@@ -13,10 +13,14 @@ straight to the store. Every role's gate uses it (bot/slack/transport.py).
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager
+from typing import Any
 
+from bot.slack.flood import count_in
 from handlers.ports import JSONValue, StateStore, StateUnavailable
 
 RECORD_BUDGET_S = 0.4
@@ -25,7 +29,7 @@ RECORD_BUDGET_S = 0.4
 class BoundedReplayRecord:
     """A StateStore whose `set_if_absent` answers within `budget_s` or raises StateUnavailable."""
 
-    def __init__(self, inner: StateStore, budget_s: float = RECORD_BUDGET_S, workers: int = 4) -> None:
+    def __init__(self, inner: StateStore, budget_s: float = RECORD_BUDGET_S, workers: int = 16) -> None:
         self.inner = inner
         self.budget_s = budget_s
         # Bounded: a Redis that never answers keeps at most `workers` threads, not one per request.
@@ -33,19 +37,32 @@ class BoundedReplayRecord:
         self._slots = threading.BoundedSemaphore(workers)
 
     def set_if_absent(self, key: str, value: JSONValue, ttl_s: float) -> bool:
-        # Records still waiting on Redis take a slot each: when all are taken, none is queued behind
+        return bool(self._bounded(self.inner.set_if_absent, key, value, ttl_s))
+
+    def count(self, key: str, window_s: float) -> tuple[int, float]:
+        """The store's `count` (bot/slack/flood.py), within the budget."""
+        got: tuple[int, float] = self._bounded(count_in, self.inner, key, window_s)
+        return got
+
+    def peek(self, key: str) -> JSONValue | None:
+        """`get`, within the budget."""
+        return self._bounded(self.inner.get, key)  # type: ignore[no-any-return]
+
+    def _bounded(self, fn: Callable[..., Any], *args: Any) -> Any:
+        # Calls still waiting on Redis take a slot each: when all are taken, none is queued behind
         # them (a Redis that never answers would grow that queue with every request).
-        if not self._slots.acquire(blocking=False):
+        deadline = time.monotonic() + self.budget_s
+        if not self._slots.acquire(timeout=self.budget_s):
             raise StateUnavailable("Redis has not answered the last requests' records yet")
-        fut = self._pool.submit(self._record, key, value, ttl_s)
+        fut = self._pool.submit(self._call, fn, *args)
         try:
-            return fut.result(timeout=self.budget_s)
+            return fut.result(timeout=max(0.0, deadline - time.monotonic()))
         except FutureTimeout:
             raise StateUnavailable(f"Redis did not record the request within {self.budget_s:g} s") from None
 
-    def _record(self, key: str, value: JSONValue, ttl_s: float) -> bool:
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
-            return self.inner.set_if_absent(key, value, ttl_s)
+            return fn(*args)
         finally:
             self._slots.release()
 

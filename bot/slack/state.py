@@ -80,21 +80,6 @@ return 0
 """
 
 
-# Slack's pace shared by every replica: a GCRA on Redis's clock. KEYS[1] holds the channel's next
-# free slot (ms); ARGV: the interval and the burst's tolerance (ms). Returns the wait for this post's slot.
-_PACE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local interval, tolerance = tonumber(ARGV[1]), tonumber(ARGV[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or now)
-if tat < now then tat = now end
-local wait = tat - tolerance - now
-if wait < 0 then wait = 0 end
-redis.call('SET', KEYS[1], tat + interval, 'PX', tat + interval - now + tolerance + 1000)
-return wait
-"""
-
-
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
@@ -241,14 +226,10 @@ class RedisState:
             self._do(f"renew {key}", lambda: self._redis.eval(_EXTEND_IF_SAME, 1, key, token, _ms(lease_s)))
         )
 
-    def pace_wait(self, channel: str, interval_s: float, burst: int) -> float:
-        """Reserve `channel`'s next post slot across every replica (bot/slack/pace.py): the seconds to
-        wait for it. One key per channel, its name in a hash tag (one slot of a Redis Cluster)."""
-        key = self._key(f"pace:{{{channel[:80]}}}")
-        interval = _ms(interval_s)
-        args = (interval, interval * max(0, burst - 1))
-        wait = self._do(f"reserve a post to {channel[:80]}", lambda: self._redis.eval(_PACE, 1, key, *args))
-        return float(wait) / 1000
+    def script(self, what: str, source: str, key: str, *args: int | str) -> Any:
+        """A Lua script of one key (this store's prefix added) and `args` (bot/slack/pace.py, flood.py)."""
+        k = self._key(key)
+        return self._do(what, lambda: self._redis.eval(source, 1, k, *args))
 
     def ping(self) -> bool:
         """Every primary answers (a Redis Cluster's state spans its shards: one stalled primary holds
@@ -270,6 +251,7 @@ class MemoryState:
         self._clock = clock
         self._data: dict[str, tuple[float, str]] = {}  # key -> (expires at, JSON)
         self._locks: dict[str, tuple[float, str]] = {}  # name -> (expires at, owner token)
+        self._counts: dict[str, tuple[int, float]] = {}  # key -> (count, window ends at)
         self._mutex = threading.Condition()
         self._writes = 0
         self._prune_every = prune_every
@@ -352,6 +334,17 @@ class MemoryState:
                 if held is not None and held[1] == token:
                     del self._locks[name]
                 self._mutex.notify_all()
+
+    def count(self, key: str, window_s: float) -> tuple[int, float]:
+        with self._mutex:
+            now = time.monotonic()
+            n, until = self._counts.get(key, (0, now + window_s))
+            if until <= now:
+                n, until = 0, now + window_s
+            if len(self._counts) > 10_000:  # windows that ended are forgotten
+                self._counts = {k: v for k, v in self._counts.items() if v[1] > now}
+            self._counts[key] = (n + 1, until)
+            return n + 1, until - now
 
     def ping(self) -> bool:
         return True

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from bot.ops import metrics
 from bot.ops.config import Config
 from bot.slack.alert_webhook import PATH as ALERTS_PATH
+from bot.slack.flood import FloodGuard
 from bot.slack.gate import SlackGate
 from bot.slack.httpserver import HttpServer, Limits, Response, Route, start_server
 from bot.slack.replay_record import BoundedReplayRecord
 from bot.slack.slackroute import EVENTS_PATH, SlackEvents
-from bot.slack.state import MemoryState
 from handlers.ports import StateStore
 
 if TYPE_CHECKING:
@@ -93,9 +93,10 @@ def start_http(bot: Front, host: str, port: int, *, events: bool) -> HttpServer:
 def gate(front: Front) -> SlackGate:
     """The checks every Slack payload passes before Bolt, over HTTP and over Socket Mode."""
     state = front.state
-    if not isinstance(state, MemoryState | BoundedReplayRecord):  # a stalled Redis must not hold the ack
+    if not isinstance(state, BoundedReplayRecord):  # a stalled Redis must not hold the ack
         state = BoundedReplayRecord(state)
-    return SlackGate(front.app, state, front.tell)
+    flood = FloodGuard(state, front.cfg.same_request_s, front.cfg.user_requests_per_minute)
+    return SlackGate(front.app, state, front.tell, flood=flood)
 
 
 def socket_mode(front: Front, app_token: str) -> GatedSocketModeHandler:
