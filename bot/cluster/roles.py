@@ -237,6 +237,7 @@ def serve_role(args: argparse.Namespace) -> int:
         cfg.slack_bot_token, cfg.slack_api_url, history=cfg.slack_history, pace_s=cfg.slack_pace_s
     )
     share_pace(poster.pace, state)
+    poster.pace.max_queued = cfg.slack_max_queued
     stop = stop_on_signals()
     if gateway:
         return _run_gateway(args, cfg, state, streams, poster, stop)

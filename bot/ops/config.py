@@ -62,6 +62,7 @@ class Config:
     slack_pace_s: float = 1.0
     same_request_s: int = 60  # the same /gpu why or node in one channel: answered once per window
     user_requests_per_minute: int = 30
+    slack_max_queued: int = 200  # posts waiting for one channel's pace, past which new ones are dropped
     log_level: str = "INFO"
     alert_token: str | None = field(default=None, repr=False)
     alert_channel: str | None = None
@@ -252,6 +253,7 @@ def load_config(
         ("GPUBOT_ALERT_MAX_BODY_MIB", "alert_max_body_mib", 1, 256),
         ("GPUBOT_SAME_REQUEST_SECONDS", "same_request_s", 0, 86400),
         ("GPUBOT_USER_REQUESTS_PER_MINUTE", "user_requests_per_minute", 0, 10000),
+        ("GPUBOT_SLACK_CHANNEL_MAX_QUEUED", "slack_max_queued", 0, 100000),
     ):
         if (v := get(name)) is not None:
             if not v.isdigit() or not low <= int(v) <= high:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 log = logging.getLogger("gpubot.slack")
 PACE_S = 1.0  # Slack's "about one message per second per channel" for chat.postMessage
 BURST = 3  # posts one channel may take at once: a walk's root, layer 1 and its last layer
+MAX_QUEUED = 200  # posts waiting for one channel's turn, past which a new one is dropped (0: no bound)
 MAX_IDLE_LANES = 1024  # lanes of channels nobody is posting to are dropped past this many
 
 
@@ -42,6 +43,12 @@ class _Lane:
     tokens: float = BURST  # posts that may start now; one more every interval, up to the burst
     filled_at: float = 0.0  # monotonic time `tokens` was last brought up to date
     waiting: int = 0  # callers holding a ticket not yet done
+    dropped: int = 0  # posts refused since the channel was last told
+
+
+class ChannelBacklog(Exception):
+    """A post refused because its channel already has `max_queued` posts waiting: said once in the
+    channel by the next post that goes out (bot/slack/post.py), never silently."""
 
 
 class ChannelPacer:
@@ -53,6 +60,7 @@ class ChannelPacer:
         interval_s: float = PACE_S,
         *,
         burst: int = BURST,
+        max_queued: int = MAX_QUEUED,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -62,6 +70,7 @@ class ChannelPacer:
             raise ValueError("burst must be at least 1")
         self.interval_s = interval_s
         self.burst = burst
+        self.max_queued = max_queued
         self._clock = clock
         self._sleep = sleep
         self._lock = threading.Lock()
@@ -76,6 +85,13 @@ class ChannelPacer:
             yield
             return
         lane = self._lane(channel)
+        if self.max_queued and lane.waiting > self.max_queued:
+            with self._lock:
+                lane.waiting -= 1
+                lane.dropped += 1
+            raise ChannelBacklog(
+                f"{self.max_queued} posts to this channel are already waiting for Slack's pace"
+            )
         with lane.cond:
             ticket = lane.issued
             lane.issued += 1
@@ -98,6 +114,15 @@ class ChannelPacer:
                 lane.cond.notify_all()
             with self._lock:
                 lane.waiting -= 1
+
+    def take_dropped(self, channel: str) -> int:
+        """Posts to `channel` dropped since the last call (0 when none): the caller says them once."""
+        with self._lock:
+            lane = self._lanes.get(channel)
+            if lane is None or not lane.dropped:
+                return 0
+            dropped, lane.dropped = lane.dropped, 0
+            return dropped
 
     def _shared_wait(self, channel: str) -> bool:
         """Wait for the slot reserved in Redis (True); False when there is no shared pace or it failed."""

@@ -85,6 +85,7 @@ def run_bot(args: argparse.Namespace) -> int:
         cfg.slack_bot_token, cfg.slack_api_url, history=cfg.slack_history, pace_s=cfg.slack_pace_s
     )
     share_pace(poster.pace, state)
+    poster.pace.max_queued = cfg.slack_max_queued
     bot = with_bot_token(cfg, lambda: build_app(cfg, sources, state, poster, client=poster.client))
     log.info("sources: %s", sources.description)
     log.info("%s", note)
