@@ -18,6 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.cluster.acks import QUEUE_MARGIN_S, Budget
 from bot.cluster.kinds import why_request
 from bot.cluster.streams import DEAD, ClusterStreams
@@ -64,3 +66,18 @@ def test_an_xadd_taken_after_its_deadline_is_buried_unrun_and_one_in_time_runs(
         reason = dead.xrange(DEAD.format(c))[0][1]["reason"]
     assert "queued after its deadline" in reason
     assert posts(slack, "C0LATE") == [] and told(slack, "U0LATE") == []  # never run, not said twice
+
+
+def test_a_call_to_a_stalled_server_is_bounded_in_total_not_per_retry(stalled_url: str) -> None:
+    """Before: 5 s socket timeout, then up to 6 retries of it (30 s and more) for a gateway's or agent's
+    client. Now one socket timeout: a try that timed out is not made again past the retry budget."""
+    import redis
+
+    from bot.slack.redisconn import REQUEST_TIMEOUT_S, RETRY_BUDGET_S, RedisTarget, connect
+
+    client = connect(RedisTarget(stalled_url.replace("http://", "redis://") + "/0"), ride_out_restarts=True)
+    started = time.monotonic()
+    with pytest.raises(redis.RedisError):
+        client.get("anything")
+    took = time.monotonic() - started
+    assert REQUEST_TIMEOUT_S * 0.9 <= took < RETRY_BUDGET_S + 0.5, took
