@@ -59,15 +59,17 @@ def _stop(proc: subprocess.Popen[bytes] | None, kill: bool = False) -> None:
 
 
 class RedisClusterServer:
-    """Three masters, no replicas, slots spread by `redis-cli --cluster create`."""
+    """Three masters (each with `replicas` replicas), slots spread by `redis-cli --cluster create`."""
 
     mode = "cluster"
 
-    def __init__(self, workdir: Path, masters: int = 3) -> None:
+    def __init__(self, workdir: Path, masters: int = 3, replicas: int = 0) -> None:
         self.workdir = workdir
-        self.ports = [free_port() for _ in range(masters)]
-        self.bus = [free_port() for _ in range(masters)]
-        self.procs: list[subprocess.Popen[bytes] | None] = [None] * masters
+        self.replicas = replicas
+        nodes = masters * (1 + replicas)
+        self.ports = [free_port() for _ in range(nodes)]
+        self.bus = [free_port() for _ in range(nodes)]
+        self.procs: list[subprocess.Popen[bytes] | None] = [None] * nodes
 
     @property
     def url(self) -> str:
@@ -105,11 +107,33 @@ class RedisClusterServer:
             self._start_node(i)
         subprocess.run(
             [_binary("redis-cli"), "--cluster", "create", *(f"{HOST}:{p}" for p in self.ports),
-             "--cluster-replicas", "0", "--cluster-yes"],
+             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
             check=True, capture_output=True, timeout=60,
         )  # fmt: skip
         _wait("the cluster's state ok", self._ok, 30)
+        if self.replicas:
+            _wait("every replica in sync", self._replicas_up, 30)
         return self
+
+    def _replicas_up(self) -> bool:
+        infos = [redis.Redis(host=HOST, port=p).info("replication") for p in self.ports]
+        return all(i.get("master_link_status") == "up" for i in infos if i["role"] == "slave")
+
+    def primary_of(self, key: str) -> int:
+        """The port of the primary that holds `key` now."""
+        node = self.client().get_node_from_key(key)
+        return int(node.port)
+
+    def failover(self, key: str) -> int:
+        """CLUSTER FAILOVER on a replica of `key`'s shard: it is promoted, the old primary demoted to its
+        replica (as in a rolling upgrade or a managed maintenance). The promoted port."""
+        old = self.primary_of(key)
+        for port in self.ports:
+            info = redis.Redis(host=HOST, port=port).info("replication")
+            if info["role"] == "slave" and int(info["master_port"]) == old:
+                redis.Redis(host=HOST, port=port).execute_command("CLUSTER", "FAILOVER")
+                return port
+        raise RuntimeError(f"no replica of {old} to fail over to")
 
     def restart(self, down_s: float = 0.0, timeout_s: float = 30.0) -> None:
         """Every node stopped (SIGTERM), then started again on the same ports and files."""

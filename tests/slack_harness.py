@@ -288,6 +288,9 @@ def bot_env(slack_url: str, **extra: str) -> dict[str, str]:
             "GPUBOT_SLACK_HISTORY": "true",
             # Posts as fast as the fake takes them; tests/test_slack_pace.py runs Slack's own pace.
             "GPUBOT_SLACK_CHANNEL_PACE_SECONDS": "0",
+            # Every command runs, however often: tests/test_flood.py runs the coalescing and the limit.
+            "GPUBOT_SAME_REQUEST_SECONDS": "0",
+            "GPUBOT_USER_REQUESTS_PER_MINUTE": "0",
         }
     )
     env.update(extra)

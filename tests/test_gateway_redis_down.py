@@ -52,7 +52,7 @@ def test_a_stalled_redis_is_said_within_three_seconds(slack: FakeSlack, stalled_
             assert took < 3.0, (command, took)
             assert "registered" not in text
         assert _timed_ack(gw, "why down-1/ml/trainer-0")[1].startswith(
-            ":x: the request could not be queued: the bot's Redis is unreachable (Redis did not answer within 2.5 s)"
+            ":x: the request could not be queued: the bot's Redis is unreachable (Redis did not answer within 1.8 s)"
         )
     finally:
         gw.shutdown(wait=False)

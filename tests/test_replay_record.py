@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 import pytest
 
-from bot.cluster.replay_record import BoundedReplayRecord
+from bot.slack.replay_record import BoundedReplayRecord
 from handlers.ports import JSONValue, StateUnavailable
 
 

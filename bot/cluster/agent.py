@@ -19,6 +19,9 @@ at-least-once from the stream and effectively-once in Slack:
   live work, and the walk's own claims are short leases (bot/cluster/leases.py);
 - an entry delivered `MAX_FAILURES` times without being acknowledged is poison:
   it moves to `gpubot:dead:<cluster>` and the thread (or the asker) is told;
+- an entry Redis took after the time it carries (`queue_by`: a stalled Redis
+  took the gateway's XADD after the ack had said "could not be queued") is
+  never run: it moves to the dead stream, unsaid (the asker was told);
 - a request kind this agent does not know (a newer gateway) is answered with
   this agent's version and acknowledged, never retried.
 
@@ -227,6 +230,11 @@ class Agent:
         if req is None:
             self._bury(entry, f"not a gpubot request: {entry.problem}")
             return "dead"
+        if req.late(entry.entry_id):
+            # Redis took it after the gateway stopped waiting (a stalled primary): the asker was told it
+            # could not be queued, so it is never run; kept in the dead stream for the operators.
+            self._bury(entry, f"queued after its deadline ({req.queue_by}): the asker was told it was not")
+            return "late"
         if entry.deliveries > MAX_FAILURES:
             # Delivered that often and never acknowledged: it failed, or killed its agent, each time.
             self._give_up(entry, req, f"delivered {entry.deliveries - 1} times without finishing")

@@ -29,6 +29,22 @@ class Request:
     sender_version: str = ""
 
     @property
+    def queue_by(self) -> float | None:
+        """Redis's time (TIME, seconds) by which the gateway needed the entry queued: past it the asker
+        was told it could not be (a stalled Redis took the XADD after the ack), so it is never run."""
+        got = self.body.get("queue_by")
+        return float(got) if isinstance(got, int | float) and math.isfinite(got) else None
+
+    def late(self, entry_id: str) -> bool:
+        """Whether Redis took this entry (its id's time) after `queue_by`."""
+        by = self.queue_by
+        try:
+            took = int(entry_id.split("-", 1)[0]) / 1000
+        except ValueError:
+            return False
+        return by is not None and took > by
+
+    @property
     def reply(self) -> dict[str, Any]:
         """Where to say what became of it: channel, user and thread (any may be missing)."""
         got = self.body.get("reply")

@@ -29,22 +29,23 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from slack_bolt import Ack, App
 from slack_sdk import WebClient
 
-from bot.cluster.acks import ACK_BUDGET_S, QUEUE_DOWN, QUEUE_LATER, QUEUE_PATIENCE_S, Queued
+from bot.cluster import acks
+from bot.cluster.acks import ACK_BUDGET_S, QUEUE_DOWN, QUEUE_LATER, QUEUE_PATIENCE_S, Budget, Queued
 from bot.cluster.digest_root import DigestRoots
 from bot.cluster.kinds import click_request, why_request
 from bot.cluster.node_kinds import diag_cluster, diag_request, node_request
-from bot.cluster.replay_record import BoundedReplayRecord
 from bot.cluster.routing import NoRoute, Route, clusters_text, route
 from bot.cluster.streams import ClusterStreams, Request, StreamsUnavailable
 from bot.ops.config import Config
 from bot.ops.version import gpubot_version
 from bot.slack.app import submit_job
+from bot.slack.replay_record import BoundedReplayRecord
 from handlers.clicks import Click, click_from_payload, click_problem, clicker
 from handlers.commands import (
     USAGE,
@@ -128,7 +129,12 @@ class Gateway:
     # --- commands ---------------------------------------------------------------------------
 
     def route(self, asked: str | None) -> Route:
-        return route(asked, self.streams.clusters(), self.clock(), self.cfg.agent_silent_s)
+        return self._route_now(asked)[0]
+
+    def _route_now(self, asked: str | None) -> tuple[Route, float, float]:
+        """The route, Redis's time and when (time.monotonic) it was read."""
+        clusters, now = self.streams.clusters(), self.clock()
+        return route(asked, clusters, now, self.cfg.agent_silent_s), now, time.monotonic()
 
     def why(self, cmd: Why, channel: str, user: str) -> str:
         """Queue the walk; the ephemeral answer (the ack's text), within ACK_BUDGET_S whatever Redis does."""
@@ -140,12 +146,12 @@ class Gateway:
         doing = f"reading the ledger of {escape(cmd.label)}"
         return self._command(doing, lambda late: self._node(cmd, channel, user, late), channel, user)
 
-    def _command(self, doing: str, work: Callable[[threading.Event], Queued], channel: str, user: str) -> str:
+    def _command(self, doing: str, work: Callable[[Budget], Queued], channel: str, user: str) -> str:
         if self.patience_s <= 0:
-            return self.within_budget(lambda late: work(late).text)
+            return self.within_budget(lambda late: work(late).text)  # type: ignore[arg-type]
         # Sentinel or Cluster: a master switch is expected and short. Past the budget the ack says the
         # request is not queued yet; the work goes on for patience_s and says once if it fails after all.
-        fut = self.ack_pool.submit(work, threading.Event())
+        fut = self.ack_pool.submit(work, Budget(self.patience_s))
         try:
             return fut.result(timeout=ACK_BUDGET_S).text
         except FutureTimeout:
@@ -166,7 +172,7 @@ class Gateway:
         """`answer(late)` if it is ready within ACK_BUDGET_S, else "could not be queued": Slack drops
         an ack after 3 s, and a Redis that is switching master or unreachable can take longer than
         that. `late` is set once the budget is spent, so the work queues nothing after it."""
-        late = threading.Event()
+        late = Budget(ACK_BUDGET_S)
         fut = self.ack_pool.submit(answer, late)
         try:
             return fut.result(timeout=ACK_BUDGET_S)
@@ -187,7 +193,7 @@ class Gateway:
                 time.sleep(wait)
                 wait = min(1.0, wait * 2)
 
-    def _why(self, cmd: Why, channel: str, user: str, late: threading.Event) -> Queued:
+    def _why(self, cmd: Why, channel: str, user: str, late: Budget) -> Queued:
         walk_id = new_walk_id()
         request = why_request(walk_id, cmd.namespace, cmd.pod, channel, user, self.version)
         got = self._route_and_queue(cmd.cluster, request, late)
@@ -196,7 +202,7 @@ class Gateway:
         log.info("walk %s of %s queued for cluster %s by %s", walk_id, cmd.label, got.cluster, user)
         return self._queued(f"walking the layers for {escape(cmd.label)}", got)
 
-    def _node(self, cmd: Node, channel: str, user: str, late: threading.Event) -> Queued:
+    def _node(self, cmd: Node, channel: str, user: str, late: Budget) -> Queued:
         got = self._route_and_queue(cmd.cluster, node_request(cmd.node, channel, user, self.version), late)
         if isinstance(got, Queued):
             return got
@@ -208,15 +214,24 @@ class Gateway:
         note = where.note()
         return Queued(f"{text}\n{note}" if note else text, True)
 
-    def _route_and_queue(
-        self, cluster: str | None, request: Request, late: threading.Event
-    ) -> Route | Queued:
-        """The route the request was queued on, or the answer saying why it was not."""
+    def _route_and_queue(self, cluster: str | None, request: Request, late: Budget) -> Route | Queued:
+        """The route the request was queued on, or the answer saying why it was not. The request says
+        by when (Redis's clock) it must be queued: an XADD a stalled Redis takes after the ack said
+        "could not be queued" is refused by the agents, never run (bot/cluster/agent.py)."""
         try:
-            where = self._patiently(lambda: self.route(cluster))
-            if late.is_set():
+            where, now, read_at = self._patiently(lambda: self._route_now(cluster))
+            if late.is_set() or time.monotonic() > late.until - acks.QUEUE_MARGIN_S:
                 return Queued(QUEUE_DOWN.format("Redis did not answer in time"), False)
-            self.queue(where.cluster, request)
+            by = late.queue_by(now, read_at)
+            request = replace(request, body={**request.body, "queue_by": round(by, 3)})
+            entry = self.streams.queue(
+                where.cluster,
+                request,
+                patience_s=max(0.0, late.until - acks.QUEUE_MARGIN_S - time.monotonic()),
+            )
+            if late.is_set() and not request.late(entry):  # taken in time, answered too late: say so
+                reply = request.reply
+                self.tell(str(reply.get("channel")), str(reply.get("user")), acks.QUEUED_AFTER_ALL)
         except NoRoute as err:
             return Queued(str(err), False)
         except StreamsUnavailable as err:

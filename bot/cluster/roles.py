@@ -196,6 +196,7 @@ def serve_role(args: argparse.Namespace) -> int:
     from bot.cluster import stream_metrics
     from bot.ops.config import load_config
     from bot.ops.logs import setup_logging
+    from bot.slack.pace import share as share_pace
     from bot.slack.post import Poster
     from bot.slack.run import stop_on_signals
     from bot.slack.state import open_state
@@ -235,6 +236,8 @@ def serve_role(args: argparse.Namespace) -> int:
     poster = Poster(
         cfg.slack_bot_token, cfg.slack_api_url, history=cfg.slack_history, pace_s=cfg.slack_pace_s
     )
+    share_pace(poster.pace, state)
+    poster.pace.max_queued = cfg.slack_max_queued
     stop = stop_on_signals()
     if gateway:
         return _run_gateway(args, cfg, state, streams, poster, stop)

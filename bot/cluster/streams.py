@@ -25,7 +25,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from bot.cluster.entries import ClusterSeen, Entry, Request
 from bot.cluster.signing import RequestSigner
-from bot.slack.redisconn import riding_out, said
+from bot.slack.redisconn import NOT_REPLICATED, RIDE_OUT_S, replicated, riding_out, said
 
 REQUESTS = "gpubot:requests:{}"
 DEAD = "gpubot:dead:{}"
@@ -88,9 +88,9 @@ class ClusterStreams:
         self.clock = clock
         self._groups: set[str] = set()
 
-    def _do(self, what: str, call: Callable[[], Any]) -> Any:
+    def _do(self, what: str, call: Callable[[], Any], ride_out_s: float = RIDE_OUT_S) -> Any:
         try:
-            return riding_out(self.redis, call)
+            return riding_out(self.redis, call, ride_out_s)
         except RedisError as err:
             text = said(err)
             raise StreamsUnavailable(f"Redis at {self.shown} failed to {what}: {text}") from None
@@ -109,19 +109,30 @@ class ClusterStreams:
             fields = self.signer.sign(key, fields)
         mark = ("nonce", fields["nonce"]) if "nonce" in fields else ("id", request.request_id)
         deadline = time.monotonic() + patience_s
-        wait, tried = 0.1, False
+        wait, tried, unconfirmed = 0.1, False, False
         while True:
             try:
-                if tried and (landed := self._queued_already(key, mark)) is not None:
+                # After a write no replica confirmed, a copy found may sit on a master about to be
+                # demoted (and be discarded): sent again instead. Agents run one copy of a nonce.
+                if tried and not unconfirmed and (landed := self._queued_already(key, mark)) is not None:
                     return landed
-                tried = True
+                tried, unconfirmed = True, False
+                # Held by a replica before it counts as queued (a demoted master's XADD is discarded at
+                # the switch); not sent again inside: the next try looks for the nonce first.
                 return str(
                     self._do(
                         f"queue on {key}",
-                        lambda: self.redis.xadd(key, fields, maxlen=self.maxlen, approximate=True),  # type: ignore[arg-type]
+                        lambda: replicated(
+                            self.redis,
+                            key,
+                            lambda: self.redis.xadd(key, fields, maxlen=self.maxlen, approximate=True),  # type: ignore[arg-type]
+                            lambda p: p.xadd(key, fields, maxlen=self.maxlen, approximate=True),
+                        ),
+                        0.0,
                     )
                 )
-            except StreamsUnavailable:
+            except StreamsUnavailable as err:
+                unconfirmed = NOT_REPLICATED in str(err)
                 if time.monotonic() + wait > deadline:
                     raise
                 time.sleep(wait)
@@ -288,7 +299,15 @@ class ClusterStreams:
 
     def ack(self, cluster: str, entry_id: str) -> None:
         key = REQUESTS.format(cluster)
-        self._do(f"acknowledge {entry_id} on {key}", lambda: self.redis.xack(key, GROUP, entry_id))
+        self._do(
+            f"acknowledge {entry_id} on {key}",
+            lambda: replicated(
+                self.redis,
+                key,
+                lambda: self.redis.xack(key, GROUP, entry_id),
+                lambda p: p.xack(key, GROUP, entry_id),
+            ),
+        )
 
     def bury(self, cluster: str, entry: Entry, reason: str) -> None:
         """Copy the entry to `gpubot:dead:<cluster>` with why, then acknowledge it.

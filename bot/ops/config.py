@@ -60,6 +60,9 @@ class Config:
     # the least time between two posts to one channel (Slack's per-channel limit).
     slack_history: bool = False
     slack_pace_s: float = 1.0
+    same_request_s: int = 60  # the same /gpu why or node in one channel: answered once per window
+    user_requests_per_minute: int = 30
+    slack_max_queued: int = 200  # posts waiting for one channel's pace, past which new ones are dropped
     log_level: str = "INFO"
     alert_token: str | None = field(default=None, repr=False)
     alert_channel: str | None = None
@@ -248,6 +251,9 @@ def load_config(
         ("GPUBOT_ALERT_MAX_THREADS_PER_HOUR", "alert_max_threads_per_hour", 0, 1000),
         ("GPUBOT_ALERT_DUPLICATE_SECONDS", "alert_duplicate_seconds", 0, 3600),
         ("GPUBOT_ALERT_MAX_BODY_MIB", "alert_max_body_mib", 1, 256),
+        ("GPUBOT_SAME_REQUEST_SECONDS", "same_request_s", 0, 86400),
+        ("GPUBOT_USER_REQUESTS_PER_MINUTE", "user_requests_per_minute", 0, 10000),
+        ("GPUBOT_SLACK_CHANNEL_MAX_QUEUED", "slack_max_queued", 0, 100000),
     ):
         if (v := get(name)) is not None:
             if not v.isdigit() or not low <= int(v) <= high:

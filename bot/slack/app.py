@@ -254,12 +254,18 @@ def alert_settings(cfg: Config) -> AlertSettings:
     )
 
 
+LISTENER_THREADS = 64
+
+
 def bolt_app(cfg: Config, client: WebClient | None, token_verification: bool = True) -> App:
     """The Bolt app of the bot or a gateway (bot/cluster/gateway.py), before any listener."""
     return App(
         client=client or WebClient(token=cfg.slack_bot_token, base_url=cfg.slack_api_url),
         signing_secret=cfg.slack_signing_secret,
         process_before_response=False,
+        # Bolt's default is 5 threads: a sixth command in flight (a burst while Redis is slow, each ack
+        # held up to its 2 s budget) waited for one and missed Slack's 3 s. More than the HTTP server's.
+        listener_executor=ThreadPoolExecutor(max_workers=LISTENER_THREADS, thread_name_prefix="gpubot-bolt"),
         token_verification_enabled=token_verification,
         # Socket Mode has no signatures to check; HTTP mode always has a signing secret (load_config).
         request_verification_enabled=cfg.slack_signing_secret is not None,

@@ -26,6 +26,7 @@ from slack_bolt import App
 from slack_bolt.request import BoltRequest
 from slack_bolt.response import BoltResponse
 
+from bot.slack.flood import FloodGuard
 from bot.slack.httpserver import RateLimitedLog
 from handlers.clicks import click_problem, clicker
 from handlers.ports import StateStore, StateUnavailable
@@ -100,6 +101,7 @@ class Refused:
 
     status: int
     text: str = ""
+    reply: str = ""  # said to the asker as the ack's ephemeral answer (bot/slack/flood.py)
 
 
 @dataclass
@@ -109,6 +111,7 @@ class SlackGate:
     app: App
     state: StateStore
     tell: Callable[[str, str, str], None] | None = None  # (channel, user, text), off the request path
+    flood: FloodGuard | None = None  # the same request again, or too many from one person
     refusals: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
 
     def admit(self, payload: dict[str, Any], transport_ids: list[str]) -> Refused | None:
@@ -116,9 +119,14 @@ class SlackGate:
         why = envelope_problem(payload)
         if why is not None:
             return self._refuse_click(payload, why)
-        if self._seen([*transport_ids, *replay_ids(payload)]):
+        seen = self._seen([*transport_ids, *replay_ids(payload)])
+        if seen:
             self.refusals.note("acknowledged replayed Slack requests without running them", "seen before")
             return Refused(200)
+        # A store that did not answer the record is not asked again within the same ack.
+        if seen is False and self.flood is not None and (said := self.flood.check(payload)) is not None:
+            self.refusals.note("answered repeated or too frequent commands without running them", said[:60])
+            return Refused(200, reply=said)
         return None
 
     def dispatch(
@@ -147,8 +155,9 @@ class SlackGate:
         self.tell(*who, f":warning: this click could not be read ({why}), so nothing was done.")
         return Refused(200)
 
-    def _seen(self, ids: list[str]) -> bool:
-        """Record each id; True when any was already recorded (the request is a replay)."""
+    def _seen(self, ids: list[str]) -> bool | None:
+        """Record each id; True when any was already recorded (the request is a replay), None when the
+        store did not answer."""
         seen = False
         for one in ids:
             try:
@@ -156,6 +165,6 @@ class SlackGate:
             except StateUnavailable as err:
                 # The walk itself will say the store is down; refusing here would hide that.
                 log.warning("replay check skipped, state store unreachable: %s", err)
-                return False
+                return None
             seen = seen or not fresh
         return seen

@@ -164,6 +164,12 @@ class Poster:
                 retry=(lambda err, n: _maybe_taken(self, err, n)) if key else None,
                 before_retry=before_retry,
             )
+        if dropped := self.pace.take_dropped(channel):  # said once, by the next post that went out
+            self.post(
+                channel,
+                f":warning: {dropped} message(s) to this channel were dropped: more than "
+                f"{self.pace.max_queued} were waiting for Slack's pace. Ask again for what you miss.",
+            )
         return PostRef(channel=str(resp.get("channel") or channel), ts=str(resp.get("ts") or ""))
 
     def find_posted(self, channel: str, thread_ts: str | None, key: str, since: float) -> PostRef | None:

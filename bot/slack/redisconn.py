@@ -16,10 +16,20 @@
 
 Commands that meet a reset connection or a switch are retried for about two
 seconds (`ride_out_restarts`, gateways and agents), then fail with one line.
+
+A stalled Redis (a frozen primary, a full disk, a paused VM) accepts and never
+answers: every call is bounded in time whatever the mode. The socket waits
+`timeout_s` (REQUEST_TIMEOUT_S) for an answer and CONNECT_TIMEOUT_S for a
+connection; a thread waits at most POOL_WAIT_S for a free connection of the
+pool (POOL_SIZE of them), and retries stop once the next try could not end
+within the retry budget (`DeadlineRetry`): a try that timed out is not sent
+again past it.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +46,7 @@ from redis.sentinel import MasterNotFoundError, Sentinel
 from bot.ops.config import Config
 
 T = TypeVar("T")
+log = logging.getLogger("gpubot.redis")
 
 
 # What a cluster client raises while its nodes restart or a shard fails over (RedisClusterException is
@@ -48,21 +59,68 @@ SWITCHING = (
     TryAgainError,
 )
 RIDE_OUT_S = 2.5
+REQUEST_TIMEOUT_S = 2.0  # a command's answer; above an agent's 1 s XREADGROUP block
+CONNECT_TIMEOUT_S = 1.0
+POOL_SIZE = 64  # connections per server, per process
+POOL_WAIT_S = 1.0  # for a free one, when all are busy (all of them stuck on a stalled server)
+RETRY_BUDGET_S = 2.5  # a command and its retries, in all
+
+
+class DeadlineRetry(Retry):
+    """redis-py's Retry bounded in total time, not only in count: a try is made again only while it
+    could still end within `budget_s` of the first, judged by how long the last one took (a refused
+    connection fails in a millisecond and is retried; a socket timeout took `REQUEST_TIMEOUT_S`)."""
+
+    def __init__(self, budget_s: float = RETRY_BUDGET_S, retries: int = 6) -> None:
+        super().__init__(ExponentialBackoff(cap=0.5, base=0.05), retries)
+        self.budget_s = budget_s
+
+    def call_with_retry(  # type: ignore[override]
+        self,
+        do: Callable[[], T],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> T:
+        deadline = time.monotonic() + self.budget_s
+        failures = 0
+        while True:
+            began = time.monotonic()
+            try:
+                return do()
+            except self._supported_errors as error:
+                failures += 1
+                if with_failure_count:
+                    fail(error, failures)
+                else:
+                    fail(error)
+                wait = self._backoff.compute(failures)
+                took = time.monotonic() - began
+                retryable = (self._is_retryable is None or self._is_retryable(error)) and (
+                    is_retryable is None or is_retryable(error)
+                )
+                if not retryable or failures > self._retries or time.monotonic() + wait + took > deadline:
+                    raise error
+                if wait > 0:
+                    time.sleep(wait)
 
 
 def riding_out(client: Any, call: Callable[[], T], for_s: float = RIDE_OUT_S) -> T:
     """`call()`, sent again for up to `for_s` while a Redis Cluster is switching (nodes restarting,
     a shard failing over: the slots are learned again); at once for any other client. What still
     fails is raised as a RedisError, so callers turn it into their one line."""
-    if not isinstance(client, RedisCluster):
-        return call()
+    # One server or Sentinel's master: redis-py's own retry rides out a reset connection; what is left
+    # is a write no replica confirmed (NotReplicated, below), sent again here.
+    retried = SWITCHING if isinstance(client, RedisCluster) else (NotReplicated,)
     deadline = time.monotonic() + for_s
     wait = 0.05
     while True:
+        began = time.monotonic()
         try:
             return call()
-        except SWITCHING as err:
-            if time.monotonic() + wait > deadline:
+        except retried as err:
+            # A try that took long (a stalled node: a socket timeout) is not made again past the deadline.
+            if time.monotonic() + wait + (time.monotonic() - began) > deadline:
                 if isinstance(err, RedisError):
                     raise
                 raise redis.ConnectionError(str(err)) from None
@@ -128,15 +186,18 @@ def shown_url(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
-def _retry() -> Retry:
-    return Retry(ExponentialBackoff(cap=0.5, base=0.05), 6)
+def _retry(budget_s: float = RETRY_BUDGET_S) -> Retry:
+    return DeadlineRetry(budget_s)
 
 
-def connect(target: RedisTarget, *, timeout_s: float = 5.0, ride_out_restarts: bool = False) -> Any:
-    """A decoded-strings client of `target`'s shape (redis.Redis, or RedisCluster)."""
+def connect(
+    target: RedisTarget, *, timeout_s: float = REQUEST_TIMEOUT_S, ride_out_restarts: bool = False
+) -> Any:
+    """A decoded-strings client of `target`'s shape (redis.Redis, or RedisCluster), every call bounded
+    in time (the module's docstring)."""
     options: dict[str, Any] = {
         "socket_timeout": timeout_s,
-        "socket_connect_timeout": timeout_s,
+        "socket_connect_timeout": min(timeout_s, CONNECT_TIMEOUT_S),
         "decode_responses": True,
     }
     if target.password:
@@ -147,15 +208,24 @@ def connect(target: RedisTarget, *, timeout_s: float = 5.0, ride_out_restarts: b
         return _sentinel_master(target, options, ride_out_restarts)
     assert target.url is not None
     if target.mode == "cluster":
-        if ride_out_restarts:
-            options["retry"] = _retry()
-        return RedisCluster.from_url(target.url, **options)
+        # Always a DeadlineRetry: redis-py's own for a cluster backs off up to 10 s between tries.
+        options["retry"] = _retry() if ride_out_restarts else DeadlineRetry(RETRY_BUDGET_S, 1)
+        return RedisCluster.from_url(target.url, max_connections=POOL_SIZE, **options)
     if ride_out_restarts:
         # Gateways and agents outlive a Redis restart (AOF keeps the streams): a command that meets a
         # reset connection is sent again on a new one for about two seconds before it fails.
         options["retry"] = _retry()
         options["retry_on_error"] = [redis.ConnectionError, redis.TimeoutError]
-    return redis.Redis.from_url(target.url, **options)
+    else:
+        options["retry"] = DeadlineRetry(RETRY_BUDGET_S, 1)
+    # A blocking pool: when every connection is stuck on a stalled server, the next caller waits
+    # POOL_WAIT_S for one, then fails, instead of opening connections without end.
+    pool = redis.BlockingConnectionPool.from_url(
+        target.url, max_connections=POOL_SIZE, timeout=POOL_WAIT_S, **options
+    )
+    client = redis.Redis(connection_pool=pool)
+    client.auto_close_connection_pool = True  # close() ends the pool's connections, as from_url's would
+    return client
 
 
 def _sentinel_master(target: RedisTarget, options: dict[str, Any], ride_out: bool) -> Any:
@@ -172,10 +242,11 @@ def _sentinel_master(target: RedisTarget, options: dict[str, Any], ride_out: boo
     if target.url and target.url.startswith("rediss://"):
         options["ssl"] = True
     # Always retried: a switch of master is a connection error for a moment, by design.
-    options["retry"] = _retry() if ride_out else Retry(ExponentialBackoff(cap=0.5, base=0.05), 3)
+    options["retry"] = _retry() if ride_out else DeadlineRetry(RETRY_BUDGET_S, 3)
     options["retry_on_error"] = [redis.ConnectionError, redis.TimeoutError]
     sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs, **options)
-    return sentinel.master_for(target.master, **options)
+    # redis-py's Sentinel pool has no blocking variant: past POOL_SIZE a caller fails at once.
+    return sentinel.master_for(target.master, max_connections=POOL_SIZE, **options)
 
 
 def check_not_cluster(client: Any, target: RedisTarget) -> None:
@@ -193,3 +264,89 @@ def check_not_cluster(client: Any, target: RedisTarget) -> None:
             f"REDIS_URL {target.shown} is a Redis Cluster node: set GPUBOT_REDIS_MODE=cluster "
             "(a plain client there fails with MOVED)"
         )
+
+
+# --- writes that must survive a failover ---------------------------------------------------------
+
+NOT_REPLICATED = "no replica confirmed"
+WAIT_MS = 500  # how long a write waits for a replica to hold it (WAIT 1 <ms>)
+_REPLICAS_TTL_S = 10.0
+_replicas: dict[int, tuple[float, bool]] = {}  # id(node client) -> (when read, has or had replicas)
+_replicas_lock = threading.Lock()
+
+
+class NotReplicated(redis.ConnectionError):
+    """The master took a write no replica confirmed within WAIT_MS: it may have been demoted (a
+    Sentinel or a cluster failover promoted its replica), and the write is then discarded. Callers
+    send it again (the writes are idempotent), on the master the switch names."""
+
+
+def _node_client(client: Any, key: str) -> Any:
+    if isinstance(client, RedisCluster):
+        return client.get_redis_connection(client.get_node_from_key(key))
+    return client
+
+
+def _has_replicas(node: Any) -> bool:
+    """Whether this master has, or had, replicas: a master that had one and has none now is the
+    moment of a switch (its replica was just promoted), when a write is most likely discarded."""
+    now = time.monotonic()
+    with _replicas_lock:
+        seen = _replicas.get(id(node))
+    if seen is None or (not seen[1] and now - seen[0] > _REPLICAS_TTL_S):
+        try:
+            count = int(node.info("replication").get("connected_slaves", 0))
+        except ResponseError:  # INFO refused (an ACL without it): no WAIT, as before
+            count = 0
+        seen = (now, count > 0)
+        with _replicas_lock:
+            _replicas[id(node)] = seen
+    return seen[1]
+
+
+def _still_master(client: Any, node: Any, key: str) -> bool:
+    """After a write no replica confirmed: whether the master it went to is still the one the Sentinels
+    (or the cluster's slot map) name. Then only its replicas are away and the write stands."""
+    if isinstance(client, RedisCluster):
+        before = client.get_node_from_key(key).name
+        client.nodes_manager.initialize()
+        return bool(client.get_node_from_key(key).name == before)
+    pool = getattr(client, "connection_pool", None)
+    if pool is None or not hasattr(pool, "get_master_address"):
+        return True  # one server: nobody promotes a replica behind our back
+    before = pool.master_address
+    return bool(pool.get_master_address() == before)
+
+
+def replicated(client: Any, key: str, direct: Callable[[], T], build: Callable[[Any], None]) -> T:
+    """`direct()` where the master of `key` has no replica (one server: as ever). Where it has, the
+    same command as `build` adds it to a pipeline on that master, then `WAIT 1 WAIT_MS` on the same
+    connection: its answer, or NotReplicated when no replica confirmed it (a demoted master's write,
+    discarded at the switch)."""
+    node = _node_client(client, key)
+    if not _has_replicas(node):
+        return direct()
+    wait_ms = WAIT_MS
+    pipe = node.pipeline(transaction=False)
+    build(pipe)
+    pipe.execute_command("WAIT", 1, wait_ms)
+    try:
+        answer, acked = pipe.execute()
+    except ResponseError as err:
+        if str(err).startswith(("MOVED", "ASK", "READONLY", "CLUSTERDOWN")):
+            with _replicas_lock:
+                _replicas.pop(id(node), None)
+            if isinstance(client, RedisCluster):
+                client.nodes_manager.initialize()  # the slot moved with a failover: learn the map again
+            raise redis.ConnectionError(f"the master changed: {str(err)[:120]}") from None
+        raise
+    if int(acked) < 1:
+        if _still_master(client, node, key):
+            log.warning(
+                "no replica confirmed the write to %s within %d ms; its master is still the master",
+                key,
+                wait_ms,
+            )
+            return answer  # type: ignore[no-any-return]
+        raise NotReplicated(f"{NOT_REPLICATED} the write to {key} within {wait_ms} ms")
+    return answer  # type: ignore[no-any-return]

@@ -55,6 +55,7 @@ def run_bot(args: argparse.Namespace) -> int:
     from bot.ops.config import load_config
     from bot.ops.logs import setup_logging
     from bot.slack.app import build_app
+    from bot.slack.pace import share as share_pace
     from bot.slack.post import Poster
     from bot.slack.state import open_state
     from bot.sources.opener import sources_from_args
@@ -83,6 +84,8 @@ def run_bot(args: argparse.Namespace) -> int:
     poster = Poster(
         cfg.slack_bot_token, cfg.slack_api_url, history=cfg.slack_history, pace_s=cfg.slack_pace_s
     )
+    share_pace(poster.pace, state)
+    poster.pace.max_queued = cfg.slack_max_queued
     bot = with_bot_token(cfg, lambda: build_app(cfg, sources, state, poster, client=poster.client))
     log.info("sources: %s", sources.description)
     log.info("%s", note)

@@ -98,4 +98,7 @@ class SlackEvents:
 
 
 def _answer(refused: Refused) -> Response:
+    if refused.reply:  # a slash command's ephemeral answer, as Bolt's ack would give it
+        body = json.dumps({"text": refused.reply, "response_type": "ephemeral"}).encode()
+        return Response(refused.status, body, {"Content-Type": ["application/json"]})
     return Response.text(refused.status, refused.text) if refused.text else Response(refused.status)

@@ -70,7 +70,8 @@ class GatedSocketModeHandler(BaseSocketModeHandler):
             lambda: BoltRequest(mode="socket_mode", body=req.payload, headers=build_headers(req)),
         )
         if isinstance(answer, Refused):
-            client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+            said = {"text": answer.reply, "response_type": "ephemeral"} if answer.reply else None
+            client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id, payload=said))
             return
         send_response(client, req, answer, start)
 

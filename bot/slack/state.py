@@ -15,13 +15,16 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 import redis
+from redis.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from bot.slack.redisconn import (
+    REQUEST_TIMEOUT_S,
     RIDE_OUT_S,
     RedisTarget,
     check_not_cluster,
     connect,
+    replicated,
     riding_out,
     said,
     shown_url,
@@ -49,7 +52,7 @@ def redis_client(
     *,
     ca_bundle: str | None = None,
     password: str | None = None,
-    timeout_s: float = 5.0,
+    timeout_s: float = REQUEST_TIMEOUT_S,
     ride_out_restarts: bool = False,
 ) -> redis.Redis:
     """A redis-py client (decoded strings) for one server at REDIS_URL: `rediss://` is TLS, verified
@@ -102,7 +105,7 @@ class RedisState:
         try:
             self._redis: Any = connect(
                 target,
-                timeout_s=link.get("timeout_s", 5.0),
+                timeout_s=link.get("timeout_s", REQUEST_TIMEOUT_S),
                 ride_out_restarts=link.get("ride_out_restarts", False),
             )
         except (ValueError, RedisError) as err:
@@ -131,8 +134,18 @@ class RedisState:
         return None if raw is None else json.loads(raw)
 
     def set(self, key: str, value: JSONValue, ttl_s: float) -> None:
-        data = json.dumps(value)
-        self._do(f"write {key}", lambda: self._redis.set(self._key(key), data, px=_ms(ttl_s)))
+        """Written, and held by a replica where the master has one (redisconn.replicated): a done mark
+        or a post's record a failover discarded would run or post it again."""
+        data, k = json.dumps(value), self._key(key)
+        self._do(
+            f"write {key}",
+            lambda: replicated(
+                self._redis,
+                k,
+                lambda: self._redis.set(k, data, px=_ms(ttl_s)),
+                lambda p: p.set(k, data, px=_ms(ttl_s)),
+            ),
+        )
 
     def get_many(self, keys: Sequence[str]) -> list[JSONValue | None]:
         """Several GETs in one round trip (a pipeline, not MGET: keys of different slots may go
@@ -160,9 +173,17 @@ class RedisState:
             self._do(f"write {len(items)} keys", run)
 
     def set_if_absent(self, key: str, value: JSONValue, ttl_s: float) -> bool:
-        data = json.dumps(value)
+        data, k = json.dumps(value), self._key(key)
         return bool(
-            self._do(f"write {key}", lambda: self._redis.set(self._key(key), data, px=_ms(ttl_s), nx=True))
+            self._do(
+                f"write {key}",
+                lambda: replicated(
+                    self._redis,
+                    k,
+                    lambda: self._redis.set(k, data, px=_ms(ttl_s), nx=True),
+                    lambda p: p.set(k, data, px=_ms(ttl_s), nx=True),
+                ),
+            )
         )
 
     def extend(self, key: str, value: JSONValue, ttl_s: float) -> bool:
@@ -205,7 +226,18 @@ class RedisState:
             self._do(f"renew {key}", lambda: self._redis.eval(_EXTEND_IF_SAME, 1, key, token, _ms(lease_s)))
         )
 
+    def script(self, what: str, source: str, key: str, *args: int | str) -> Any:
+        """A Lua script of one key (this store's prefix added) and `args` (bot/slack/pace.py, flood.py)."""
+        k = self._key(key)
+        return self._do(what, lambda: self._redis.eval(source, 1, k, *args))
+
     def ping(self) -> bool:
+        """Every primary answers (a Redis Cluster's state spans its shards: one stalled primary holds
+        a third of the keys), or the one server / Sentinel's master does."""
+        if isinstance(self._redis, RedisCluster):
+            return bool(
+                self._do("answer PING", lambda: self._redis.ping(target_nodes=RedisCluster.PRIMARIES))
+            )
         return bool(self._do("answer PING", self._redis.ping))
 
     def close(self) -> None:
@@ -219,6 +251,7 @@ class MemoryState:
         self._clock = clock
         self._data: dict[str, tuple[float, str]] = {}  # key -> (expires at, JSON)
         self._locks: dict[str, tuple[float, str]] = {}  # name -> (expires at, owner token)
+        self._counts: dict[str, tuple[int, float]] = {}  # key -> (count, window ends at)
         self._mutex = threading.Condition()
         self._writes = 0
         self._prune_every = prune_every
@@ -301,6 +334,17 @@ class MemoryState:
                 if held is not None and held[1] == token:
                     del self._locks[name]
                 self._mutex.notify_all()
+
+    def count(self, key: str, window_s: float) -> tuple[int, float]:
+        with self._mutex:
+            now = time.monotonic()
+            n, until = self._counts.get(key, (0, now + window_s))
+            if until <= now:
+                n, until = 0, now + window_s
+            if len(self._counts) > 10_000:  # windows that ended are forgotten
+                self._counts = {k: v for k, v in self._counts.items() if v[1] > now}
+            self._counts[key] = (n + 1, until)
+            return n + 1, until - now
 
     def ping(self) -> bool:
         return True

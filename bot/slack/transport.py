@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from bot.ops import metrics
 from bot.ops.config import Config
 from bot.slack.alert_webhook import PATH as ALERTS_PATH
+from bot.slack.flood import FloodGuard
 from bot.slack.gate import SlackGate
 from bot.slack.httpserver import HttpServer, Limits, Response, Route, start_server
+from bot.slack.replay_record import BoundedReplayRecord
 from bot.slack.slackroute import EVENTS_PATH, SlackEvents
 from handlers.ports import StateStore
 
@@ -90,7 +92,11 @@ def start_http(bot: Front, host: str, port: int, *, events: bool) -> HttpServer:
 
 def gate(front: Front) -> SlackGate:
     """The checks every Slack payload passes before Bolt, over HTTP and over Socket Mode."""
-    return SlackGate(front.app, front.state, front.tell)
+    state = front.state
+    if not isinstance(state, BoundedReplayRecord):  # a stalled Redis must not hold the ack
+        state = BoundedReplayRecord(state)
+    flood = FloodGuard(state, front.cfg.same_request_s, front.cfg.user_requests_per_minute)
+    return SlackGate(front.app, state, front.tell, flood=flood)
 
 
 def socket_mode(front: Front, app_token: str) -> GatedSocketModeHandler:
@@ -100,8 +106,15 @@ def socket_mode(front: Front, app_token: str) -> GatedSocketModeHandler:
     return GatedSocketModeHandler(front.app, app_token, gate(front))
 
 
+_READY_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpubot-readyz")
+READY_BUDGET_S = 2.0  # a probe's own timeout is often 1 to 3 s: a stalled Redis is "unready", not no answer
+
+
 def _ready(bot: Front) -> Response:
-    ok, why = bot.ready()
+    try:
+        ok, why = _READY_POOL.submit(bot.ready).result(timeout=READY_BUDGET_S)
+    except concurrent.futures.TimeoutError:
+        ok, why = False, f"Redis: no answer within {READY_BUDGET_S:g} s (stalled?)"
     return Response.text(200 if ok else 503, why + "\n")
 
 
