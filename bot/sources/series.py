@@ -20,10 +20,17 @@ from layers.sources import BEFORE_WINDOW_S, RangeSeries, Sample, Selector
 LOOKBACK_MS = 5 * 60 * 1000  # Prometheus' default --query.lookback-delta
 
 
-# The labels a walk selects series by (a node's host labels, a pod's, a DRA claim's): a fleet
-# file's series are indexed by these alone, the rest of their labels read when a query reaches them.
+# The labels a walk selects series by (a node's host labels, a pod's, a DRA claim's, a GPU's UUID,
+# which the ledger follows across nodes): a fleet file's series are indexed by these alone, the
+# rest of their labels read when a query reaches them.
 INDEX_LABELS: frozenset[str] = frozenset(
-    ("__name__", *hosts.HOST_LABELS, *(k for pair in hosts.POD_LABELS for k in pair), *hosts.DRA_CLAIM_LABELS)
+    (
+        "__name__",
+        "UUID",
+        *hosts.HOST_LABELS,
+        *(k for pair in hosts.POD_LABELS for k in pair),
+        *hosts.DRA_CLAIM_LABELS,
+    )
 )
 
 
