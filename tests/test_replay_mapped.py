@@ -58,3 +58,62 @@ def test_a_truncated_mapped_file_is_one_error_line(tmp_path: Path) -> None:
     path.write_text('{"kind": "Scenario", "metrics": [{"metric": {"__name__": "X"}, "values": [[0, 1]')
     with pytest.raises(ScenarioError, match=r"cut\.json: JSON syntax error"):
         load_scenario(path)
+
+
+def test_a_mapped_fleet_reads_the_labels_of_the_series_a_walk_selects_only(tmp_path: Path) -> None:
+    path = as_json(make_fleet(60, 8, operands=10, samples=5, sick_every=20), tmp_path, "labels")
+    fast = load_scenario(path)
+    assert all(s.keys is not None for s in fast.series)  # indexed by node and pod labels only
+    cluster, telemetry = build_sources(fast, consume=False)
+    walk(cluster, telemetry, "ml", "trainer-0")
+    read = sum(s.keys is None for s in fast.series)
+    assert 0 < read < len(fast.series) // 2
+    assert fast.series == standard(path).series  # every label, read back on demand
+
+
+def test_a_bad_label_in_a_mapped_file_is_reported_when_its_series_is_selected(tmp_path: Path) -> None:
+    data = {
+        "kind": "Scenario",
+        "now": "2026-11-29T12:00:00Z",
+        "metrics": [
+            {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", "Hostname": "gpu-1"}, "values": [[0, 1]]},
+            {
+                "metric": {"__name__": "DCGM_FI_DEV_FB_USED", "Hostname": "gpu-2", "bad-name": "x"},
+                "values": [[0, 1]],
+            },
+        ],
+    }
+    path = as_json(data, tmp_path, "badlabel")
+    with pytest.raises(ScenarioError) as eager:
+        standard(path)
+    _, telemetry = build_sources(load_scenario(path))
+    assert [s.value for s in telemetry.instant("DCGM_FI_DEV_FB_USED", [{"Hostname": ["gpu-1"]}])] == [1.0]
+    with pytest.raises(ScenarioError) as lazy:
+        telemetry.instant("DCGM_FI_DEV_FB_USED", [{"Hostname": ["gpu-2"]}])
+    assert str(lazy.value) == str(eager.value)
+
+
+SELECTORS: list[list[dict[str, list[str]]]] = [
+    [],
+    [{"Hostname": ["gpu-00001", "gpu-00003"]}],
+    [{"Hostname": ["gpu-00001"]}, {"hostname": ["gpu-00001"]}],
+    [{"gpu": ["3"]}],
+    [{"Hostname": ["gpu-00001"], "gpu": ["3", "4"]}],
+    [{"UUID": ["GPU-00001003-4cc8-97e4-e817-5a36dfd2885e"]}],
+    [{"namespace": ["ml"], "pod": ["trainer-0"]}],
+    [{"modelName": ["NVIDIA H100 80GB HBM3"], "Hostname": ["gpu-00002"]}],
+]
+
+
+@pytest.mark.parametrize("match", SELECTORS, ids=[str(i) for i in range(len(SELECTORS))])
+def test_deferred_labels_answer_every_query_as_read_ones(
+    tmp_path: Path, match: list[dict[str, list[str]]]
+) -> None:
+    path = as_json(make_fleet(6, 8, operands=6, samples=5, sick_every=2), tmp_path, "queries")
+    _, lazy = build_sources(load_scenario(path))
+    _, eager = build_sources(standard(path))
+    for metric in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_XID_ERRORS|DCGM_FI_DEV_FB_FREE"):
+        assert lazy.instant(metric, match) == eager.instant(metric, match)
+        assert lazy.increase(metric, 86400, match) == eager.increase(metric, 86400, match)
+        assert lazy.changed(metric, 86400, match) == eager.changed(metric, 86400, match)
+        assert lazy.range(metric, 3600, 600, match) == eager.range(metric, 3600, 600, match)

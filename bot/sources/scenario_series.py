@@ -16,7 +16,7 @@ import msgspec
 
 from bot.sources.exposition import ExpositionError, parse_exposition
 from bot.sources.scenario_model import ABSOLUTE_SECONDS, ScenarioError, number, parse_time, rfc3339, show
-from bot.sources.series import SeriesData, prom_labels
+from bot.sources.series import INDEX_LABELS, SeriesData, prom_labels
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
@@ -163,6 +163,73 @@ def _lazy_points(
     return _PointsText(raw, now, source, index)
 
 
+# A fleet file's entries decoded for their INDEX_LABELS only (msgspec skips the other labels at
+# byte speed); the rest of an entry's labels are read and checked when a query selects it.
+_IndexLabels: Any = msgspec.defstruct(
+    "_IndexLabels",
+    [(f"l{i}", str, "") for i, _ in enumerate(sorted(INDEX_LABELS))],
+    rename={f"l{i}": name for i, name in enumerate(sorted(INDEX_LABELS))},
+    omit_defaults=True,
+)
+
+
+class _IndexEntry(msgspec.Struct, forbid_unknown_fields=True):
+    metric: _IndexLabels = msgspec.field(default_factory=_IndexLabels)  # type: ignore[valid-type]
+    values: msgspec.Raw = msgspec.Raw()
+    value: msgspec.Raw = msgspec.Raw()
+
+
+_INDEX_ENTRY = msgspec.json.Decoder(_IndexEntry)
+
+
+class _Checks:
+    """What reading labels shares across a file's series (see `_labels`)."""
+
+    __slots__ = ("checked", "source", "strings")
+
+    def __init__(self, source: str) -> None:
+        self.source, self.checked, self.strings = source, set[str](), dict[str, str]()
+
+
+class _LabelsText:
+    """An entry's labels as JSON text, decoded and checked when a query first selects the series."""
+
+    __slots__ = ("checks", "index", "raw")
+
+    def __init__(self, raw: msgspec.Raw, checks: _Checks, index: int) -> None:
+        self.raw, self.checks, self.index = raw, checks, index
+
+    def __call__(self) -> dict[str, str]:
+        c = self.checks
+        entry = _entry(self.raw, copy=False)
+        metric = entry.metric if type(entry) is RawEntry else None
+        return _labels(metric, c.source, f"metrics[{self.index}].metric", c.checked, c.strings, own=True)
+
+
+def _indexed(raw: msgspec.Raw, now: float, checks: _Checks, index: int) -> SeriesData | None:
+    """A fleet file's entry with its INDEX_LABELS read and its other labels and points left as
+    text; None when the entry is off the usual shape (the caller reads it whole, for the message)."""
+    try:
+        entry = _INDEX_ENTRY.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    keys: dict[str, str] = msgspec.to_builtins(entry.metric)
+    metric = keys.get("__name__")
+    if not metric or ("=" + metric not in checks.checked and not _METRIC_NAME.match(metric)):
+        return None
+    checks.checked.add("=" + metric)
+    instant = len(entry.value) > 0
+    points = _lazy_points(entry.value if instant else entry.values, instant, now, checks.source, index)
+    read = points if isinstance(points, _PointsText) else None
+    return SeriesData(
+        None,
+        None if read is not None else points,  # type: ignore[arg-type]
+        read=read,
+        read_labels=_LabelsText(raw, checks, index),
+        keys=keys,
+    )
+
+
 # A mapped file's pages are released every this many entries (~5 MB of text).
 RELEASE_EVERY = 16_384
 
@@ -186,6 +253,10 @@ def read_metrics(
             source, "metrics", f"expected a list of {{metric: ..., values: ...}}, got {show(raw)}"
         )
     series: list[SeriesData] = []
+    # A mapped (fleet-sized) file: each series is indexed by its INDEX_LABELS and read when a
+    # query selects it. Its other labels are checked then, and two entries with one label set
+    # are not looked for (that needs every label of every series: the cost this path saves).
+    checks = _Checks(source) if release is not None else None
     seen: dict[int, int] = {}  # hash of a label set -> the first entry with it
     collided: dict[frozenset[tuple[str, str]], int] = {}
     checked: set[str] = set()
@@ -194,9 +265,14 @@ def read_metrics(
         where = f"metrics[{i}]"
         points: _PointsText | list[tuple[float, float]]
         if type(entry) is msgspec.Raw:
-            entry = _entry(entry, copy=release is None)
             if release is not None and i % RELEASE_EVERY == RELEASE_EVERY - 1:
                 release()
+            if checks is not None and (lazy := _indexed(entry, now, checks, i)) is not None:
+                series.append(lazy)
+                if consume:
+                    raw[i] = None
+                continue
+            entry = _entry(entry, copy=release is None)
         if type(entry) is RawEntry:
             labels = _labels(entry.metric, source, f"{where}.metric", checked, strings, own=True)
             instant = len(entry.value) > 0

@@ -14,30 +14,68 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from layers.facts import hosts
 from layers.sources import BEFORE_WINDOW_S, RangeSeries, Sample, Selector
 
 LOOKBACK_MS = 5 * 60 * 1000  # Prometheus' default --query.lookback-delta
+
+
+# The labels a walk selects series by (a node's host labels, a pod's, a DRA claim's, a GPU's UUID,
+# which the ledger follows across nodes): a fleet file's series are indexed by these alone, the
+# rest of their labels read when a query reaches them.
+INDEX_LABELS: frozenset[str] = frozenset(
+    (
+        "__name__",
+        "UUID",
+        *hosts.HOST_LABELS,
+        *(k for pair in hosts.POD_LABELS for k in pair),
+        *hosts.DRA_CLAIM_LABELS,
+    )
+)
 
 
 class SeriesData:
     """One series: its labels (with `__name__`) and (unix seconds, value) points in time order.
 
     The points may come from `read`, called once, when they are first used: a replayed
-    fleet of 240,000 series decodes only those of the nodes a layer reads.
+    fleet of 240,000 series decodes only those of the nodes a layer reads. Likewise the
+    labels may come from `read_labels`, with `keys` holding the INDEX_LABELS the series
+    carries (read with the file): a query selects by those and reads the rest of the labels
+    of the series it selected only.
     """
 
-    __slots__ = ("_points", "_read", "labels")
+    __slots__ = ("_labels", "_points", "_read", "_read_labels", "keys")
 
     def __init__(
         self,
-        labels: dict[str, str],
+        labels: dict[str, str] | None,
         points: list[tuple[float, float]] | None = None,
         *,
         read: Callable[[], list[tuple[float, float]]] | None = None,
+        read_labels: Callable[[], dict[str, str]] | None = None,
+        keys: dict[str, str] | None = None,
     ) -> None:
-        self.labels = labels
+        self._labels = labels
+        self._read_labels = read_labels
+        self.keys = keys if labels is None else None  # None: every label is known
         self._read = read
         self._points = points if points is not None or read is not None else []
+
+    @property
+    def labels(self) -> dict[str, str]:
+        if self._labels is None:
+            assert self._read_labels is not None
+            self._labels = self._read_labels()  # a bad label in a lazily read file raises here
+            self._read_labels = None
+            self.keys = None
+        return self._labels
+
+    def key(self, label: str) -> str:
+        """One label's value ("" when absent), without reading the others when it is indexed."""
+        keys = self.keys
+        if keys is not None and label in INDEX_LABELS:
+            return keys.get(label, "")
+        return self.labels.get(label, "")
 
     @property
     def points(self) -> list[tuple[float, float]]:
@@ -68,16 +106,33 @@ def to_ms(t: float) -> int:
 
 
 class _Series:
-    """A series with its points in milliseconds, converted when a query first reaches it."""
+    """A series with its points in milliseconds, converted when a query first reaches it, and
+    its labels read when a query selects it (a fleet file's, see SeriesData)."""
 
-    __slots__ = ("_data", "_times", "_values", "labels")
+    __slots__ = ("_data", "_labels", "_times", "_values")
 
-    def __init__(self, labels: dict[str, str], data: SeriesData) -> None:
-        self.labels = labels
+    def __init__(self, labels: dict[str, str] | None, data: SeriesData) -> None:
+        self._labels = labels
         self._data: SeriesData | None = data
         # Filled on conversion: two empty lists per series were ~27 MB of a 240,000-series fleet.
         self._times: list[int] | None = None
         self._values: list[float] | None = None
+
+    @property
+    def labels(self) -> dict[str, str]:
+        if self._labels is None:
+            assert self._data is not None
+            labels = self._data.labels
+            self._labels = labels if "" not in labels.values() else prom_labels(labels)
+            if self._times is not None:
+                self._data = None
+        return self._labels
+
+    def key(self, label: str) -> str:
+        if self._labels is None:
+            assert self._data is not None
+            return self._data.key(label)
+        return self._labels.get(label, "")
 
     def _convert(self) -> tuple[list[int], list[float]]:
         if self._times is None or self._values is None:
@@ -85,7 +140,8 @@ class _Series:
             points = self._data.points  # a bad point in a lazily read file raises here, every time
             self._times = [to_ms(t) for t, _ in points]
             self._values = [float(v) for _, v in points]
-            self._data = None
+            if self._labels is not None:
+                self._data = None
         return self._times, self._values
 
     @property
@@ -114,16 +170,24 @@ class _Family:
     def __init__(self) -> None:
         self.series: list[_Series] = []
         self.label_names: set[str] = set()  # every label any series of the family carries
+        # Some series' labels are known by their INDEX_LABELS only: label_names holds those
+        # of theirs, and a select by another label reads their labels (the digest's whole-fleet
+        # reads do; a walk's select by node or pod does not).
+        self.deferred = False
         self._index: dict[str, dict[str, Sequence[int]]] = {}
 
-    def add(self, series: _Series) -> None:
+    def add(self, series: _Series, keys: dict[str, str] | None = None) -> None:
         self.series.append(series)
-        self.label_names.update(series.labels)
+        if keys is None:
+            self.label_names.update(series.labels)
+        else:
+            self.deferred = True
+            self.label_names.update(keys)
 
     def _by_value(self, label: str) -> dict[str, Sequence[int]]:
         idx = self._index.get(label)
         if idx is None:
-            if label not in self.label_names:
+            if label not in self.label_names and (label in INDEX_LABELS or not self.deferred):
                 # Layers ask for label spellings a fleet does not use (hostname, exported_pod…):
                 # every series has the empty value, no need to scan 40,000 of them to learn it
                 # (nor to hold their numbers: a range, ~48 MB less in a 5,000-node walk).
@@ -131,7 +195,7 @@ class _Family:
             else:
                 lists: dict[str, list[int]] = {}
                 for i, s in enumerate(self.series):
-                    lists.setdefault(s.labels.get(label, ""), []).append(i)
+                    lists.setdefault(s.key(label), []).append(i)
                 idx = dict(lists)
             self._index[label] = idx
         return idx
@@ -217,6 +281,10 @@ class SeriesTelemetry:
         self._source = source
         self._families: dict[str, _Family] = {}
         for s in series:
+            keys = s.keys
+            if keys is not None:  # a fleet file's series: its labels are read when selected
+                self._families.setdefault(keys.get("__name__", ""), _Family()).add(_Series(None, s), keys)
+                continue
             # Shared with the SeriesData when already clean: a fleet's labels are not copied twice.
             labels = s.labels if "" not in s.labels.values() else prom_labels(s.labels)
             name = labels.get("__name__", "")
