@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.identity_check import run_cli, scenarios  # noqa: E402
+from scripts.compare_walks import cli, scenarios  # noqa: E402
 
 REMEDY = {"must_gather", "cordon_node", "uncordon_node"}
 
@@ -69,10 +69,10 @@ def buttons(messages: list[dict[str, object]]) -> list[str]:
 
 def measure(ident: str, rel: Path, target: str) -> Walk:
     base = ["why", target, "--all", "--scenario", str(rel)]
-    text = run_cli([*base, "--format", "text"])
+    text = cli([*base, "--format", "text"], fresh=False)
     failed = "\nexit " in text
     evidence = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("│")]
-    raw = run_cli([*base, "--format", "blocks"])
+    raw = cli([*base, "--format", "blocks"], fresh=False)
     try:
         messages = json.loads(raw)
     except json.JSONDecodeError:
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     os.chdir(ROOT)
-    walks = [measure(*s) for s in scenarios()]
+    walks = [measure(*s) for s in scenarios(None)]
     if args.each:
         for w in walks:
             print(

@@ -4,6 +4,8 @@ run of each scenario, through the snapshot and the API, and finds a difference w
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from scripts import compare_walks
@@ -25,3 +27,23 @@ def test_it_dumps_every_run_and_finds_what_changed(tmp_path: Path, capsys: objec
     changed = after / "bot__scenarios__xid79-fell-off-bus.digest.json"
     changed.write_text(changed.read_text().replace("79", "80"))
     assert compare_walks.main(["--compare", str(before), str(after), "--diff"]) == 1
+
+
+def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    script = Path(compare_walks.__file__)
+    return subprocess.run(
+        [sys.executable, str(script), *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_help_prints_usage_and_writes_nothing(tmp_path: Path) -> None:
+    done = _run(tmp_path, "--help")
+    assert done.returncode == 0 and "compare_walks.py" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unknown_option_or_no_folder_is_bad_input(tmp_path: Path) -> None:
+    for args in (("--out",), ()):
+        done = _run(tmp_path, *args)
+        assert done.returncode == 2 and done.stderr.splitlines()[-1].startswith("compare_walks.py: error:")
+        assert list(tmp_path.iterdir()) == []
