@@ -184,6 +184,8 @@ def test_the_cli_cordon_and_uncordon_follow_the_row(
     assert ("would uncordon" in out) == row.uncordon_force, (out, err)
     if unschedulable and not row.uncordon_force:
         assert code == 2 and row.owner is not None and row.owner in err, err
+    if row.row == "cordoned-by-person":  # --force names who cordoned it
+        assert "field manager kubectl-cordon at" in out, out
     if row.uncordon_force and row.row == "gave-up":
         assert row.owner is not None and row.owner in out and "gave up" in out, out
 
