@@ -98,6 +98,8 @@ def test_the_xid_advice_follows_the_row(row: Row) -> None:
 def test_the_verdict_never_contradicts_the_holder(row: Row) -> None:
     verdict = walked(row.id).verdict
     assert verdict is not None and verdict.node == NODE
+    kept = walked(row.id).policy_for(NODE)  # what the verdict line says of the holder
+    assert kept is not None and kept.row == row.row and (kept.holder or {}).get("name") == row.owner
     if verdict.code == "L5_XID":
         assert row.advice in verdict.summary, verdict.summary
     assert ("drain the node" in verdict.summary.lower()) == row.drain or verdict.code != "L5_XID", verdict
