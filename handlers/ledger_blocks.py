@@ -158,7 +158,13 @@ def node_ledger_message(ledger: Mapping[str, Any], chart: str | None) -> Message
         notes.append(f"timeline in `{chart}`")
     if notes:
         blocks.append(_context(" · ".join(notes)))
-    blocks.append({"type": "actions", "block_id": "node_ledger", "elements": [diag_button(ledger["node"])]})
+    refused = (owner or {}).get("diagnostics")  # the owners' table (layers/nodepolicy.py) refuses them
+    if refused:
+        blocks.append(_context(f"Run diagnostics is not offered: {escape(refused)}"))
+    else:
+        blocks.append(
+            {"type": "actions", "block_id": "node_ledger", "elements": [diag_button(ledger["node"])]}
+        )
     text = f"Ledger of {ledger['node']}: {len(rules)} rule(s) met, {len(events)} event(s)"
     return Message(text=text, blocks=blocks[:50])
 

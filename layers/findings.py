@@ -307,6 +307,11 @@ class WalkResult:
                     best, chosen = key, f
         return chosen
 
+    def policy_for(self, node: str | None) -> NodePolicy | None:
+        """The node's policy as the latest layer that examined it decided it (the verdict line's
+        holder, the walk's buttons), else None."""
+        return next((p for r in reversed(self.layers) if (p := r.policy_for(node)) is not None), None)
+
     def to_dict(self) -> dict[str, object]:
         v = self.verdict
         return {

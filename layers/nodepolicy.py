@@ -192,6 +192,13 @@ def decide(node: K8sObject, *, driver_pods: Sequence[K8sObject] = ()) -> NodePol
 
 
 def ledger_owner(node: K8sObject) -> dict[str, str] | None:
-    """The ledger's owner column: the deciding owner's name, state and phase, else None."""
+    """The ledger's owner column: the deciding owner's name, state and phase, and the table's
+    refusal of diagnostics there (`diagnostics`, so `/gpu node` offers no Run diagnostics), else None."""
     held = deciding(ow.owners_of(node))
-    return None if held is None else held.to_dict()
+    if held is None:
+        return None
+    out = {**held.to_dict(), "phase": held.phase}
+    diag = decide(node).diagnostics
+    if not diag.offered:
+        out["diagnostics"] = diag.said
+    return out

@@ -194,11 +194,10 @@ def uncordon_plan(node: K8sObject | None, node_name: str, *, force: bool = False
             f"refused to uncordon {node_name}: someone cordoned it again by hand after gpubot did ({recordoned}); "
             "pass --force to uncordon it anyway",
         )
-    who = _annotations(node).get(CORDONED_BY, "someone else")
+    # Who cordoned it, named (a person's field manager and when; the owner that gave up and its state).
+    by = f"cordoned by {_annotations(node)[CORDONED_BY]}" if ours else policy.cordoned_by or "cordoned"
     gave_up = f"; {policy.uncordon_force.said}" if policy.row == "gave-up" else ""
-    return UncordonDecision(
-        "uncordon", node_name, f"uncordon {node_name} (cordoned by {who}){gave_up}", patch=removal
-    )
+    return UncordonDecision("uncordon", node_name, f"uncordon {node_name} ({by}){gave_up}", patch=removal)
 
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"

@@ -19,6 +19,7 @@ from bot.sources.scenario import build_sources, load_scenario
 from handlers.blocks import walk_messages
 from handlers.digest import node_buttons
 from handlers.digest_owners import owner_lines
+from handlers.ledger_blocks import node_ledger_message
 from layers.digest import collect_digest
 from layers.findings import Severity, WalkResult
 from layers.nodeactions import ROWS as TABLE_ROWS
@@ -97,6 +98,8 @@ def test_the_xid_advice_follows_the_row(row: Row) -> None:
 def test_the_verdict_never_contradicts_the_holder(row: Row) -> None:
     verdict = walked(row.id).verdict
     assert verdict is not None and verdict.node == NODE
+    kept = walked(row.id).policy_for(NODE)  # what the verdict line says of the holder
+    assert kept is not None and kept.row == row.row and (kept.holder or {}).get("name") == row.owner
     if verdict.code == "L5_XID":
         assert row.advice in verdict.summary, verdict.summary
     assert ("drain the node" in verdict.summary.lower()) == row.drain or verdict.code != "L5_XID", verdict
@@ -193,6 +196,8 @@ def test_the_cli_cordon_and_uncordon_follow_the_row(
     assert ("would uncordon" in out) == row.uncordon_force, (out, err)
     if unschedulable and not row.uncordon_force:
         assert code == 2 and row.owner is not None and row.owner in err, err
+    if row.row == "cordoned-by-person":  # --force names who cordoned it
+        assert "field manager kubectl-cordon at" in out, out
     if row.uncordon_force and row.row == "gave-up":
         assert row.owner is not None and row.owner in out and "gave up" in out, out
 
@@ -214,3 +219,18 @@ def test_the_cli_diag_follows_the_row(row: Row, capsys: pytest.CaptureFixture[st
 
 def test_the_target_pod_is_the_walks() -> None:
     assert walked(ROWS[0].id).target.label == POD
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_the_node_ledger_offers_run_diagnostics_where_the_table_does(
+    row: Row, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gpubot node --format json` carries the owner (the ledger's owner column asks the policy) and
+    `/gpu node`'s message offers Run diagnostics only where the table does."""
+    code, out, err = _cli(capsys, "node", TWIN, "--format", "json", "--scenario", str(scenario(row.id)))
+    assert code == 0, err
+    ledger = json.loads(out)
+    assert (ledger["owner"] or {}).get("name") == row.owner, ledger["owner"]
+    ids = {e["action_id"] for b in node_ledger_message(ledger, None).blocks if b["type"] == "actions"
+           for e in b["elements"]}  # fmt: skip
+    assert ("run_diagnostics" in ids) == row.diag, ids
