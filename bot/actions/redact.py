@@ -244,3 +244,49 @@ def mask_object(obj: dict[str, Any]) -> dict[str, Any]:
             out["data"] = data_kept
         return out
     return _mask_tree(out)
+
+
+# --- free text inside objects (issue 28): messages are masked default-deny (bot/actions/freetext.py)
+
+# The keys whose values are free text a cluster wrote: Events' `message` and `note`, conditions'
+# and container states' `message`, a pod's `status.message`.
+FREE_TEXT_KEYS = frozenset({"message", "note"})
+_NAME_KEYS = frozenset(
+    {"name", "namespace", "uid", "nodeName", "image", "imageID", "containerID", "hostname"}
+)
+
+
+def object_names(obj: Any) -> list[str]:
+    """What a masked object holds by name, for its bundle's free text to keep: object, container
+    and node names, namespaces, UIDs, images and their IDs, label keys and values, nodeInfo."""
+    out: list[str] = []
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(value, str):
+                    if key in _NAME_KEYS:
+                        out.append(value)
+                elif key in ("labels", "nodeInfo") and isinstance(value, dict):
+                    out += [str(k) for k in value] + [v for v in value.values() if isinstance(v, str)]
+                elif key not in ("annotations", "env", "args", "command", "data", "managedFields"):
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return [n for n in out if MASK not in n]
+
+
+def mask_messages(obj: Any, mask: Any) -> None:
+    """Every free-text field (FREE_TEXT_KEYS) of a masked object through `mask`, in place."""
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in FREE_TEXT_KEYS and isinstance(value, str):
+                    node[key] = mask(value)
+                elif isinstance(value, (dict, list)):
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, (dict, list)))
