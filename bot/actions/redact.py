@@ -48,28 +48,35 @@ _SECRET_KEY = re.compile(
     r"(?i)(?:password|passwd|pass|pwd|pw|passphrase|secret|token|credentials?|creds?|apikey|api[_-]?key|bearer|"
     r"(?:access|private|client|auth|account|app|signing|master)[_-]?key|dsn|webhook[_-]?url|cookie|auth)"
 )
-# GPU-stack settings whose values are the diagnosis's evidence, never credentials.
-_EVIDENCE_ENV = frozenset(
-    {
-        "NVIDIA_VISIBLE_DEVICES",
-        "NVIDIA_DRIVER_CAPABILITIES",
-        "NVIDIA_MIG_CONFIG_DEVICES",
-        "NVIDIA_MIG_MONITOR_DEVICES",
-        "NVIDIA_REQUIRE_CUDA",
-        "MIG_STRATEGY",
-        "DEVICE_LIST_STRATEGY",
-        "DEVICE_ID_STRATEGY",
-        "FAIL_ON_INIT_ERROR",
-        "PASS_DEVICE_SPECS",
-        "DRIVER_VERSION",
-        "CUDA_VERSION",
-        "CONTAINER_RUNTIME",
-        "RUNTIME",
-        "OPERATOR_NAMESPACE",
-        *DRIVER_MANAGER_SWITCHES,  # read by layers/facts/cordons.py `driver_manager_uncordons`
-    }
-)
-_EVIDENCE_VALUE = re.compile(r"[A-Za-z0-9._,:=/+-]{0,80}")
+# GPU-stack settings whose values are the diagnosis's evidence, never credentials, each with the
+# shape its value must have to be kept: a value that is not what its name promises (an
+# `NVIDIA_VISIBLE_DEVICES` that is no device list, issue 28) is masked like any other.
+_DEVICE = r"(?:[0-9]{1,3}(?::[0-9]{1,3})?|(?:GPU|MIG)-[0-9a-fA-F-]{8,40}(?:/[0-9]{1,3}){0,2})"
+_VERSION = r"[0-9]{1,4}(?:\.[0-9]{1,4}){0,3}"
+_SWITCH = r"true|false|TRUE|FALSE|True|False|0|1|yes|no"
+_EVIDENCE_SHAPES: dict[str, str] = {
+    "NVIDIA_VISIBLE_DEVICES": rf"all|none|void|{_DEVICE}(?:,{_DEVICE}){{0,63}}",
+    "NVIDIA_MIG_CONFIG_DEVICES": rf"all|none|{_DEVICE}(?:,{_DEVICE}){{0,63}}",
+    "NVIDIA_MIG_MONITOR_DEVICES": rf"all|none|{_DEVICE}(?:,{_DEVICE}){{0,63}}",
+    "NVIDIA_DRIVER_CAPABILITIES": r"(?:all|compute|utility|graphics|video|display|compat32|ngx)"
+    r"(?:,(?:all|compute|utility|graphics|video|display|compat32|ngx)){0,7}",
+    "NVIDIA_REQUIRE_CUDA": rf"(?:(?:cuda|driver|arch)[<>=]{{1,2}}{_VERSION}|brand=[a-z]{{2,12}})"
+    rf"(?:[ ,](?:(?:cuda|driver|arch)[<>=]{{1,2}}{_VERSION}|brand=[a-z]{{2,12}})){{0,40}}",
+    "MIG_STRATEGY": r"none|single|mixed",
+    "DEVICE_LIST_STRATEGY": r"(?:envvar|volume-mounts|cdi-annotations|cdi-cri)(?:,(?:envvar|volume-mounts|cdi-annotations|cdi-cri)){0,3}",
+    "DEVICE_ID_STRATEGY": r"uuid|index",
+    "FAIL_ON_INIT_ERROR": _SWITCH,
+    "PASS_DEVICE_SPECS": _SWITCH,
+    "DRIVER_VERSION": rf"{_VERSION}(?:-[0-9a-z.]{{1,20}})?",
+    "CUDA_VERSION": _VERSION,
+    "CONTAINER_RUNTIME": r"containerd|docker|crio|cri-o",
+    "RUNTIME": r"containerd|docker|crio|cri-o",
+    "OPERATOR_NAMESPACE": r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?",
+    **dict.fromkeys(
+        DRIVER_MANAGER_SWITCHES, _SWITCH
+    ),  # read by layers/facts/cordons.py `driver_manager_uncordons`
+}
+_EVIDENCE_ENV = {name: re.compile(shape) for name, shape in _EVIDENCE_SHAPES.items()}
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # Annotations whose values are kept (and still scanned as text): what the walk reads on nodes
 # (gpubot's cordon marks, the GPU Operator's `nvidia.com/…` upgrade state, NVSentinel's
@@ -108,8 +115,8 @@ def _mask_env(env: list[Any]) -> None:
         if not isinstance(var, dict) or not isinstance(var.get("value"), str):
             continue  # valueFrom only names a Secret or a field
         value = var["value"]
-        evidence = str(var.get("name")) in _EVIDENCE_ENV and _EVIDENCE_VALUE.fullmatch(value)
-        if value and not (evidence and scrub(value) == value):
+        shape = _EVIDENCE_ENV.get(str(var.get("name")))
+        if value and not (shape is not None and shape.fullmatch(value) and scrub(value) == value):
             var["value"] = MASK
 
 
