@@ -30,8 +30,8 @@ URL escapes is judged decoded too. Whatever follows a secret-named key (`passwor
 `:`, `=>`, `is` or a space is masked whatever it looks like (a number, a word, the whole of a
 quoted phrase); after an `Authorization:` or `Cookie:` header the rest of the value. A token
 wrapped across two lines (a JWT cut by a terminal, a PEM body) is judged joined: a masked
-base64-ish token at a line's end masks the next line's first token, and a PEM block's lines are
-masked whole.
+base64-ish token of 16+ characters at a line's end masks the next line's first token (unless
+that is a plain word of the vocabulary), and a PEM block's lines are masked whole.
 
 Linear: every pattern is a single character class or possessive (tests/test_linear_patterns.py);
 each distinct token is judged once per text (a log repeats its words).
@@ -193,6 +193,7 @@ class FreeText:
         self.vocab = vocabulary()
         self.names = set(names)
         self._judged: dict[str, bool] = {}
+        self._ok: set[str] = set()  # tokens kept so far: a line made only of them is kept as it is
 
     def add_names(self, names: Iterable[str]) -> None:
         new = set(names) - self.names
@@ -253,16 +254,24 @@ class FreeText:
             text = _USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)
         if "%" in text:
             text = _WORD.sub(self._unescaped, text)
+        elif self._ok.issuperset(_SPAN.findall(text)):
+            return text  # most lines of a log: every token seen and kept before (one set test)
         out: list[str] = []
         at = 0
+        ok = self._ok
+        if len(ok) > 500_000:
+            ok.clear()
         for m in _SPAN.finditer(text):
             span = m.group(0)
             out.append(text[at : m.start()])
             at = m.end()
             if span.startswith(("/", "./", "~/")) or "//" in span:
-                out.append(self._path(span))
+                kept = self._path(span)
             else:
-                out.append(span if self._span_ok(span) else MASK)
+                kept = span if self._span_ok(span) else MASK
+            if kept is span or kept == span:
+                ok.add(span)
+            out.append(kept)
         out.append(text[at:])
         return "".join(out)
 
@@ -313,8 +322,9 @@ class FreeText:
             out.append((value.start(group), value.end(group)))
         return out
 
-    def _line(self, line: str) -> str:
-        forced = self._forced(line)
+    def _line(self, line: str, keyed: bool = True) -> str:
+        """One line: `keyed` is False when the text's gate scan found no key word in it."""
+        forced = self._forced(line) if keyed else []
         if not forced:
             return self._plain(line)
         out: list[str] = []
@@ -330,7 +340,16 @@ class FreeText:
         out: list[str] = []
         pem = False
         wrapped = False
+        # Where the key words are, found in one RE2 pass over the whole text (not a search a line).
+        hits = [m.start() for m in _gate().finditer(text)] if _gate().search(text) else []
+        hit = 0
+        at = 0
         for line in text.splitlines(keepends=True):
+            start, at = at, at + len(line)
+            keyed = False
+            while hit < len(hits) and hits[hit] < at:
+                keyed = keyed or hits[hit] >= start
+                hit += 1
             body = line.rstrip("\r\n")
             end = line[len(body) :]
             if pem:  # a PEM body: every line masked whole, up to its END line
@@ -338,15 +357,16 @@ class FreeText:
                 out.append((MASK if body.strip() else body) if pem else self._line(body))
                 out.append(end)
                 continue
-            masked = self._line(body)
+            masked = self._line(body, keyed)
             if wrapped:  # the rest of a token cut at the line before: masked with it
                 head = _WRAP_HEAD.match(masked)
-                if head and not head.group(1).startswith("<"):
+                word = head.group(1) if head else ""
+                if head and not word.startswith("<") and not (word.isalpha() and word.lower() in self.vocab):
                     masked = masked[: head.start(1)] + MASK + masked[head.end(1) :]
-            begin = _PEM_BEGIN.search(body)
+            begin = _PEM_BEGIN.search(body) if "-----" in body else None
             pem = begin is not None and _PEM_END.search(body, begin.end()) is None
-            tail = _WRAP_TAIL.search(body)
-            wrapped = masked.endswith(MASK) and tail is not None and len(tail.group(0)) >= 16
+            tail = _WRAP_TAIL.search(body) if masked.endswith(MASK) else None
+            wrapped = tail is not None and len(tail.group(0)) >= 16
             out += [masked, end]
         return "".join(out)
 
