@@ -78,54 +78,33 @@ _WRAP_HEAD = re.compile(
     r"(?:\d{4}-\d\d-\d\dT\S++[ \t]++|std(?:out|err)[ \t]++[FP][ \t]++)*+([A-Za-z0-9+/=_.\-]++)"
 )
 
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 # Parts of a key that say its value is a secret, in any language a log may be in.
-STRONG = frozenset(
-    {
-        *("password", "passwd", "pass", "pwd", "pw", "passphrase", "passcode", "secret", "secrets"),
-        *("token", "bearer", "apikey", "credential", "credentials", "cred", "creds", "cookie", "auth"),
-        *("authorization", "oauth", "signature", "sig", "jwt", "otp", "pin", "dsn", "privatekey"),
-        *("passwort", "kennwort", "contraseña", "contrasena", "senha", "parola", "wachtwoord"),
-        *("lösenord", "losenord", "salasana", "hasło", "haslo", "heslo", "пароль", "密码", "密碼"),
-        *("パスワード", "비밀번호", "mdp", "motdepasse", "clave", "geheim", "jeton", "токен"),
-    }
+STRONG = _words(
+    "password passwd pass pwd pw passphrase passcode secret secrets token bearer apikey credential "
+    "credentials cred creds cookie auth authorization oauth signature sig jwt otp pin dsn privatekey "
+    "passwort kennwort contraseña contrasena senha parola wachtwoord lösenord losenord salasana hasło "
+    "haslo heslo пароль 密码 密碼 パスワード 비밀번호 mdp motdepasse clave geheim jeton токен"
 )
 # Parts that name a secret only with `=` or `:` after them (`key=…`, `private_key_id: …`).
-WEAK = frozenset(
-    {"key", "session", "sessionid", "private", "access", "salt", "hmac", "login", "user", "username"}
-)
-HEADERS = frozenset(
-    {"authorization", "cookie", "set-cookie", "proxy-authorization", "x-api-key", "x-auth-token"}
-)
+WEAK = _words("key session sessionid private access salt hmac login user username")
+HEADERS = _words("authorization cookie set-cookie proxy-authorization x-api-key x-auth-token")
 # Words after a key word and a space that make it prose (`token expired`), not a value (`password hunter2`).
-PROSE = frozenset(
-    {
-        *(
-            "expired",
-            "required",
-            "invalid",
-            "incorrect",
-            "missing",
-            "changed",
-            "reset",
-            "rejected",
-            "accepted",
-        ),
-        *(
-            "refresh",
-            "refreshed",
-            "rotated",
-            "revoked",
-            "mismatch",
-            "denied",
-            "not",
-            "is",
-            "was",
-            "has",
-            "for",
-        ),
-        *("and", "or", "the", "a", "an", "to", "from", "of", "in", "on", "with", "file", "policy", "must"),
-        *("should", "will", "can", "cannot", "could", "be", "been", "request", "requests", "length", "count"),
-    }
+PROSE = _words(
+    "expired required invalid incorrect missing changed reset rejected accepted refresh refreshed "
+    "rotated revoked mismatch denied not is was has for and or the a an to from of in on with file "
+    "policy must should will can cannot could be been request requests length count"
+)
+# A key's last part that says its value is about the secret, not the secret (`password_file`,
+# `TokenExpiredError`, `auth_url`).
+ABOUT = _words(
+    "warning error errors exception failed failure expired required invalid length count size type "
+    "kind name file path ttl url uri endpoint mode method provider plugin header policy format "
+    "source ref hint"
 )
 HARMLESS = frozenset(
     {"true", "false", "null", "none", "nil", "", "redacted", "masked", "***", "set", "unset"}
@@ -369,17 +348,6 @@ class FreeText:
             wrapped = tail is not None and len(tail.group(0)) >= 16
             out += [masked, end]
         return "".join(out)
-
-
-# A key's last part that says its value is about the secret, not the secret (`password_file`,
-# `TokenExpiredError`, `auth_url`).
-ABOUT = frozenset(
-    {
-        *("warning", "error", "errors", "exception", "failed", "failure", "expired", "required", "invalid"),
-        *("length", "count", "size", "type", "kind", "name", "file", "path", "ttl", "url", "uri", "endpoint"),
-        *("mode", "method", "provider", "plugin", "header", "policy", "format", "source", "ref", "hint"),
-    }
-)
 
 
 @lru_cache(maxsize=4096)

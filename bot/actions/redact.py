@@ -1,5 +1,5 @@
 """Masking secrets in what a must-gather collects: by structure in Kubernetes objects, by a
-maintained detector in free text (issue 20).
+maintained detector in their strings (issue 20), default-deny in free text (issue 28).
 
 A bundle leaves the cluster (it is handed to a vendor, attached to a Slack thread), so nothing
 that authenticates may ride along. A denylist of key names cannot win (`-p`, `--pw`, `sh -c`,
@@ -7,7 +7,8 @@ that authenticates may ride along. A denylist of key names cannot win (`-p`, `--
 
 - every env `value` is masked (`valueFrom` only names a Secret or a field and is kept), but for
   a few GPU-stack settings whose values are the walk's evidence (`NVIDIA_VISIBLE_DEVICES`,
-  `MIG_STRATEGY`, the driver manager's `ENABLE_GPU_POD_EVICTION` …) when they look harmless;
+  `MIG_STRATEGY`, the driver manager's `ENABLE_GPU_POD_EVICTION` …) when each has the shape its
+  name promises (a device list, a strategy, a switch);
 - `command` and `args`, anywhere (containers, probes' `exec`, ClusterPolicy `spec.driver.args`):
   every value masked but the program, plain flags and what the walk reads (bot/actions/argv.py);
 - every probe and lifecycle `httpHeaders` value;
@@ -19,9 +20,11 @@ that authenticates may ride along. A denylist of key names cannot win (`-p`, `--
 - `metadata.managedFields` are structure only (field names, managers, times) and are kept on
   Nodes, where the walk reads who cordoned (layers/facts/cordons.py); on other kinds dropped.
 
-Every string then goes through the free-text detector (bot/actions/detector.py: detect-secrets'
-plugins and the shapes none covers). Secret objects are never read; one met is reduced to its
-metadata.
+Every string then goes through the detector (bot/actions/detector.py: detect-secrets' plugins
+and the shapes none covers). Free-text fields (`message`, `note`: events, conditions, container
+states) are then masked default-deny by the collector (`mask_messages` with
+bot/actions/freetext.py), knowing the names the objects hold (`object_names`). Secret objects
+are never read; one met is reduced to its metadata.
 """
 
 from __future__ import annotations
