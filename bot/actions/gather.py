@@ -86,9 +86,9 @@ class Collector:
 
     def known(self, cleans: Sequence[K8sObject]) -> None:
         """Masked objects' names, from now on kept in free text (bot/actions/redact.py object_names)."""
-        before = len(self.text.names)
-        self.text.add_names(names_of(n for clean in cleans for n in object_names(clean)))
-        if len(self.text.names) != before:
+        raw = {n for clean in cleans for n in object_names(clean)} - self.text.names
+        if raw:  # a fleet's label values repeat: each distinct one split once
+            self.text.add_names(names_of(raw))
             self._short.clear()
 
     def keep(self, objs: Sequence[K8sObject]) -> list[K8sObject]:
