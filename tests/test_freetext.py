@@ -66,6 +66,20 @@ def test_each_shape_issue_28_found_leaking_is_masked(secret: str) -> None:
     assert MASK in masked
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        'msg="{\\"password\\":\\"hunter\\"}"',  # JSON escaped inside a logfmt value
+        '{"password": "two hunter words", "x": 1}',
+        "{'Authorization': 'Bearer hunter'}",
+        'level=info token="hunter"',
+    ],
+)
+def test_a_value_after_a_key_is_masked_whatever_its_quoting(line: str) -> None:
+    masked = FreeText().mask(line)
+    assert "hunter" not in masked and MASK in masked, masked
+
+
 def test_evidence_is_kept_whole() -> None:
     text = FreeText(["gpu-7"]).mask("\n".join(EVIDENCE))
     assert text == "\n".join(EVIDENCE)

@@ -66,11 +66,12 @@ _USERINFO = re.compile(r"(://)([^/@\s\"'<>]++)@")
 _KEYWORD = re.compile(r"[\w.\-]++")
 _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[^\W\d_]+|\d+")
 # After a secret-named key: its closing quote, a separator, then the value (all possessive).
+# Quotes may be escaped once or twice (JSON inside a JSON or logfmt log line: `{\"pw\":\"x\"}`).
 _VALUE = re.compile(
-    r"""["']?+[ \t]*+(=>|[:=]|(?:is|was|are|of)(?=[ \t]))?+[ \t]*+"""
-    r"""(?:"([^"\n]*+)"?|'([^'\n]*+)'?|([^\s,;&"'<>)\]}]++))"""
+    r"""(?:\\{0,2}["'])?+[ \t]*+(=>|[:=]|(?:is|was|are|of)(?=[ \t]))?+[ \t]*+"""
+    r"""(?:\\{0,2}"((?:[^"\\\n]++|\\[^"\\\n])*+)|'([^'\n]*+)'?|([^\s,;&"'<>)\]}\\]++))"""
 )
-_HEADER_VALUE = re.compile(r"""["']?+[ \t]*+:[ \t]*+([^"'\n]++)""")
+_HEADER_VALUE = re.compile(r"""(?:\\{0,2}["'])?+[ \t]*+:[ \t]*+([^"'\\\n]++)""")
 _PEM_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9]*-----")
 _PEM_END = re.compile(r"-----END[ A-Z0-9]*-----")
 _WRAP_TAIL = re.compile(r"[A-Za-z0-9+/=_.\-]++$")
