@@ -56,6 +56,7 @@ EVIDENCE = [
     "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
     "Failed to initialize NVML: could not load NVML library.",
     "kernel 5.14.0-284.30.1.el9_2.x86_64 driver 550.54.15 took 1.5s at 10.0.0.12",
+    "device MIG-GPU-adb24b25-1db1-436e-d958-ddee5da83d07/1/0 on Tesla-V100-PCIE-32GB is healthy",
 ]
 
 

@@ -56,7 +56,7 @@ _SPAN = re.compile(r"[\w+/.~\-]++")
 _ATOM = re.compile(r"[^\W_]+")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 _SEGMENTS = re.compile(r"[A-Za-z]+|[0-9]+")
-_GPU_UUID = re.compile(r"(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+_GPU_UUID = re.compile(r"(?:MIG-)?(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 _UUID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _BASE64 = re.compile(r"[A-Za-z0-9+/_\-]{16,}+")
@@ -199,7 +199,7 @@ class FreeText:
             return True
         if _UUID.fullmatch(core):
             return False  # not a UID the bundle holds (names)
-        if _BASE64.fullmatch(span) and _mixed(core) and not self._holds_text(span):
+        if _BASE64.fullmatch(span) and _mixed(core) and not _dashed(core) and not self._holds_text(span):
             return False
         if "/" in core:  # `ns/pod`, `nvidia.com/gpu`: each part judged, the whole kept only if all are
             return all(not part or self._span_ok(part) for part in core.split("/"))
@@ -373,6 +373,13 @@ def _gate() -> Any:
 
     words = sorted(STRONG | WEAK | HEADERS, key=len, reverse=True)
     return re2.compile("(?i)" + "|".join(re.escape(w) for w in words))
+
+
+def _dashed(core: str) -> bool:
+    """An identifier of short dashed parts (`Tesla-V100-PCIE-32GB`), not base64url: its atoms are
+    judged one by one instead of its decoding."""
+    parts = re.split(r"[-_/]", core)
+    return len(parts) >= 3 and all(len(p) <= 12 for p in parts)
 
 
 def _mixed(core: str) -> bool:
