@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import tarfile
 from pathlib import Path
@@ -201,19 +202,25 @@ def test_missing_node_is_not_found(tmp_path: Path) -> None:
     assert err.value.kind == "not_found" and not list(tmp_path.iterdir())
 
 
+REPORT = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\nDB password=Hunter2Secret\n"
+
+
 def test_bug_report_when_exec_allowed_and_when_forbidden(tmp_path: Path) -> None:
     snap, telemetry = build_sources(parse_scenario(scenario(), "<xid79>"))
     calls: list[tuple[str, str, str]] = []
 
     def allowed(ns: str, pod: str, container: str, command: Any) -> bytes:
         calls.append((ns, pod, container))
-        return b"\x1f\x8bfake-gzip"
+        return gzip.compress(REPORT.encode())
 
     collect_bundle(
         snap, telemetry, tmp_path / "a.tar.gz", node="gpu-7", with_bug_report=True, exec_fn=allowed
     )
     assert calls == [("gpu-operator", "nvidia-driver-daemonset-8xk2l", "nvidia-driver-ctr")]
-    assert members(tmp_path / "a.tar.gz")["nvidia-bug-report_gpu-7.log.gz"] == b"\x1f\x8bfake-gzip"
+    # The report is free text like any log (issue 28): masked default-deny, packed again.
+    report = gzip.decompress(members(tmp_path / "a.tar.gz")["nvidia-bug-report_gpu-7.log.gz"]).decode()
+    assert "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus." in report
+    assert "Hunter2Secret" not in report and "password=<masked>" in report
 
     def forbidden(ns: str, pod: str, container: str, command: Any) -> bytes:
         raise SourceError("forbidden", "exec forbidden", verb="create", resource="pods/exec", namespace=ns)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import zlib
 from collections.abc import Sequence
 
 from bot.actions.archive import name_part
@@ -32,10 +34,36 @@ def bug_reports(c: Collector, operands: list[K8sObject], exec_fn: ExecFn | None)
                 return [msg]
             c.manifest.errors.append({"read": f"nvidia-bug-report on {node}", "error": str(err)})
             continue
-        c.archive.add(f"nvidia-bug-report_{name_part(node or o.name(pod))}.log.gz", out)
+        c.archive.add(f"nvidia-bug-report_{name_part(node or o.name(pod))}.log.gz", _masked(c, out))
     if not drivers:
         c.manifest.skipped.append({"what": "nvidia-bug-report", "why": "no driver pod in scope"})
     return notes
+
+
+# nvidia-bug-report.log.gz inflates ~10x; more than this from one exec is refused, not masked in memory.
+MAX_REPORT_BYTES = 512 << 20
+
+
+def _masked(c: Collector, packed: bytes) -> bytes:
+    """The report's text masked as free text (bot/actions/freetext.py) and packed again: it quotes
+    dmesg, the driver's and the system's logs and the environment, as any log. Inflated in chunks
+    under MAX_REPORT_BYTES; what is no gzip is masked as text."""
+    try:
+        inflate = zlib.decompressobj(wbits=47)  # gzip or zlib, by the header
+        chunks, size, data = [], 0, packed
+        while data:
+            chunk = inflate.decompress(data, 1 << 20)
+            size += len(chunk)
+            if size > MAX_REPORT_BYTES:
+                return gzip.compress(
+                    f"<masked: the report inflates past {MAX_REPORT_BYTES >> 20} MiB>\n".encode()
+                )
+            chunks.append(chunk)
+            data = inflate.unconsumed_tail
+        text = b"".join(chunks).decode("utf-8", "replace")
+    except zlib.error:
+        text = packed.decode("utf-8", "replace")
+    return gzip.compress(c.free(text).encode(), compresslevel=6)
 
 
 def kube_exec(cluster: Cluster) -> ExecFn | None:

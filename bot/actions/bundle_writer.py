@@ -27,7 +27,6 @@ from bot.actions.gather_series import telemetry_files
 from bot.actions.gather_volumes import volume_files
 from bot.actions.gather_walk import recorded_walk
 from bot.actions.history import record_action
-from bot.actions.redact import mask_text
 from bot.ledger.store import Ledger
 from layers import remedy as rm
 from layers.facts import objects as o
@@ -176,21 +175,25 @@ def collect_bundle(
         if walk is None:
             walk = _walk(cluster, telemetry, scope, manifest.errors)
         # The walk quotes raw log lines: masked like every other file of the bundle.
-        archive.add("summary.md", mask_text(_summary(manifest, walk, notes)), essential=True)
+        archive.add("summary.md", c.free(_summary(manifest, walk, notes)), essential=True)
         say("scenario.yaml")
         write_scenario(
             archive,
             manifest,
-            name=f"must-gather {label}",
-            description=f"must-gather of {label}, collected {manifest.created} from {manifest.source}",
+            name=c.free(f"must-gather {label}"),
+            description=c.free(
+                f"must-gather of {label}, collected {manifest.created} from {manifest.source}"
+            ),
             now=c.now,
             objects=[obj for key, obj in c.objects.items() if key not in c.compact],
             logs=c.logs,
             series=c.series,
             compact=[obj for key, obj in c.objects.items() if key in c.compact],
         )
+        for error in manifest.errors:  # errors quote answers and URLs: free text (also in manifest.json)
+            error["error"] = c.free(error["error"])
         errors_txt = "".join(f"{e['read']}: {e['error']}\n" for e in manifest.errors) or "no read failed\n"
-        archive.add("errors.txt", mask_text(errors_txt), essential=True)
+        archive.add("errors.txt", errors_txt, essential=True)
         archive.add("manifest.json", json.dumps(manifest.to_dict(), indent=2) + "\n", essential=True)
         archive.close()
         os.replace(partial, out)

@@ -1,5 +1,9 @@
-"""Secrets in a bundle's free text (logs, event messages, scripts, condition messages): found by
-detect-secrets' plugins, plus the few shapes no plugin covers, and replaced by `<masked>`.
+"""Secrets in the strings of a bundle's objects (labels, names, reasons, every string field the
+structure keeps): found by detect-secrets' plugins, plus the few shapes no plugin covers, and
+replaced by `<masked>`. Free text (logs, messages, summary.md, errors) is masked default-deny by
+bot/actions/freetext.py instead (issue 28): there this detector found nothing more, at five
+times the cost (changelog.d/redact.md); it still runs over the text members as the archive
+writes them (bot/actions/archive.py).
 
 Free text has no structure to decide by, so a maintained detector does: detect-secrets (Yelp,
 PyPI `detect-secrets>=1.5`), whose plugins know the vendors' token shapes (AWS, Slack, Stripe

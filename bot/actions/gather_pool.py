@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from bot.actions.detector import scrub
-from bot.actions.redact import mask_object
+from bot.actions.redact import mask_messages, mask_object
 from layers import remedy as rm
 from layers.facts import objects as o
 from layers.facts.driverpool import POOL_LABELS, PRODUCT_LABEL, selects
@@ -36,6 +36,10 @@ class Collector(Protocol):
     def read(self, what: str, fn: Callable[[], Any], default: Any) -> Any: ...
 
     def keep(self, objs: Sequence[K8sObject]) -> list[K8sObject]: ...
+
+    def known(self, cleans: Sequence[K8sObject]) -> None: ...
+
+    def free(self, text: str) -> str: ...
 
 
 PEER_PAGE = 500
@@ -194,8 +198,10 @@ def pool_peers(c: Collector, nodes: list[K8sObject], drivers: list[K8sObject]) -
 def keep_slim(c: Collector, nodes: Sequence[K8sObject]) -> list[K8sObject]:
     """A large fleet's nodes, slimmed to what the layers read and masked (gather_pool.NodeMasker)."""
     masker, out = NodeMasker(), []
-    for node in nodes:
-        clean = masker.mask(node)
+    cleans = [masker.mask(node) for node in nodes]
+    c.known(cleans)
+    for clean in cleans:
+        mask_messages(clean, c.free)
         key = ("Node", str(clean.get("apiVersion")), "", o.name(clean))
         c.objects[key] = clean
         c.compact.add(key)

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from bot.actions.bundle_yaml import log_entry
-from bot.actions.redact import mask_text
 from layers.findings import WalkResult
 from layers.sources import Cluster, K8sObject, Telemetry
 
@@ -82,7 +81,7 @@ def recorded_walk(c: Collector, telemetry: Telemetry, raw_nodes: list[K8sObject]
         key = f"{lns}/{lpod}/{container}" + ("#previous" if previous else "")
         if key in spooled:
             continue
-        data = mask_text(text).encode()
+        data = c.free(text).encode()
         file = f"logs/{lpod}/{container}" + (".previous" if previous else "") + ".log"
         if c.archive.add(file, data, reserve=len(data)):
             c.logs.write(log_entry(key, data.decode("utf-8", "replace")))

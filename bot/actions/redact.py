@@ -1,5 +1,5 @@
 """Masking secrets in what a must-gather collects: by structure in Kubernetes objects, by a
-maintained detector in free text (issue 20).
+maintained detector in their strings (issue 20), default-deny in free text (issue 28).
 
 A bundle leaves the cluster (it is handed to a vendor, attached to a Slack thread), so nothing
 that authenticates may ride along. A denylist of key names cannot win (`-p`, `--pw`, `sh -c`,
@@ -7,7 +7,8 @@ that authenticates may ride along. A denylist of key names cannot win (`-p`, `--
 
 - every env `value` is masked (`valueFrom` only names a Secret or a field and is kept), but for
   a few GPU-stack settings whose values are the walk's evidence (`NVIDIA_VISIBLE_DEVICES`,
-  `MIG_STRATEGY`, the driver manager's `ENABLE_GPU_POD_EVICTION` …) when they look harmless;
+  `MIG_STRATEGY`, the driver manager's `ENABLE_GPU_POD_EVICTION` …) when each has the shape its
+  name promises (a device list, a strategy, a switch);
 - `command` and `args`, anywhere (containers, probes' `exec`, ClusterPolicy `spec.driver.args`):
   every value masked but the program, plain flags and what the walk reads (bot/actions/argv.py);
 - every probe and lifecycle `httpHeaders` value;
@@ -19,9 +20,11 @@ that authenticates may ride along. A denylist of key names cannot win (`-p`, `--
 - `metadata.managedFields` are structure only (field names, managers, times) and are kept on
   Nodes, where the walk reads who cordoned (layers/facts/cordons.py); on other kinds dropped.
 
-Every string then goes through the free-text detector (bot/actions/detector.py: detect-secrets'
-plugins and the shapes none covers). Secret objects are never read; one met is reduced to its
-metadata.
+Every string then goes through the detector (bot/actions/detector.py: detect-secrets' plugins
+and the shapes none covers). Free-text fields (`message`, `note`: events, conditions, container
+states) are then masked default-deny by the collector (`mask_messages` with
+bot/actions/freetext.py), knowing the names the objects hold (`object_names`). Secret objects
+are never read; one met is reduced to its metadata.
 """
 
 from __future__ import annotations
@@ -49,28 +52,35 @@ _SECRET_KEY = re.compile(
     r"(?i)(?:password|passwd|pass|pwd|pw|passphrase|secret|token|credentials?|creds?|apikey|api[_-]?key|bearer|"
     r"(?:access|private|client|auth|account|app|signing|master)[_-]?key|dsn|webhook[_-]?url|cookie|auth)"
 )
-# GPU-stack settings whose values are the diagnosis's evidence, never credentials.
-_EVIDENCE_ENV = frozenset(
-    {
-        "NVIDIA_VISIBLE_DEVICES",
-        "NVIDIA_DRIVER_CAPABILITIES",
-        "NVIDIA_MIG_CONFIG_DEVICES",
-        "NVIDIA_MIG_MONITOR_DEVICES",
-        "NVIDIA_REQUIRE_CUDA",
-        "MIG_STRATEGY",
-        "DEVICE_LIST_STRATEGY",
-        "DEVICE_ID_STRATEGY",
-        "FAIL_ON_INIT_ERROR",
-        "PASS_DEVICE_SPECS",
-        "DRIVER_VERSION",
-        "CUDA_VERSION",
-        "CONTAINER_RUNTIME",
-        "RUNTIME",
-        "OPERATOR_NAMESPACE",
-        *DRIVER_MANAGER_SWITCHES,  # read by layers/facts/cordons.py `driver_manager_uncordons`
-    }
-)
-_EVIDENCE_VALUE = re.compile(r"[A-Za-z0-9._,:=/+-]{0,80}")
+# GPU-stack settings whose values are the diagnosis's evidence, never credentials, each with the
+# shape its value must have to be kept: a value that is not what its name promises (an
+# `NVIDIA_VISIBLE_DEVICES` that is no device list, issue 28) is masked like any other.
+_DEVICE = r"(?:[0-9]{1,3}(?::[0-9]{1,3})?|(?:GPU|MIG)-[0-9a-fA-F-]{8,40}(?:/[0-9]{1,3}){0,2})"
+_VERSION = r"[0-9]{1,4}(?:\.[0-9]{1,4}){0,3}"
+_SWITCH = r"true|false|TRUE|FALSE|True|False|0|1|yes|no"
+_EVIDENCE_SHAPES: dict[str, str] = {
+    "NVIDIA_VISIBLE_DEVICES": rf"all|none|void|{_DEVICE}(?:,{_DEVICE}){{0,63}}",
+    "NVIDIA_MIG_CONFIG_DEVICES": rf"all|none|{_DEVICE}(?:,{_DEVICE}){{0,63}}",
+    "NVIDIA_MIG_MONITOR_DEVICES": rf"all|none|{_DEVICE}(?:,{_DEVICE}){{0,63}}",
+    "NVIDIA_DRIVER_CAPABILITIES": r"(?:all|compute|utility|graphics|video|display|compat32|ngx)"
+    r"(?:,(?:all|compute|utility|graphics|video|display|compat32|ngx)){0,7}",
+    "NVIDIA_REQUIRE_CUDA": rf"(?:(?:cuda|driver|arch)[<>=]{{1,2}}{_VERSION}|brand=[a-z]{{2,12}})"
+    rf"(?:[ ,](?:(?:cuda|driver|arch)[<>=]{{1,2}}{_VERSION}|brand=[a-z]{{2,12}})){{0,40}}",
+    "MIG_STRATEGY": r"none|single|mixed",
+    "DEVICE_LIST_STRATEGY": r"(?:envvar|volume-mounts|cdi-annotations|cdi-cri)(?:,(?:envvar|volume-mounts|cdi-annotations|cdi-cri)){0,3}",
+    "DEVICE_ID_STRATEGY": r"uuid|index",
+    "FAIL_ON_INIT_ERROR": _SWITCH,
+    "PASS_DEVICE_SPECS": _SWITCH,
+    "DRIVER_VERSION": rf"{_VERSION}(?:-[0-9a-z.]{{1,20}})?",
+    "CUDA_VERSION": _VERSION,
+    "CONTAINER_RUNTIME": r"containerd|docker|crio|cri-o",
+    "RUNTIME": r"containerd|docker|crio|cri-o",
+    "OPERATOR_NAMESPACE": r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?",
+    **dict.fromkeys(
+        DRIVER_MANAGER_SWITCHES, _SWITCH
+    ),  # read by layers/facts/cordons.py `driver_manager_uncordons`
+}
+_EVIDENCE_ENV = {name: re.compile(shape) for name, shape in _EVIDENCE_SHAPES.items()}
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # Annotations whose values are kept (and still scanned as text): what the walk reads on nodes
 # (gpubot's cordon marks, the GPU Operator's `nvidia.com/…` upgrade state, NVSentinel's
@@ -106,8 +116,8 @@ def _mask_env(env: list[Any]) -> None:
         if not isinstance(var, dict) or not isinstance(var.get("value"), str):
             continue  # valueFrom only names a Secret or a field
         value = var["value"]
-        evidence = str(var.get("name")) in _EVIDENCE_ENV and _EVIDENCE_VALUE.fullmatch(value)
-        if value and not (evidence and scrub(value) == value):
+        shape = _EVIDENCE_ENV.get(str(var.get("name")))
+        if value and not (shape is not None and shape.fullmatch(value) and scrub(value) == value):
             var["value"] = MASK
 
 
@@ -242,3 +252,49 @@ def mask_object(obj: dict[str, Any]) -> dict[str, Any]:
             out["data"] = data_kept
         return out
     return _mask_tree(out)
+
+
+# --- free text inside objects (issue 28): messages are masked default-deny (bot/actions/freetext.py)
+
+# The keys whose values are free text a cluster wrote: Events' `message` and `note`, conditions'
+# and container states' `message`, a pod's `status.message`.
+FREE_TEXT_KEYS = frozenset({"message", "note"})
+_NAME_KEYS = frozenset(
+    {"name", "namespace", "uid", "nodeName", "image", "imageID", "containerID", "hostname"}
+)
+
+
+def object_names(obj: Any) -> list[str]:
+    """What a masked object holds by name, for its bundle's free text to keep: object, container
+    and node names, namespaces, UIDs, images and their IDs, label keys and values, nodeInfo."""
+    out: list[str] = []
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(value, str):
+                    if key in _NAME_KEYS:
+                        out.append(value)
+                elif key in ("labels", "nodeInfo") and isinstance(value, dict):
+                    out += [str(k) for k in value] + [v for v in value.values() if isinstance(v, str)]
+                elif key not in ("annotations", "env", "args", "command", "data", "managedFields"):
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return [n for n in out if MASK not in n]
+
+
+def mask_messages(obj: Any, mask: Any) -> None:
+    """Every free-text field (FREE_TEXT_KEYS) of a masked object through `mask`, in place."""
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in FREE_TEXT_KEYS and isinstance(value, str):
+                    node[key] = mask(value)
+                elif isinstance(value, (dict, list)):
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, (dict, list)))

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import msgspec
 import yaml
 
+from bot.sources.bounded import TooDeep, check_yaml_depth, deep_message
 from bot.sources.scenario_model import Scenario, ScenarioError, parse_now, rfc3339, show
 from bot.sources.scenario_series import add_exposition, read_metrics
 from bot.sources.scenario_shape import check_logs, check_objects
@@ -36,6 +37,7 @@ __all__ = [
     "ScenarioError",
     "SeriesData",
     "build_sources",
+    "decode_scenario",
     "load_scenario",
     "parse_scenario",
     "rfc3339",
@@ -192,24 +194,41 @@ def load_scenario(path: str | Path) -> Scenario:
     source = str(path)
     try:
         buf, pages = _read_buffer(path)
+    except OSError as e:
+        raise ScenarioError(source, "", f"cannot read the file: {e.strerror or e}") from None
+    return decode_scenario(buf, source, pages)
+
+
+def decode_scenario(buf: bytes | mmap.mmap, source: str, pages: _Pages | None = None) -> Scenario:
+    """A scenario from its bytes (a file's, or a bundle member's read within its caps). Nesting
+    past bot/sources/bounded.py's MAX_DEPTH is one ScenarioError, never a RecursionError or a
+    crash of libyaml's C composer."""
+    try:
         text: str | None = None
         if not (source.endswith(".json") or bytes(buf[:4096]).lstrip()[:1] == b"{"):
             text = bytes(buf).decode("utf-8")
+            check_yaml_depth(text)
     except UnicodeDecodeError:
         raise ScenarioError(source, "", "cannot read the file: not UTF-8 text") from None
-    except OSError as e:
-        raise ScenarioError(source, "", f"cannot read the file: {e.strerror or e}") from None
-    with _fleet_sized_data() as size:
-        data: object = _decode_json_fast(buf, pages) if text is None else None
-        if data is None:
-            pages = None  # the standard decoder's objects own their text
-            try:
-                data = _read_text(text if text is not None else bytes(buf).decode("utf-8"), source)
-            except UnicodeDecodeError:
-                raise ScenarioError(source, "", "cannot read the file: not UTF-8 text") from None
-        del buf, text  # 70 MB at 2,000 nodes: not needed once decoded (a mapping: the views keep it)
-        scenario = parse_scenario(data, source, consume=True, release=pages.release if pages else None)
-        size.append(_size(scenario))
+    except TooDeep as e:
+        raise ScenarioError(source, "", str(e)) from None
+    try:
+        with _fleet_sized_data() as size:
+            data: object = _decode_json_fast(buf, pages) if text is None else None
+            if data is None:
+                pages = None  # the standard decoder's objects own their text
+                try:
+                    whole = text if text is not None else bytes(buf).decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ScenarioError(source, "", "cannot read the file: not UTF-8 text") from None
+                if text is None and not source.endswith(".json"):
+                    check_yaml_depth(whole)  # `{…` that is no JSON is read as YAML flow style
+                data = _read_text(whole, source)
+            del buf, text  # 70 MB at 2,000 nodes: not needed once decoded (a mapping: the views keep it)
+            scenario = parse_scenario(data, source, consume=True, release=pages.release if pages else None)
+            size.append(_size(scenario))
+    except (RecursionError, TooDeep):
+        raise ScenarioError(source, "", deep_message()) from None
     return scenario
 
 
