@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from layers.findings import LayerResult
 from layers.nodeactions import NodePolicy
 
 
@@ -41,10 +40,3 @@ def offer(policy: NodePolicy | None, node: str) -> Offer:
         confirm=policy.confirm,
         must_gather_first=policy.must_gather_first,
     )
-
-
-def layer_offer(result: LayerResult, node: str | None) -> Offer | None:
-    """The node actions of one layer's message about `node` (None: the message names no node)."""
-    if not node:
-        return None
-    return offer(result.policy_for(node), node)
