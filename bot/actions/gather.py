@@ -18,8 +18,8 @@ from bot.actions import bundle_text as bt
 from bot.actions import gather_pool as gp
 from bot.actions.archive import Archive
 from bot.actions.bundle_yaml import log_entry
-from bot.actions.freetext import FreeText, names_of
-from bot.actions.redact import mask_messages, mask_object, object_names
+from bot.actions.bundlemask import BundleMasker
+from bot.actions.redact import mask_messages, mask_object
 from layers import remedy as rm
 from layers.facts import objects as o
 from layers.facts.context import OPERATOR_SELECTORS, trusted_pods
@@ -60,8 +60,8 @@ class Collector:
         self.compact: set[tuple[str, str, str, str]] = set()
         self.raw_nodes: list[K8sObject] = []
         # Free text (logs, messages, summary.md, errors) is masked default-deny, knowing the names kept.
-        self.text = FreeText()
-        self._short: dict[str, str] = {}  # messages repeat (a fleet's node conditions): masked once
+        self.masker = BundleMasker()
+        self.free, self.known = self.masker.free, self.masker.known
 
     # --- reads ---------------------------------------------------------------------
 
@@ -72,26 +72,6 @@ class Collector:
             self.manifest.errors.append({"read": what, "error": str(err)})
             self.failed[what] = err
             return default
-
-    def free(self, text: str) -> str:
-        """Free text as a bundle keeps it: only what is known safe (bot/actions/freetext.py). No
-        detect-secrets pass after it: on 240 planted shapes it found nothing default-deny kept,
-        at five times its cost (changelog.d/redact.md)."""
-        if len(text) > 512:
-            return self.text.mask(text)
-        done = self._short.get(text)
-        if done is None:
-            if len(self._short) > 100_000:
-                self._short.clear()
-            done = self._short[text] = self.text.mask(text)
-        return done
-
-    def known(self, cleans: Sequence[K8sObject]) -> None:
-        """Masked objects' names, from now on kept in free text (bot/actions/redact.py object_names)."""
-        raw = {n for clean in cleans for n in object_names(clean)} - self.text.names
-        if raw:  # a fleet's label values repeat: each distinct one split once
-            self.text.add_names(names_of(raw))
-            self._short.clear()
 
     def keep(self, objs: Sequence[K8sObject]) -> list[K8sObject]:
         """Masked copies, remembered for scenario.yaml (one per kind/namespace/name); their names are

@@ -27,7 +27,8 @@ def _marked(mark: ow.Mark) -> dict[str, Any]:
     elif mark.where == "annotation":
         meta.setdefault("annotations", {})[key] = _value(mark)
     elif mark.where == "taint":
-        node["spec"].setdefault("taints", []).append({"key": key, "value": "1", "effect": "NoSchedule"})
+        value = _value(mark) if mark.values else "1"
+        node["spec"].setdefault("taints", []).append({"key": key, "value": value, "effect": "NoSchedule"})
     else:
         node["status"].setdefault("conditions", []).append({"type": key, "status": mark.status})
     return node
