@@ -5,6 +5,7 @@ walked: layer 1 names the right code for each. The messages are pinned as the se
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -57,11 +58,11 @@ def node(
     }
 
 
-def pod(name: str, gpus: int = 1, **spec: Any) -> dict[str, Any]:
+def pod(name: str, gpus: int = 1, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
+        "metadata": {"name": name, "namespace": NS, "labels": labels or {}},
         "spec": {
             "containers": [
                 {
@@ -71,6 +72,139 @@ def pod(name: str, gpus: int = 1, **spec: Any) -> dict[str, Any]:
                 }
             ],
             **spec,
+        },
+    }
+
+
+ZONE = "topology.kubernetes.io/zone"
+SPREAD = {
+    "maxSkew": 1,
+    "topologyKey": ZONE,
+    "whenUnsatisfiable": "DoNotSchedule",
+    "labelSelector": {"matchLabels": {"app": "spread"}},
+}
+
+
+def bound(name: str, node_name: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A running pod already bound to a node (no GPU), counted by the spread constraint."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": labels},
+        "spec": {"nodeName": node_name, "containers": [{"name": "c", "image": "busybox"}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def zonal_volume(zone: str) -> list[dict[str, Any]]:
+    """A PersistentVolume in one zone, bound to the claim `data` (a zonal disk, pre-bound both ways)."""
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"zonal-pv-{zone}"},
+        "spec": {
+            "capacity": {"storage": "100Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "claimRef": {"namespace": NS, "name": "data"},
+            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0abc"},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
+                    ]
+                }
+            },
+        },
+        "status": {"phase": "Bound"},
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": "data",
+            "namespace": NS,
+            # what the PV controller writes once it bound the two
+            "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
+        },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "volumeName": f"zonal-pv-{zone}",
+            "resources": {"requests": {"storage": "100Gi"}},
+        },
+        "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "100Gi"}},
+    }
+    return [pv, pvc]
+
+
+DRIVER = "gpu.nvidia.com"
+
+
+def dra_one_gpu(node_name: str) -> list[dict[str, Any]]:
+    """A DeviceClass, one GPU published on the node, and a claim for two."""
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": DRIVER},
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node_name}-gpus"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": node_name,
+                "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {
+                        "name": "gpu-0",
+                        "attributes": {
+                            "productName": {"string": "NVIDIA H100 80GB HBM3"},
+                            "type": {"string": "gpu"},
+                        },
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "two-gpus", "namespace": NS},
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": DRIVER,
+                                "allocationMode": "ExactCount",
+                                "count": 2,
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    ]
+
+
+def dra_pod(name: str, claim: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
         },
     }
 
@@ -114,6 +248,28 @@ CASES: dict[str, tuple[list[dict[str, Any]], dict[str, Any], str, str]] = {
         "1 node(s) were unschedulable",
         "L1_NODES_UNSCHEDULABLE",
     ),
+    "topology-spread": (
+        [
+            node("g1", 8, labels={ZONE: "a"}),
+            node("g2", 0, labels={ZONE: "b"}),
+            *[bound(f"spread-{i}", "g1", labels={"app": "spread"}) for i in range(2)],
+        ],
+        pod("spread-new", labels={"app": "spread"}, topologySpreadConstraints=[SPREAD]),
+        "node(s) didn't match pod topology spread constraints",
+        "L1_TOPOLOGY_SPREAD",
+    ),
+    "zonal-volume": (
+        [node("g1", 8, labels={ZONE: "a"}), *zonal_volume("b")],
+        pod("zonal", volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]),
+        "1 node(s) didn't match PersistentVolume's node affinity",
+        "L1_VOLUME_NODE_AFFINITY",
+    ),
+    "dra-claim": (
+        [node("g1", 0), *dra_one_gpu("g1")],
+        dra_pod("dra", "two-gpus"),
+        "cannot allocate all claims",
+        "L1_DRA_SELECTOR_UNSATISFIED",  # no node publishes two: the count, not a taken device,
+    ),
 }
 
 
@@ -131,6 +287,35 @@ def scheduler(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     control_plane.stop_component("kube-scheduler")
 
 
+def path_of(obj: dict[str, Any]) -> str:
+    api, kind, meta = obj["apiVersion"], obj["kind"], obj["metadata"]
+    root = f"/api/{api}" if "/" not in api else f"/apis/{api}"
+    if meta.get("namespace"):
+        root += f"/namespaces/{meta['namespace']}"
+    plural = {
+        "PersistentVolume": "persistentvolumes",
+        "PersistentVolumeClaim": "persistentvolumeclaims",
+        "DeviceClass": "deviceclasses",
+        "ResourceSlice": "resourceslices",
+        "ResourceClaim": "resourceclaims",
+        "Node": "nodes",
+        "Pod": "pods",
+    }[kind]
+    return f"{root}/{plural}"
+
+
+def create(cp: ControlPlane, obj: dict[str, Any]) -> str:
+    """Create `obj`; its status (a kubelet's or a controller's) through the status subresource."""
+    status = obj.pop("status", None)
+    where = path_of(obj)
+    created = cp.rest.post(where, obj)
+    path = f"{where}/{obj['metadata']['name']}"
+    if status:
+        created["status"] = status
+        cp.rest.put(f"{path}/status", created)
+    return path
+
+
 def failed_scheduling(cp: ControlPlane, name: str, timeout: float = 30.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -144,18 +329,17 @@ def failed_scheduling(cp: ControlPlane, name: str, timeout: float = 30.0) -> dic
     raise AssertionError(f"no FailedScheduling event for {name} in {timeout:.0f} s")
 
 
+MESSAGES: dict[str, str] = {}  # what the scheduler wrote, per case (printed by -s for the docs)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_scheduler_writes_and_layer_one_reads(scheduler: ControlPlane, case: str) -> None:
     cp = scheduler
     nodes, body, words, code = CASES[case]
     made: list[str] = []
     try:
-        for n in nodes:
-            status = n.pop("status")
-            created = cp.rest.post("/api/v1/nodes", n)
-            created["status"] = status
-            cp.rest.put(f"/api/v1/nodes/{n['metadata']['name']}/status", created)
-            made.append(f"/api/v1/nodes/{n['metadata']['name']}")
+        for obj in copy.deepcopy(nodes):
+            made.append(create(cp, obj))
         cp.rest.post(f"/api/v1/namespaces/{NS}/pods", body)
         name = body["metadata"]["name"]
         made.append(f"/api/v1/namespaces/{NS}/pods/{name}")
@@ -164,6 +348,7 @@ def test_the_scheduler_writes_and_layer_one_reads(scheduler: ControlPlane, case:
         assert event["firstTimestamp"] is None and event["lastTimestamp"] is None, event
         assert event.get("source") == {} and event["reportingComponent"] == "default-scheduler", event
         assert event["eventTime"], event
+        MESSAGES[case] = event["message"]
         assert words in event["message"], event["message"]
         kube = KubeCluster.from_config(str(cp.kubeconfig), timeout_s=15.0)
         try:
