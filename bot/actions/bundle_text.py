@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from layers.facts import objects as o
+from layers.facts.logsigs import event_time
 from layers.sources import K8sObject
 
 _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -270,9 +271,9 @@ def daemonsets_status(dss: Sequence[K8sObject], now: float) -> str:
 
 
 def events_table(events: Sequence[K8sObject], now: float) -> str:
-    def when(e: K8sObject) -> str:
-        return str(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp") or "")
-
+    # event_time: an events.k8s.io-recorded event (the scheduler's) has no lastTimestamp and its
+    # eventTime is the first occurrence; the latest is series.lastObservedTime.
+    when = event_time
     rows = []
     for e in sorted(events, key=when):
         inv = e.get("involvedObject") or {}
