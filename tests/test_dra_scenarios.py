@@ -46,7 +46,7 @@ def test_xid79_taint_is_the_xid_with_the_plugins_line() -> None:
 def test_selector_evidence_shows_what_nodes_publish() -> None:
     [f] = findings("dra-selector-80gb-on-a100-40gb", "L1_DRA_SELECTOR_UNSATISFIED")
     assert "selector: device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0" in f.evidence
-    assert "published memory='40960Mi' on 32 device(s) of 4 node(s)" in f.evidence
+    assert "published memory='40Gi' on 32 device(s) of 4 node(s)" in f.evidence
     assert "a100-40g-01: 0 of 8 GPU(s) match" in " ".join(f.evidence)
 
 
