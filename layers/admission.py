@@ -44,13 +44,7 @@ def admission_rejected(ctx: WalkContext, pod: K8sObject, node: str) -> list[Find
     if not (o.is_gpu_resource(resource) or (reason == _UNEXPECTED_ADMISSION and "nvidia.com/" in message)):
         return []
     ns, name = o.namespace(pod), o.name(pod)
-    evidence = [f"status.phase={o.pod_phase(pod)}", f"status.reason={reason}", f"status.message={message}"]
-    try:
-        evidence += [
-            event_line(e) for e in ctx.events("Pod", ns, name) if str(e.get("reason", "")) == reason
-        ][-3:]
-    except SourceError as err:
-        evidence.append(f"events not read: {err}")
+    evidence = _refusal_evidence(ctx, pod, reason, message, reason)
     try:
         obj = ctx.node(node)
     except SourceError:
@@ -122,16 +116,26 @@ def topology_policy(ctx: WalkContext, node: str) -> str | None:
     return None
 
 
-def _topology_refused(ctx: WalkContext, pod: K8sObject, node: str, reason: str, message: str) -> Finding:
-    ns, name = o.namespace(pod), o.name(pod)
-    requests = o.pod_requests(pod)
+def _refusal_evidence(
+    ctx: WalkContext, pod: K8sObject, reason: str, message: str, event_reason: str
+) -> list[str]:
+    """The pod's status as the kubelet left it, and its last three events of that reason."""
     evidence = [f"status.phase={o.pod_phase(pod)}", f"status.reason={reason}", f"status.message={message}"]
     try:
         evidence += [
-            event_line(e) for e in ctx.events("Pod", ns, name) if str(e.get("reason", "")) == _TOPOLOGY
+            event_line(e)
+            for e in ctx.events("Pod", o.namespace(pod), o.name(pod))
+            if str(e.get("reason", "")) == event_reason
         ][-3:]
     except SourceError as err:
         evidence.append(f"events not read: {err}")
+    return evidence
+
+
+def _topology_refused(ctx: WalkContext, pod: K8sObject, node: str, reason: str, message: str) -> Finding:
+    ns, name = o.namespace(pod), o.name(pod)
+    requests = o.pod_requests(pod)
+    evidence = _refusal_evidence(ctx, pod, reason, message, _TOPOLOGY)
     free: dict[str, int] = {}
     try:
         obj = ctx.node(node)

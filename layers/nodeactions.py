@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Row = Literal[
     "no-owner",
@@ -22,17 +22,7 @@ Row = Literal[
     "gave-up",
     "reported",
 ]
-ROWS: tuple[Row, ...] = (
-    "no-owner",
-    "cordoned-by-gpubot",
-    "cordoned-by-person",
-    "queued",
-    "running-repair",
-    "running-maintenance",
-    "running-removal",
-    "gave-up",
-    "reported",
-)
+ROWS: tuple[Row, ...] = get_args(Row)  # the table's rows, in its order
 # A catalog action that fights a holder: drain, reset, reboot, power-cycle, replace the node.
 ACTION_WORDS = re.compile(r"\b(?:drain|reset|reboot|power-cycle|cordon|replace)", re.IGNORECASE)
 

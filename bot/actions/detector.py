@@ -2,7 +2,7 @@
 structure keeps): found by detect-secrets' plugins, plus the few shapes no plugin covers, and
 replaced by `<masked>`. Free text (logs, messages, summary.md, errors) is masked default-deny by
 bot/actions/freetext.py instead (issue 28): there this detector found nothing more, at five
-times the cost (changelog.d/redact.md); it still runs over the text members as the archive
+times the cost (CHANGELOG.md, issue 28); it still runs over the text members as the archive
 writes them (bot/actions/archive.py).
 
 Free text has no structure to decide by, so a maintained detector does: detect-secrets (Yelp,
