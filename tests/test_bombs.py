@@ -39,12 +39,15 @@ PEAK_MB = 300  # a bomb's refusal costs the interpreter and the imports (~120 MB
 def _why(*args: str) -> tuple[int, str, str, float, float]:
     """`gpubot why …` in a child: its exit code, stdout, stderr, wall seconds and peak RSS in MB."""
     code = (
-        "import resource, sys\n"
+        "import sys\n"
         "from bot.cli.main import main\n"
         "try:\n    rc = main(sys.argv[1:])\n"
         "except SystemExit as e:\n    rc = e.code\n"
         "sys.stdout.flush()\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        # VmHWM, not ru_maxrss: ru_maxrss survives exec, so a child forked from a large test worker
+        # would report the worker's size.
+        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
+        "print(hwm, file=sys.stderr)\n"
         "sys.exit(rc)\n"
     )
     started = time.perf_counter()

@@ -16,7 +16,7 @@ import pytest
 from bot.actions.cordon import cordon, uncordon
 from bot.actions.diag import plan
 from bot.actions.diag_kube import KubeJobs
-from bot.cli import main
+from bot.cli.main import main
 from bot.sources.kube import KubeCluster
 from bot.sources.scenario import build_sources, load_scenario
 from layers.digest import collect_digest

@@ -152,7 +152,9 @@ def _driver_daemonset(f: Fleet, owner: dict[str, Any], ds: str, nodes: list[str]
                      "ownerReferences": [{"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver",
                                           "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
                                           "controller": True, "blockOwnerDeletion": True}]},
-        "spec": {"selector": {"matchLabels": {"app": ds}}, "template": {"metadata": {"labels": labels}}},
+        "spec": {"selector": {"matchLabels": {"app": ds}},
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"containers": [{"name": "nvidia-driver-ctr", "image": image}]}}},
         "status": {"desiredNumberScheduled": len(nodes), "numberReady": len(nodes)},
     })  # fmt: skip
     for i, node in enumerate(nodes):
