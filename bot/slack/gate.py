@@ -18,6 +18,7 @@ make Bolt raise before any middleware could look):
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -159,9 +160,14 @@ class SlackGate:
         """Record each id; True when any was already recorded (the request is a replay), None when the
         store did not answer."""
         seen = False
+        # This request's own mark: a write whose answer was lost is sent again (the connection's
+        # retry, or the redo on a new master after a failover) and then finds the key set by this
+        # very request, which is no replay (both copies of a redelivery were refused that way).
+        mine = uuid.uuid4().hex
         for one in ids:
+            key = _SEEN.format(one)
             try:
-                fresh = self.state.set_if_absent(_SEEN.format(one), 1, REPLAY_S)
+                fresh = self.state.set_if_absent(key, mine, REPLAY_S) or self.state.get(key) == mine
             except StateUnavailable as err:
                 # The walk itself will say the store is down; refusing here would hide that.
                 log.warning("replay check skipped, state store unreachable: %s", err)
