@@ -21,7 +21,7 @@ Every question about a node's owners goes through the three functions under "the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from layers.facts.cordons import AFTER_CORDON
@@ -33,15 +33,6 @@ Action = Literal["cordon", "uncordon", "must_gather"]
 # The findings whose every evidence line is a fact about the node (its owners, its health agents).
 NODE_FACT_CODES = ("L1_NODE_OWNER", "L5_HEALTH_AGENT_CONDITION")
 ADVICE_SEP = " — "  # a finding's summary: what is wrong, then the catalog's advice
-
-
-@dataclass(frozen=True)
-class NodeFacts:
-    """What the walk says about a node's owners, read from the findings' evidence."""
-
-    node: str
-    owner_lines: tuple[str, ...] = ()  # "owner: X (state) — mark, since …"
-    after_cordon: tuple[str, ...] = ()  # what the platform does after a cordon (without the prefix)
 
 
 # --- the owners' policy: every question about a node's owners is answered by its NodePolicy -----
@@ -132,7 +123,6 @@ class Verdict:
 class Thread:
     target: Target
     layers: tuple[ShownLayer, ...]
-    facts: dict[str, NodeFacts] = field(default_factory=dict)
 
 
 def node_in_question(target: Target, *results: LayerResult) -> str | None:
@@ -149,29 +139,17 @@ def in_order(result: LayerResult) -> list[Finding]:
     return sorted(result.findings, key=lambda f: -f.severity)
 
 
-def node_facts(layers: Sequence[LayerResult]) -> dict[str, NodeFacts]:
-    """Every node's owner and after-a-cordon lines, in the walk's order."""
-    owners: dict[str, dict[str, None]] = {}
+def cordon_notes(layers: Sequence[LayerResult]) -> dict[str, tuple[str, ...]]:
+    """Every node's "after a cordon" lines (without the prefix), in the walk's order: a Cordon
+    confirmation's words where a layer kept no policy for the node."""
     after: dict[str, dict[str, None]] = {}
     for r in layers:
         for f in r.findings:
-            node = f.node
-            if not node:
-                continue
-            for e in f.evidence:
-                if e.startswith(OWNER_LINE):
-                    owners.setdefault(node, {})[e] = None
-                elif e.startswith(AFTER_CORDON):
-                    after.setdefault(node, {})[e[len(AFTER_CORDON) :]] = None
-    nodes = dict.fromkeys([*owners, *after])
-    return {
-        n: NodeFacts(
-            n,
-            tuple(owners.get(n, ())),
-            tuple(after.get(n, ())),
-        )
-        for n in nodes
-    }
+            if f.node:
+                for e in f.evidence:
+                    if e.startswith(AFTER_CORDON):
+                        after.setdefault(f.node, {})[e[len(AFTER_CORDON) :]] = None
+    return {n: tuple(lines) for n, lines in after.items()}
 
 
 def _is_fact(f: Finding, line: str) -> bool:
@@ -186,7 +164,7 @@ def fold(target: Target, layers: Sequence[LayerResult], earlier: Sequence[LayerR
     """The walk as shown. `earlier`: layers already posted in the thread (Slack posts one message
     per layer as it completes): their lines and buttons count as shown, they are not returned."""
     every = [*earlier, *layers]
-    facts = node_facts(every)
+    notes_of = cordon_notes(every)
     seen: dict[str, int] = {}  # line -> the layer that shows it
     fact_lines: set[str] = set()  # lines first shown as a fact about a node
     gathered: set[str] = set()
@@ -220,7 +198,6 @@ def fold(target: Target, layers: Sequence[LayerResult], earlier: Sequence[LayerR
             shown_findings.append(ShownFinding(f, tuple(keep), tuple(refs)))
         node = node_in_question(target, r)
         faults = _faults_on(r, node)
-        nf = facts.get(node) if node else None
         policy = policy_of(every[: i + 1], node)
         gather = bool(faults and node not in gathered and _offers(policy, "must_gather"))
         if faults and node:
@@ -229,7 +206,7 @@ def fold(target: Target, layers: Sequence[LayerResult], earlier: Sequence[LayerR
             continue
         # Every Cordon confirmation repeats the owner line and the platform's next step, whichever
         # layer's message it is on (the policy's `confirm`; the walk's own lines where it has none).
-        notes = policy.confirm if policy is not None else (nf.after_cordon if nf else ())
+        notes = policy.confirm if policy is not None else notes_of.get(node or "", ())
         out.append(
             ShownLayer(
                 r,
@@ -241,7 +218,7 @@ def fold(target: Target, layers: Sequence[LayerResult], earlier: Sequence[LayerR
                 gather_first=gather and policy is not None and policy.must_gather_first,
             )
         )
-    return Thread(target, tuple(out), facts)
+    return Thread(target, tuple(out))
 
 
 def _fact_ref(node: str, holder: str | None, src: int, layer: int, lines: Sequence[str]) -> str:
