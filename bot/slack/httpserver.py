@@ -163,13 +163,18 @@ class _Server(TcpWSGIServer):  # type: ignore[misc]
             self.task_dispatcher.add_task(channel)
 
     def readable(self) -> bool:
-        # Called by every turn of the loop: the deadlines are looked at here, as waitress's own
-        # maintenance is (which it replaces: its inactivity timeout is laxer than these).
+        return bool(self.accepting) and time.monotonic() >= self._paused_until
+
+    def guard_if_due(self) -> None:
+        """The deadlines, at most every GUARD_EVERY_S; they replace waitress's own maintenance
+        (its inactivity timeout is laxer). Called between turns of the loop, never from
+        `readable()` as waitress's is: that runs while poll() registers descriptors, and a
+        channel closed there leaves its descriptor registered; a connection accepted in the same
+        turn gets that number back, and the closed one's POLLNVAL then closes the new one."""
         now = time.monotonic()
         if now >= self._next_guard:
             self._next_guard = now + GUARD_EVERY_S
             self.guard(now)
-        return bool(self.accepting) and now >= self._paused_until
 
     def guard(self, now: float) -> None:
         limits = self.limits
@@ -249,6 +254,7 @@ class HttpServer:
         # One turn at a time so `shutdown` is seen within GUARD_EVERY_S; poll(), not select(), so
         # descriptors past 1024 still work.
         while not self._stop.is_set():
+            self._server.guard_if_due()
             wasyncore.loop(timeout=GUARD_EVERY_S, map=self._server._map, use_poll=True, count=1)
 
     def shutdown(self) -> None:
