@@ -170,7 +170,6 @@ def test_a_body_cut_short_by_a_half_close_gets_400() -> None:
     assert time.monotonic() - started < 1.0
 
 
-
 def test_connections_accepted_while_idle_ones_expire_are_answered() -> None:
     """Idle connections closed by their deadline while new ones arrive: every new one is answered.
 
