@@ -7,8 +7,9 @@ text: escaped, so `<!channel>` in a summary annotation never pings anyone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from handlers.blocks import EMOJI, Message, _button, _context, _section
 from handlers.buttons import when
@@ -104,8 +105,7 @@ def _link(root: dict[str, str]) -> str:
     return f" (<https://slack.com/archives/{escape(channel)}/p{escape(ts.replace('.', ''))}|its thread>)"
 
 
-@dataclass(frozen=True)
-class SummaryRow:
+class SummaryRow(msgspec.Struct, frozen=True):
     label: str
     names: tuple[str, ...]
     walk_id: str

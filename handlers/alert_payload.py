@@ -14,8 +14,9 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 VERSION = "4"
 STATUSES = ("firing", "resolved")
@@ -30,8 +31,7 @@ class PayloadError(ValueError):
     """Not an Alertmanager webhook payload; the message says what is wrong, in one line."""
 
 
-@dataclass(frozen=True)
-class Alert:
+class Alert(msgspec.Struct, frozen=True):
     status: str  # "firing" or "resolved"
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
@@ -48,8 +48,7 @@ class Alert:
         return self.status == "firing"
 
 
-@dataclass(frozen=True)
-class AlertBatch:
+class AlertBatch(msgspec.Struct, frozen=True):
     """One webhook's alerts, validated."""
 
     receiver: str

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from handlers.alert_subjects import Directory
 from handlers.incidents import DAY_S, Incident, Policy
@@ -31,8 +32,7 @@ INDEX_SHARDS = 16  # the open-incident index, split so a storm's writers do not 
 EARLY_TTL_S = DAY_S
 
 
-@dataclass(frozen=True)
-class AlertSettings:
+class AlertSettings(msgspec.Struct, frozen=True):
     channel: str
     rewalk_s: float = 30 * 60
     max_threads_per_hour: int = 10

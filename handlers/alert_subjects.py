@@ -30,8 +30,9 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from layers.facts import objects as o
 from layers.facts.context import component
@@ -60,8 +61,7 @@ PODS_KEPT = 50_000  # remembered pods (found or not), past which the expired are
 _HOST_PORT = re.compile(r"^\[?(?P<host>[^\[\]]+?)\]?(?::\d+)?$")
 
 
-@dataclass(frozen=True)
-class Subject:
+class Subject(msgspec.Struct, frozen=True):
     """A node, or a pod (with the node it runs on when it has one)."""
 
     kind: str  # "node" or "pod"
@@ -91,8 +91,7 @@ class Subject:
         return cls(str(d["kind"]), str(d["name"]), d.get("namespace"), d.get("node"))
 
 
-@dataclass(frozen=True)
-class PodFacts:
+class PodFacts(msgspec.Struct, frozen=True):
     node: str | None
     infra: bool  # an exporter's or the GPU Operator's own pod
     per_node: bool = True  # one per node (a DaemonSet's): its node is what its metrics are about

@@ -7,11 +7,11 @@ message says so and the full text travels as an attachment the poster uploads.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from handlers.escape import escape, escape_code
 from layers import threadfold
@@ -34,13 +34,12 @@ EMOJI = {
 }
 
 
-@dataclass
-class Message:
+class Message(msgspec.Struct):
     """One Slack message: fallback text, blocks, and files to attach in its thread."""
 
     text: str
     blocks: list[dict[str, Any]]
-    attachments: list[tuple[str, str]] = field(default_factory=list)
+    attachments: list[tuple[str, str]] = msgspec.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"text": self.text, "blocks": self.blocks}
@@ -215,7 +214,7 @@ def layer_message(
     target = target or Target(namespace=None, pod=None, node=node)
     shown = threadfold.fold(target, [result], [r for r in earlier if r.layer != result.layer]).layers[0]
     if node != shown.node:  # the caller's node is the one a click acts on: no button for another
-        shown = dataclasses.replace(shown, node=node, cordon=False, must_gather=False)
+        shown = msgspec.structs.replace(shown, node=node, cordon=False, must_gather=False)
     return _message(shown, walk_id, done, cluster_name)
 
 

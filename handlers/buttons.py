@@ -18,8 +18,9 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 from handlers.blocks import (
     CORDON,
@@ -58,16 +59,14 @@ INVALID = "invalid"  # a button value or action id we do not understand
 STATE_DOWN = "state_unavailable"
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     """What a node action did: `changed` False when it refused or found nothing to do."""
 
     changed: bool
     message: str
 
 
-@dataclass(frozen=True)
-class Bundle:
+class Bundle(msgspec.Struct, frozen=True):
     path: str
     filename: str
     summary: str

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from handlers.digest import parse_button_value
 
@@ -17,8 +18,7 @@ from handlers.digest import parse_button_value
 _BLOCK_LAYER = re.compile(r"^layer(\d)_(?:actions|undo)$")
 
 
-@dataclass(frozen=True)
-class Click:
+class Click(msgspec.Struct, frozen=True):
     action_id: str
     value: str
     user: str

@@ -7,7 +7,8 @@ Names are validated as Kubernetes names here, before any API call
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from handlers.escape import escape
 from layers.facts.target import BadTarget, check_object_name, parse_pod_ref
@@ -33,8 +34,7 @@ class CommandError(ValueError):
     """What was wrong with the command, in one line a user can act on."""
 
 
-@dataclass(frozen=True)
-class Why:
+class Why(msgspec.Struct, frozen=True):
     namespace: str
     pod: str
     cluster: str | None = None  # None: the only cluster (or, with one process, this one)
@@ -49,18 +49,15 @@ class Why:
         return f"{self.cluster}/{self.label}" if self.cluster else self.label
 
 
-@dataclass(frozen=True)
-class Digest:
+class Digest(msgspec.Struct, frozen=True):
     pass
 
 
-@dataclass(frozen=True)
-class Help:
+class Help(msgspec.Struct, frozen=True):
     pass
 
 
-@dataclass(frozen=True)
-class Node:
+class Node(msgspec.Struct, frozen=True):
     """`/gpu node [CLUSTER/]NODE`: the node's ledger (handlers/ledger_blocks.py), of one cluster."""
 
     node: str
@@ -71,8 +68,7 @@ class Node:
         return f"{self.cluster}/{self.node}" if self.cluster else self.node
 
 
-@dataclass(frozen=True)
-class Clusters:
+class Clusters(msgspec.Struct, frozen=True):
     pass
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from handlers.blocks import (
     CORDON,
@@ -261,10 +262,9 @@ def digest_message(digest: Digest, did: str, day: str | None = None, cluster: st
 # --- posting ------------------------------------------------------------------------------------
 
 
-@dataclass
-class Posted:
+class Posted(msgspec.Struct):
     ref: PostRef
-    problems: list[str] = field(default_factory=list)  # attachments that could not be added
+    problems: list[str] = msgspec.field(default_factory=list)  # attachments that could not be added
 
 
 def post_digest(

@@ -36,9 +36,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
+
+import msgspec
+from msgspec.structs import replace
 
 from handlers.alert_payload import Alert
 from handlers.alert_subjects import Subject
@@ -85,15 +87,13 @@ DAY_S = 86400.0
 HEARD_EVERY_S = 60.0  # how precisely an incident's last word from Alertmanager is kept
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(msgspec.Struct, frozen=True):
     rewalk_s: float
     duplicate_s: float
     renew_s: float = DAY_S  # an open incident older than this gets a new root for new alerts
 
 
-@dataclass
-class AlertState:
+class AlertState(msgspec.Struct):
     name: str
     status: str
     summary: str
@@ -101,8 +101,7 @@ class AlertState:
     line_at: float  # when a line about it was last written (the duplicate window runs from here)
 
 
-@dataclass
-class Incident:
+class Incident(msgspec.Struct):
     id: str
     subject: Subject
     opened_at: float
@@ -113,7 +112,7 @@ class Incident:
     root: dict[str, str] | None = None  # {"channel", "ts"} once posted
     version: int = 1  # bumped by every change the root shows
     shown: int = 0  # the version Slack shows
-    outbox: list[dict[str, Any]] = field(default_factory=list)  # [{"n", "text"}], oldest first
+    outbox: list[dict[str, Any]] = msgspec.field(default_factory=list)  # [{"n", "text"}], oldest first
     lines: int = 0  # lines ever queued (their numbers)
     dropped: int = 0  # lines that did not fit the outbox
     walk_due: bool = True
@@ -160,7 +159,7 @@ class Incident:
             "id": self.id,
             "subject": self.subject.to_dict(),
             "opened_at": self.opened_at,
-            "alerts": {fp: vars(a) for fp, a in self.alerts.items()},
+            "alerts": {fp: msgspec.structs.asdict(a) for fp, a in self.alerts.items()},
             "kind": self.kind,
             "summary_hour": self.summary_hour,
             "closed_at": self.closed_at,
@@ -213,8 +212,7 @@ class Incident:
         return self.opened_at if self.heard_at is None else self.heard_at
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(msgspec.Struct, frozen=True):
     incident: Incident | None  # what to store (None: nothing changed)
     decisions: tuple[str, ...]  # one per alert
     opened: bool = False

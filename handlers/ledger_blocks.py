@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from handlers.blocks import MUST_GATHER, Message, _button, _confirm, _context, _section, shown_node
 from handlers.escape import escape
@@ -28,8 +29,7 @@ _BUTTON_LEVEL = 2  # the button runs level 2; level 3 is offered after it, behin
 _TOKEN = re.compile(r"t\.[0-9a-f]{16,64}")
 
 
-@dataclass(frozen=True)
-class DiagValue:
+class DiagValue(msgspec.Struct, frozen=True):
     """A Run diagnostics button's value: `diag|<node>|<level>|<confirmations given>`, or, on the
     button of level 3's second confirmation, `diag|<node>|3|t.<token>`: the confirmation itself is
     held by gpubot in the state store under the token (bot/slack/ledger_slack.py), never carried

@@ -8,13 +8,12 @@ layers/remedy.py and layers/diagjob.py call `decide`), never by trusting the but
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from layers.nodeactions import NodePolicy
 
 
-@dataclass(frozen=True)
-class Offer:
+class Offer(msgspec.Struct, frozen=True):
     """The node actions a message offers on one node, and the lines each confirmation says first."""
 
     node: str

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextlib
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 from layers.findings import LayerResult, WalkResult
 
@@ -25,8 +26,7 @@ class LockNotAcquired(Exception):
     """Another holder kept the lock past the wait."""
 
 
-@dataclass(frozen=True)
-class Attachment:
+class Attachment(msgspec.Struct, frozen=True):
     """A file for a channel or thread: its name, its bytes (or text), the title Slack shows (the name when None)."""
 
     filename: str
@@ -67,8 +67,7 @@ class StateStore(Protocol):
     def ping(self) -> bool: ...
 
 
-@dataclass(frozen=True)
-class PostRef:
+class PostRef(msgspec.Struct, frozen=True):
     """Where a message landed: enough to update it or reply in its thread."""
 
     channel: str

@@ -25,7 +25,8 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from handlers.blocks import layer_message, node_in_question, root_message
 from handlers.commands import usage_reply

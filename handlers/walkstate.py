@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from layers.findings import Finding, LayerResult, Severity, Target
 from layers.nodeactions import NodePolicy
@@ -26,8 +27,7 @@ class WalkGone(LookupError):
     """The walk id is unknown: expired past the retention, or never existed."""
 
 
-@dataclass(frozen=True)
-class Walk:
+class Walk(msgspec.Struct, frozen=True):
     walk_id: str
     target: Target
     channel: str

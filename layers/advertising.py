@@ -6,9 +6,10 @@ operator), and a request for a resource no node â€” or no node the pod selects â
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping
+
+import msgspec.structs
 
 from layers.capacity import capacity_columns
 from layers.facts import objects as o
@@ -47,7 +48,7 @@ def selected_mismatch(
         missing, requests, offered, selected, labels_cmd, where=f"the {len(selected)} GPU node(s) it selects"
     )
     scope = f"other nodes advertise {', '.join(missing)}, but not the {len(selected)} the pod's node selector/affinity match"
-    return [dataclasses.replace(found, evidence=(scope, *found.evidence))]
+    return [msgspec.structs.replace(found, evidence=(scope, *found.evidence))]
 
 
 DEPLOY_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"

@@ -11,7 +11,7 @@ judged in layers/carddcgm.py; this module walks the examined nodes and reads the
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from layers import carddcgm, cardxid
 from layers.dra import devicehealth

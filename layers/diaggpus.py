@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+
+import msgspec
 
 from layers.facts import objects as o
 from layers.facts.healthagents import agent_conditions
@@ -29,8 +30,7 @@ _ROW = re.compile(r"^\|\s{0,40}(\d{1,4})\s{0,40}\|")  # `| 3      | Name: NVIDIA
 _DEVICE_UUID = re.compile(r"Device UUID:\s{0,40}(GPU-[0-9A-Fa-f-]{1,60})")
 
 
-@dataclass(frozen=True)
-class Withdrawn:
+class Withdrawn(msgspec.Struct, frozen=True):
     """A GPU the device plugin took out of allocatable: its UUID, its index where known, who said so."""
 
     uuid: str
@@ -41,15 +41,14 @@ class Withdrawn:
         return f"GPU {self.index} ({self.uuid})" if self.index is not None else self.uuid
 
 
-@dataclass(frozen=True)
-class GpuAsk:
+class GpuAsk(msgspec.Struct, frozen=True):
     """What the diagnostic's Job asks for on the node, and what it leaves untested."""
 
     resource: str  # the extended resource asked for, by the name the node advertises
     units: int  # allocatable units of it: what the Job requests
     capacity: int  # units in capacity
     per_gpu: int  # units one GPU counts for (time-slicing replicas), 1 when not shared
-    known: Mapping[int, str] = field(default_factory=dict)  # index -> UUID (dcgm-exporter)
+    known: Mapping[int, str] = msgspec.field(default_factory=dict)  # index -> UUID (dcgm-exporter)
     withdrawn: tuple[Withdrawn, ...] = ()  # the GPUs named as withdrawn
 
     @property

@@ -18,8 +18,9 @@ import hashlib
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from layers import nodepolicy
 from layers.diaggpus import DISCOVERY_BEGIN, DISCOVERY_END, GpuAsk, gpu_ask
@@ -35,8 +36,7 @@ TTL_AFTER_FINISHED_S = 3600
 GPU_RESOURCE = "nvidia.com/gpu"
 
 
-@dataclass(frozen=True)
-class Level:
+class Level(msgspec.Struct, frozen=True):
     number: int
     takes: str  # what the confirmation says (DCGM's documentation of the suites)
     deadline_s: int  # activeDeadlineSeconds: the suite's time with room for start-up and image pull
@@ -53,8 +53,7 @@ class DiagRefused(Exception):
     """Why the diagnostic will not run on this node, in one line."""
 
 
-@dataclass(frozen=True)
-class HostEngine:
+class HostEngine(msgspec.Struct, frozen=True):
     """Where dcgmi finds its host engine: the operator's standalone one, or its own for the run."""
 
     address: str | None  # "nvidia-dcgm.gpu-operator.svc:5555"; None: embedded (start one in the Job)

@@ -15,8 +15,9 @@ label series with their own pod name).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+
+import msgspec.structs
 
 from layers.digest_model import (
     ALLOCATABLE_BELOW_CAPACITY,
@@ -214,7 +215,7 @@ def _remap(health: Mapping[str, NodeHealth], hostmap: HostMap) -> dict[str, Node
     for host, h in health.items():
         node = hostmap.exporters.get(host, host)
         gpus = merged.setdefault(node, [])
-        gpus.extend(dataclasses.replace(g, node=node) for g in h.gpus)
+        gpus.extend(msgspec.structs.replace(g, node=node) for g in h.gpus)
     return {node: NodeHealth(node, tuple(gpus)) for node, gpus in sorted(merged.items())}
 
 

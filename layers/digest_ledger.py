@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from layers.digest import Digest, FlaggedNode
 from layers.facts import objects as o
@@ -20,8 +21,7 @@ from layers.ledger_rules import LEDGER_REASONS, Hit
 from layers.sources import K8sObject
 
 
-@dataclass(frozen=True)
-class Offender:
+class Offender(msgspec.Struct, frozen=True):
     node: str
     gpu: str  # UUID; "" for a node-level rule
     serial: str
@@ -65,7 +65,7 @@ def with_offenders(
     flagged: list[FlaggedNode] = []
     for f in digest.flagged:
         extra = [r for r in by_node.pop(f.node, []) if r not in f.reasons]
-        flagged.append(dataclasses.replace(f, reasons=(*f.reasons, *extra)) if extra else f)
+        flagged.append(msgspec.structs.replace(f, reasons=(*f.reasons, *extra)) if extra else f)
     for name, reasons in sorted(by_node.items()):
         node = objects.get(name)
         cap = sum(o.gpu_resources(node, "capacity").values()) if node else 0

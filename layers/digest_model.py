@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
 from layers.facts.hosts import HostMap
 from layers.owner_digest import OWNER_REASONS, OwnerFacts
 
@@ -23,8 +25,7 @@ _WEIGHT = {ROW_REMAP_FAILURE: 4, ALLOCATABLE_BELOW_CAPACITY: 2, REMAPPED_ROWS_RI
 _WEIGHT.update(dict(zip(OWNER_REASONS, (5, 3, 3), strict=True)))
 
 
-@dataclass(frozen=True)
-class ResourceCount:
+class ResourceCount(msgspec.Struct, frozen=True):
     resource: str
     capacity: int
     allocatable: int
@@ -51,8 +52,7 @@ class ResourceCount:
         return out
 
 
-@dataclass(frozen=True)
-class FlaggedNode:
+class FlaggedNode(msgspec.Struct, frozen=True):
     node: str
     capacity: int  # GPUs (and MIG instances) the node advertises; time-sliced replicas counted as GPUs
     allocatable: int
@@ -64,7 +64,7 @@ class FlaggedNode:
     row_remap_failure: bool = False
     resources: tuple[ResourceCount, ...] = ()
     gpus: tuple[str, ...] = ()  # the GPUs whose rows rose or whose remap failed, as a person names them
-    owners: OwnerFacts = field(
+    owners: OwnerFacts = msgspec.field(
         default_factory=OwnerFacts
     )  # the node's owner and state (layers/owner_digest.py)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import msgspec.structs
+
 from layers.digest_model import ALLOCATABLE_BELOW_CAPACITY, Digest
 from layers.facts import draslices
 from layers.facts.context import Settings, WalkContext
@@ -85,6 +87,6 @@ def with_plugin_xids(
             f"device plugin logs read on the first {PLUGIN_LOG_NODES} of {len(gaps)} nodes with a capacity gap"
         )
     flagged = tuple(
-        dataclasses.replace(f, xids_24h=extra[f.node]) if f.node in extra else f for f in digest.flagged
+        msgspec.structs.replace(f, xids_24h=extra[f.node]) if f.node in extra else f for f in digest.flagged
     )
     return dataclasses.replace(digest, flagged=flagged, notes=tuple(notes))

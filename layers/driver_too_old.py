@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+
+import msgspec
 
 from layers.facts import drareads
 from layers.facts import fleet as fl
@@ -42,8 +43,7 @@ _IMAGE_CUDA = (
 Version = tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class Need:
+class Need(msgspec.Struct, frozen=True):
     """What the target needs of a node's driver, and the words that say so."""
 
     node: str

@@ -7,9 +7,10 @@ it looks. Codes are public (JSON output, docs, tests): see spec/findings.md.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Literal
+
+import msgspec
 
 if TYPE_CHECKING:
     from layers.nodeactions import NodePolicy
@@ -46,8 +47,7 @@ class Severity(IntEnum):
         return cls[text.upper()]
 
 
-@dataclass(frozen=True)
-class CodeSpec:
+class CodeSpec(msgspec.Struct, frozen=True):
     """The registry entry of a finding code: its layer, default severity and next."""
 
     code: str
@@ -159,8 +159,7 @@ del F, W, I, U, O
 _ORDER = {code: i for i, code in enumerate(CODES)}
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(msgspec.Struct, frozen=True):
     code: str
     severity: Severity
     summary: str
@@ -214,15 +213,14 @@ def unknown(layer: int, summary: str, *, node: str | None = None, evidence: Iter
     return finding(f"L{layer}_UNKNOWN", summary, node=node, evidence=evidence)
 
 
-@dataclass(frozen=True)
-class LayerResult:
+class LayerResult(msgspec.Struct, frozen=True):
     layer: int
     status: Severity
     next: Next
-    findings: tuple[Finding, ...] = field(default_factory=tuple)
+    findings: tuple[Finding, ...] = msgspec.field(default_factory=tuple)
     # The decision table's answer for the nodes this layer's message may offer actions on
     # (layers/nodepolicy.py): its buttons and confirmations ask these, never the findings' text.
-    policies: tuple[NodePolicy, ...] = field(default_factory=tuple)
+    policies: tuple[NodePolicy, ...] = msgspec.field(default_factory=tuple)
 
     @property
     def name(self) -> str:
@@ -268,8 +266,7 @@ class LayerResult:
         }
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(msgspec.Struct, frozen=True):
     namespace: str | None
     pod: str | None
     node: str | None = None
@@ -284,8 +281,7 @@ class Target:
         return {"namespace": self.namespace, "pod": self.pod, "node": self.node}
 
 
-@dataclass(frozen=True)
-class WalkResult:
+class WalkResult(msgspec.Struct, frozen=True):
     target: Target
     layers: tuple[LayerResult, ...]
 

@@ -11,7 +11,8 @@ did not see.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+
+import msgspec
 
 from layers.facts import gpufacts as gf
 from layers.facts import hosts
@@ -28,9 +29,8 @@ LAYER = 4
 FB_CEILING = 0.95
 
 
-@dataclass
-class Judgement:
-    findings: list[Finding] = field(default_factory=list)
+class Judgement(msgspec.Struct):
+    findings: list[Finding] = msgspec.field(default_factory=list)
     read: int = 0  # GPUs whose framebuffer ratio was read
 
 

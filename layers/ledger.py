@@ -10,8 +10,9 @@ the `gpubot node --format json` shape of spec/interfaces.md:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from layers import nodepolicy
 from layers.facts import objects as o
@@ -53,8 +54,7 @@ def observe(ctx: WalkContext, node: str) -> tuple[Observation, K8sObject]:
     return obs, obj
 
 
-@dataclass(frozen=True)
-class NodeLedger:
+class NodeLedger(msgspec.Struct, frozen=True):
     node: str
     owner: dict[str, str] | None
     events: tuple[Event, ...]

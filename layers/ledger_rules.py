@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any, Literal
+
+import msgspec
+from msgspec.structs import replace
 
 from layers.facts.ledgerevents import CASCADE_S, DAY_S, WEEK_S, Event, WindowCount, coalesce, iso
 from layers.xid import XidAction, lookup
@@ -35,8 +37,7 @@ def is_fatal_xid(xid: int) -> bool:
     return lookup(xid).action in FATAL_ACTIONS
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     """One repeat-offender or RMA rule: met when `threshold` matching events fall within `window_s`
     on one GPU (scope "gpu") or one node (scope "node"); `window_s` 0 means any time in the ledger."""
 
@@ -90,13 +91,12 @@ def rules_with(thresholds: Mapping[str, int]) -> tuple[Rule, ...]:
     return tuple(replace(r, threshold=thresholds.get(r.reason, r.threshold)) for r in DEFAULT_RULES)
 
 
-@dataclass(frozen=True)
-class Presence:
+class Presence(msgspec.Struct, frozen=True):
     """Which GPUs (UUIDs) each node has now, for the nodes where that is known (DCGM's series of the
     node answered). The ledger follows the card: a GPU's rules go to the node it is on; a GPU no longer
     on a node (replaced) leaves that node's rules, its history stays."""
 
-    nodes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    nodes: Mapping[str, frozenset[str]] = msgspec.field(default_factory=dict)
 
     def gone(self, gpu: str, node: str) -> bool:
         return node in self.nodes and gpu not in self.nodes[node]
@@ -109,8 +109,7 @@ class Presence:
         return max(seen, key=lambda e: e.at).node if seen else ""
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(msgspec.Struct, frozen=True):
     """A rule met: on which node and GPU, since when (the first entry that meets it), the entries."""
 
     reason: str

@@ -6,9 +6,10 @@ layout names, the request is right and the MIG manager is what to fix (spec/find
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
+
+import msgspec.structs
 
 from layers.facts import migstate as mig
 from layers.facts import objects as o
@@ -69,7 +70,7 @@ def _say_unread(out: list[Finding], rest: Sequence[K8sObject]) -> list[Finding]:
         )
         return [*out, unknown(LAYER, summary, evidence=[line])]
     return [
-        dataclasses.replace(f, evidence=(*f.evidence, line), commands=(*f.commands, NOT_APPLIED_CMD))
+        msgspec.structs.replace(f, evidence=(*f.evidence, line), commands=(*f.commands, NOT_APPLIED_CMD))
         if f.code == "L1_MIG_CONFIG_FAILED"
         else f
         for f in out

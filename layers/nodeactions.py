@@ -8,8 +8,9 @@ keep it; round-trips through `to_dict` / `from_dict`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Literal, get_args
+
+import msgspec
 
 Row = Literal[
     "no-owner",
@@ -27,8 +28,7 @@ ROWS: tuple[Row, ...] = get_args(Row)  # the table's rows, in its order
 ACTION_WORDS = re.compile(r"\b(?:drain|reset|reboot|power-cycle|cordon|replace)", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class Allowed:
+class Allowed(msgspec.Struct, frozen=True):
     """One action on one node: offered or not, and the sentence said with it (or instead)."""
 
     offered: bool
@@ -38,8 +38,7 @@ class Allowed:
         return {"offered": self.offered, "said": self.said}
 
 
-@dataclass(frozen=True)
-class NodePolicy:
+class NodePolicy(msgspec.Struct, frozen=True):
     node: str
     row: Row
     cordon: Allowed

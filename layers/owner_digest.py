@@ -9,7 +9,8 @@ Pure over the node objects; layers/digest.py asks once per node and merges the r
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+import msgspec
 
 from layers import nodepolicy
 from layers.facts import cordons
@@ -24,8 +25,7 @@ OWNER_NEEDS_PERSON = "OWNER_NEEDS_PERSON"
 OWNER_REASONS = (OWNER_NEEDS_PERSON, HEALTH_AGENT_CONDITION, NODE_NOT_READY)
 
 
-@dataclass(frozen=True)
-class OwnerFacts:
+class OwnerFacts(msgspec.Struct, frozen=True):
     reasons: tuple[str, ...] = ()
     owner: ow.Held | None = None
     needs_person: str | None = None  # why a person must take the node, in the owner's words

@@ -15,7 +15,7 @@ One pass over a layer's findings after the layer ran (layers/walk.py, run_layer)
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec.structs
 
 from layers import nodepolicy, xid
 from layers.facts import cordons
@@ -52,7 +52,7 @@ def _node(ctx: WalkContext, name: str | None) -> K8sObject | None:
 
 def _maintenance(f: Finding, held: ow.Held) -> Finding:
     what = MAINTENANCE[f.code]
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         f,
         severity=Severity.INFO,
         next=None,
@@ -123,7 +123,7 @@ def name_owners(
         if maint is not None and f.code in MAINTENANCE and f.severity > Severity.INFO:
             f = _maintenance(f, maint)
         elif held is not None and not any(e.startswith(OWNER_LINE) for e in f.evidence):
-            f = dataclasses.replace(f, evidence=(*f.evidence, owner_line(held)))
+            f = msgspec.structs.replace(f, evidence=(*f.evidence, owner_line(held)))
         out.append(_advised(f, policies.get(f.node or "") or nodepolicy.decide(node)))
     out += [unknown(layer, what) for what in unread]
     return out, list(policies.values())
@@ -134,7 +134,7 @@ def _advised(f: Finding, policy: nodepolicy.NodePolicy | None) -> Finding:
     if policy is None or f.severity < Severity.WARN:
         return f
     summary = policy.advise_summary(f.summary)
-    return f if summary == f.summary else dataclasses.replace(f, summary=summary)
+    return f if summary == f.summary else msgspec.structs.replace(f, summary=summary)
 
 
 def _layer1(ctx: WalkContext) -> list[Finding]:
@@ -247,7 +247,9 @@ def _layer5(ctx: WalkContext, findings: list[Finding]) -> list[Finding]:
                         if number == 154 and action
                         else f.summary
                     )
-                    findings[same[0]] = dataclasses.replace(f, summary=said, evidence=(*f.evidence, source))
+                    findings[same[0]] = msgspec.structs.replace(
+                        f, summary=said, evidence=(*f.evidence, source)
+                    )
                     continue
                 entry = xid.lookup(number)
                 extra.append(
@@ -284,7 +286,7 @@ def adjust(ctx: WalkContext, result: LayerResult) -> LayerResult:
         by_node = {p.node: p for p in policies}
         findings += [_advised(f, by_node.get(f.node or "") or policy_of(ctx, f.node)[0]) for f in extra]
     if list(findings) == list(result.findings):
-        return dataclasses.replace(result, policies=tuple(policies))
+        return msgspec.structs.replace(result, policies=tuple(policies))
     if any(f.severity > Severity.OK for f in findings[len(result.findings) :]):
         # "<layer>_OK" means none of the layer's checks found anything: no longer true.
         findings = [f for f in findings if not f.code.endswith("_OK")]

@@ -8,8 +8,9 @@ layers/facts/pluginreg.py.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
+
+import msgspec.structs
 
 from layers.facts import pluginreg
 from layers.facts.context import WalkContext
@@ -43,7 +44,7 @@ def redirect_gaps(ctx: WalkContext, findings: Sequence[Finding]) -> list[Finding
             continue
         gpus = ", ".join(f"{c} {r}" for r, c in sorted(reg.capacity.items()))
         out.append(
-            dataclasses.replace(
+            msgspec.structs.replace(
                 f,
                 next=2,
                 summary=(

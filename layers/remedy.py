@@ -8,10 +8,11 @@ in bot/ (bot/actions/cordon.py, bot/actions/bundle_writer.py) do the reads and t
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Literal
+
+import msgspec
 
 from layers import nodepolicy
 from layers.facts import gpufacts as gf
@@ -36,8 +37,7 @@ class RemedyInputError(ValueError):
     """A reason or actor that cannot go into an annotation (the CLI's exit 2)."""
 
 
-@dataclass(frozen=True)
-class Breaker:
+class Breaker(msgspec.Struct, frozen=True):
     """How many GPU nodes would be cordoned after this action, against the allowed fraction."""
 
     gpu_nodes: int
@@ -61,8 +61,7 @@ class Breaker:
         )
 
 
-@dataclass(frozen=True)
-class CordonDecision:
+class CordonDecision(msgspec.Struct, frozen=True):
     action: CordonAction
     node: str
     message: str
@@ -70,8 +69,7 @@ class CordonDecision:
     breaker: Breaker | None = None
 
 
-@dataclass(frozen=True)
-class UncordonDecision:
+class UncordonDecision(msgspec.Struct, frozen=True):
     action: UncordonAction
     node: str
     message: str
@@ -261,8 +259,7 @@ DCGM_METRICS = (
 VLLM_METRICS = (gf.VLLM_INFO,)
 
 
-@dataclass(frozen=True)
-class GatherScope:
+class GatherScope(msgspec.Struct, frozen=True):
     """What one must-gather covers: a node (or every GPU node), and maybe a target pod."""
 
     node: str | None = None
@@ -341,18 +338,17 @@ def vllm_match(scope: GatherScope) -> list[Selector]:
     return hosts.pod_selector(*scope.target) if scope.target else []
 
 
-@dataclass
-class Manifest:
+class Manifest(msgspec.Struct):
     """What a bundle holds, for manifest.json: filled in as the collector goes."""
 
     created: str
     source: str
     scope: dict[str, Any]
-    files: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[dict[str, str]] = field(default_factory=list)
-    cut: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[dict[str, str]] = field(default_factory=list)
-    caps: dict[str, int] = field(default_factory=dict)
+    files: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    skipped: list[dict[str, str]] = msgspec.field(default_factory=list)
+    cut: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    errors: list[dict[str, str]] = msgspec.field(default_factory=list)
+    caps: dict[str, int] = msgspec.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {

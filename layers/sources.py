@@ -12,8 +12,9 @@ the target itself (the pod) lets it escape to the caller.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+import msgspec
 
 K8sObject = dict[str, Any]
 
@@ -177,14 +178,12 @@ Selector = Mapping[str, Sequence[str]]
 BEFORE_WINDOW_S = 3600
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(msgspec.Struct, frozen=True):
     labels: Mapping[str, str]
     value: float
 
 
-@dataclass(frozen=True)
-class RangeSeries:
+class RangeSeries(msgspec.Struct, frozen=True):
     labels: Mapping[str, str]
     points: tuple[tuple[float, float], ...]  # (unix seconds, value), in time order
 
@@ -258,8 +257,7 @@ class Telemetry(Protocol):
 ReadFunc = Literal["instant", "increase", "rate", "max_over_time", "changed"]
 
 
-@dataclass(frozen=True)
-class Read:
+class Read(msgspec.Struct, frozen=True):
     """One Telemetry call as data (`func` names the method), for `read_all`."""
 
     func: ReadFunc

@@ -21,8 +21,9 @@ Every question about a node's owners goes through the three functions under "the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from layers.facts.cordons import AFTER_CORDON
 from layers.findings import Finding, LayerResult, Severity, Target, WalkResult
@@ -86,8 +87,7 @@ def _next_step(policy: NodePolicy | None, summary: str) -> str | None:
 # --- the model ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ShownFinding:
+class ShownFinding(msgspec.Struct, frozen=True):
     finding: Finding
     evidence: tuple[str, ...]  # the lines shown: none shown before in the walk
     refs: tuple[str, ...] = ()  # where the folded lines are ("held by X: see layer 1")
@@ -99,8 +99,7 @@ class ShownFinding:
         return tuple(e for e in self.finding.evidence if e not in shown)
 
 
-@dataclass(frozen=True)
-class ShownLayer:
+class ShownLayer(msgspec.Struct, frozen=True):
     result: LayerResult
     findings: tuple[ShownFinding, ...]
     node: str | None = None  # the node this message's buttons act on
@@ -110,8 +109,7 @@ class ShownLayer:
     gather_first: bool = False  # the node is going away: Must-gather before anything else
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     finding: Finding
     node: str | None
     what: str  # what is wrong
@@ -119,8 +117,7 @@ class Verdict:
     next_step: str | None
 
 
-@dataclass(frozen=True)
-class Thread:
+class Thread(msgspec.Struct, frozen=True):
     target: Target
     layers: tuple[ShownLayer, ...]
 

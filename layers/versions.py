@@ -10,7 +10,7 @@ status.nodeInfo, compared with the majority of the node's driver pool
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from layers.driver_missing import driver_pod_missing
 from layers.driver_too_old import driver_too_old
@@ -67,8 +67,7 @@ def _logs_cmd(pod: K8sObject, container: str, previous: bool = False) -> str:
 # --- per node: driver container, host driver, fabric manager ----------------------
 
 
-@dataclass
-class _DriverLog:
+class _DriverLog(msgspec.Struct):
     pod: K8sObject
     failures: list[tuple[str, str]]  # (advice, line)
     host_driver: list[str]

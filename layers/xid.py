@@ -8,13 +8,13 @@ spec/findings.md (L5_XID): the catalog's immediate action decides.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from importlib import resources
+
+import msgspec
 
 from layers.findings import Finding, Severity
 
@@ -54,8 +54,7 @@ _CLEANUP_XID = 45
 _RECOVERY_NOTICE_XID = 154
 
 
-@dataclass(frozen=True)
-class XidEntry:
+class XidEntry(msgspec.Struct, frozen=True):
     number: int
     name: str  # the catalog's mnemonic
     meaning: str
@@ -169,7 +168,7 @@ def name_recovery_action(findings: list[Finding], node: str, action: str, source
             or note in f.evidence
         ):
             continue
-        findings[i] = dataclasses.replace(
+        findings[i] = msgspec.structs.replace(
             f,
             summary=f"{f.summary}; the driver's recovery action for it: {action} (Xid 154)",
             evidence=(*f.evidence, note),

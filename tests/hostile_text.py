@@ -24,6 +24,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
+
 SIZE = 64 * 1024
 
 PACKAGES = ("bot", "handlers", "layers")
@@ -113,6 +115,13 @@ def patterns() -> Iterator[tuple[str, re.Pattern[str]]]:
         elif hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
             for name in value.__dataclass_fields__:
                 yield from walk(f"{where}.{name}", getattr(value, name, None), depth + 1)
+        elif isinstance(value, msgspec.Struct):
+            for name in value.__struct_fields__:
+                yield from walk(f"{where}.{name}", getattr(value, name, None), depth + 1)
+            # Patterns compiled when first used (layers/facts/logsigs.py Signature): compiled here.
+            for name, attr in vars(type(value)).items():
+                if isinstance(attr, functools.cached_property):
+                    yield from walk(f"{where}.{name}", getattr(value, name), depth + 1)
 
     for name in MODULES:
         module = importlib.import_module(name)

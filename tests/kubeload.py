@@ -10,11 +10,12 @@ each (any fields kept): their schemas are their projects', not what these tests 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec.structs
 
 from bot.sources.scenario import Scenario
 from tests.kubecp import ApiError, ControlPlane, Rest
@@ -188,7 +189,7 @@ def remap(obj: Any, uids: dict[str, str]) -> Any:
 
 def as_loaded(scenario: Scenario, loaded: Loaded) -> Scenario:
     """The scenario as the server holds it: the same objects, with the server's uids."""
-    return dataclasses.replace(scenario, objects=[remap(o, loaded.uids) for o in scenario.objects])
+    return msgspec.structs.replace(scenario, objects=[remap(o, loaded.uids) for o in scenario.objects])
 
 
 def kubelet_here(node: dict[str, Any], port: int) -> None:

@@ -25,13 +25,13 @@ before running:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec.structs
 import pytest
 import redis
 
@@ -205,7 +205,7 @@ def test_a_diagnose_click_on_a_clusters_storm_summary_walks_there_through_the_ga
     gw, url, r = fleet
     forwarder = gw.alerts.service
     normal = forwarder.settings
-    forwarder.settings = dataclasses.replace(normal, max_threads_per_hour=0)
+    forwarder.settings = msgspec.structs.replace(normal, max_threads_per_hour=0)
     try:
         deliver(url, [on(US, "GPUXidError", **{**DCGM, "Hostname": "us-gpu-3", "gpu": "6"})])
     finally:

@@ -12,8 +12,9 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from bot.cli.args import EXIT_OK, colour
 
@@ -26,8 +27,7 @@ if TYPE_CHECKING:
 # `gpubot` builds its parser: every other command would pay for them.
 
 
-@dataclass
-class DemoCase:
+class DemoCase(msgspec.Struct):
     scenario: Scenario
     stem: str
     result: WalkResult

@@ -17,12 +17,13 @@ thread where what became of it is said (a poison entry, an unknown kind).
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+import msgspec.structs
 
 from bot.cluster.streams import Request
 from handlers.alert_payload import PayloadError, batch_from_dict
@@ -79,7 +80,7 @@ def why_request(walk_id: str, namespace: str, pod: str, channel: str, user: str,
 
 def click_request(click: Click, thread_ts: str | None, version: str) -> Request:
     reply = {"channel": click.channel, "user": click.user, "thread_ts": thread_ts}
-    return Request(CLICK, {"click": dataclasses.asdict(click), "reply": reply}, sender_version=version)
+    return Request(CLICK, {"click": msgspec.structs.asdict(click), "reply": reply}, sender_version=version)
 
 
 def digest_part_request(run: str, day: str, channel: str, thread_ts: str, version: str) -> Request:
@@ -93,7 +94,7 @@ def alerts_request(payload: dict[str, Any], settings: AlertSettings, version: st
     """`payload`: an Alertmanager v4 payload holding only this cluster's alerts."""
     body = {
         "payload": payload,
-        "settings": dataclasses.asdict(settings),
+        "settings": msgspec.structs.asdict(settings),
         "reply": {"channel": settings.channel},
     }
     return Request(ALERTS, body, sender_version=version)
@@ -134,7 +135,7 @@ def run_why(service: WalkService) -> Callable[[Request], None]:
 
 
 def run_click(buttons: Buttons) -> Callable[[Request], None]:
-    fields = {f.name for f in dataclasses.fields(Click)}
+    fields = {f.name for f in msgspec.structs.fields(Click)}
 
     def handle(req: Request) -> None:
         raw = req.body.get("click")

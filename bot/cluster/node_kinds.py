@@ -15,9 +15,10 @@ cluster.
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable
 from typing import Any
+
+import msgspec.structs
 
 from bot.cluster.kinds import BadRequest
 from bot.cluster.streams import Request
@@ -42,7 +43,9 @@ def node_request(node: str, channel: str, user: str, version: str) -> Request:
 
 def diag_request(click: Click, version: str) -> Request:
     reply = {"channel": click.channel, "user": click.user, "thread_ts": click.thread_ts or click.message_ts}
-    return Request(DIAG_CLICK, {"click": dataclasses.asdict(click), "reply": reply}, sender_version=version)
+    return Request(
+        DIAG_CLICK, {"click": msgspec.structs.asdict(click), "reply": reply}, sender_version=version
+    )
 
 
 def diag_cluster(value: str) -> tuple[str | None, DiagValue]:
@@ -52,7 +55,7 @@ def diag_cluster(value: str) -> tuple[str | None, DiagValue]:
     cluster, _, node = parsed.node.rpartition("/")
     if not node:
         raise ValueError(f"not a Run diagnostics value: {value[:80]!r}")
-    return cluster or None, dataclasses.replace(parsed, node=node)
+    return cluster or None, msgspec.structs.replace(parsed, node=node)
 
 
 def qualified(blocks: list[dict[str, Any]] | None, cluster: str) -> list[dict[str, Any]] | None:
@@ -68,7 +71,7 @@ def qualified(blocks: list[dict[str, Any]] | None, cluster: str) -> list[dict[st
                 except ValueError:
                     continue
                 if named is None:
-                    element["value"] = dataclasses.replace(value, node=f"{cluster}/{value.node}").encode()
+                    element["value"] = msgspec.structs.replace(value, node=f"{cluster}/{value.node}").encode()
     return out
 
 
@@ -125,7 +128,7 @@ def run_node(post: PostNode) -> Callable[[Request], None]:
 
 
 def run_diag(cluster: str, diag: Callable[[Click], object]) -> Callable[[Request], None]:
-    fields = {f.name for f in dataclasses.fields(Click)}
+    fields = {f.name for f in msgspec.structs.fields(Click)}
 
     def handle(req: Request) -> None:
         raw = req.body.get("click")
@@ -138,6 +141,6 @@ def run_diag(cluster: str, diag: Callable[[Click], object]) -> Callable[[Request
             raise BadRequest(str(err)) from None
         if named not in (None, cluster):
             raise BadRequest(f"the click names cluster {named!r}, not this one")
-        diag(dataclasses.replace(click, value=value.encode()))
+        diag(msgspec.structs.replace(click, value=value.encode()))
 
     return handle

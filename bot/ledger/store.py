@@ -23,8 +23,9 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict
 from typing import Any, Protocol
+
+import msgspec.structs
 
 from layers.facts.ledgerevents import Event, coalesce
 from layers.facts.ledgerfacts import GpuId
@@ -239,7 +240,7 @@ class Ledger:
                     put[match] = json.dumps(merged.to_record(), sort_keys=True)
             for uuid, gid in (gpus or {}).items():
                 old = json.loads(fields.get("gpu:" + uuid, "{}"))
-                new = {k: v or old.get(k, "") for k, v in asdict(gid).items()}
+                new = {k: v or old.get(k, "") for k, v in msgspec.structs.asdict(gid).items()}
                 if new != old:
                     put["gpu:" + uuid] = json.dumps(new, sort_keys=True)
             if here is not None:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import urllib3
+from msgspec.structs import replace
 from urllib3.util.retry import Retry
 
 from bot.sources.jsonbody import decode_body

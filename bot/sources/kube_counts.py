@@ -11,11 +11,11 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 
-@dataclass(frozen=True)
-class RequestKind:
+class RequestKind(msgspec.Struct, frozen=True):
     """One kind of request: `page` is "first" or "continue" for a list, "" otherwise."""
 
     verb: str

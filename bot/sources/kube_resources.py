@@ -6,8 +6,9 @@ SourceError, never another object's path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from urllib.parse import quote
+
+import msgspec
 
 from bot.sources.kube_errors import counted
 from layers.sources import SourceError
@@ -16,8 +17,7 @@ from layers.sources import SourceError
 FALLBACK_VERSIONS = {"nvidiadrivers": "v1alpha1"}
 
 
-@dataclass(frozen=True)
-class Resource:
+class Resource(msgspec.Struct, frozen=True):
     """A REST resource: where it lives and the name RBAC knows it by."""
 
     group: str

@@ -8,15 +8,14 @@ here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from layers.sources import DraKind, K8sObject
 
 DRA_GROUP = "resource.k8s.io"
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(msgspec.Struct, frozen=True):
     """Which objects of a kind: a namespace (None: all) and the API's selectors."""
 
     namespace: str | None = None

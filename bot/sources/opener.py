@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from bot.ops.config import Config
 from layers.sources import Cluster, ClusterWriter, NoTelemetry, SourceError, Telemetry
@@ -15,8 +16,7 @@ if TYPE_CHECKING:  # imported where a scenario or a bundle is read: a live clust
     from bot.sources.snapshot import SnapshotCluster
 
 
-@dataclass
-class Sources:
+class Sources(msgspec.Struct):
     cluster: Cluster
     writer: ClusterWriter
     telemetry: Telemetry

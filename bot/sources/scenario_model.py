@@ -7,9 +7,10 @@ writing (tests/scenario_write.py) scenario files; it imports neither.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import msgspec
 
 from bot.sources.series import SeriesData
 
@@ -27,8 +28,7 @@ class ScenarioError(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
-class Scenario:
+class Scenario(msgspec.Struct, frozen=True):
     name: str
     description: str
     now: float  # unix seconds
@@ -36,7 +36,7 @@ class Scenario:
     logs: dict[str, str]
     series: list[SeriesData]
     path: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # the `x-` keys, kept as written
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)  # the `x-` keys, kept as written
 
 
 def rfc3339(t: float) -> str:

@@ -6,7 +6,8 @@ plugin's)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from layers.dra import DAY_S, cannot, slice_cmd
 from layers.facts import drareads as reads
@@ -21,8 +22,7 @@ from layers.findings import Finding, finding, unknown
 from layers.sources import SourceError
 
 
-@dataclass
-class TaintXids:
+class TaintXids(msgspec.Struct):
     """Xid number -> evidence lines, devices, and whether any taint keeps the device from pods."""
 
     lines: dict[int, list[str]]
@@ -123,8 +123,7 @@ _REPUBLISH = re.compile(
 _PUBLISH_FAILED = re.compile(r"Failed to publish resources after taint update")
 
 
-@dataclass
-class PluginHealth:
+class PluginHealth(msgspec.Struct):
     """What the DRA kubelet plugin's log of the last 24 h says about the node's GPUs."""
 
     heard: dict[str, list[str]]  # GPU UUID -> its health-event lines

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from layers.dra import DRIVER_PODS_CMD, SLICES_CMD, slice_cmd
 from layers.facts import dra, draslices
@@ -54,8 +55,7 @@ def tainted_on(inventory: Inventory, nodes: Iterable[str]) -> dict[str, list[Dev
 # --- layer 1 -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Need:
+class Need(msgspec.Struct, frozen=True):
     """One request of an unallocated claim, with the claim it belongs to."""
 
     claim: str

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
+
+import msgspec
 
 from layers.facts import objects as o
 from layers.facts.placement import (
@@ -106,15 +107,14 @@ def untolerated_taints(pod: K8sObject, node: K8sObject) -> list[str]:
     ]
 
 
-@dataclass(frozen=True)
-class Candidates:
+class Candidates(msgspec.Struct, frozen=True, dict=True):  # dict: for its cached_property
     """The pod's candidate nodes, and why every other GPU node is not one."""
 
     nodes: tuple[K8sObject, ...]
     # GPU nodes meant for pods that carry the requested resource, before selector and taints:
     # what the scheduler's selector and taint reasons are checked against.
     carrying: tuple[K8sObject, ...]
-    excluded: Mapping[str, str] = field(default_factory=dict)  # GPU node -> why it is not a candidate
+    excluded: Mapping[str, str] = msgspec.field(default_factory=dict)  # GPU node -> why it is not a candidate
     # GPU nodes the pod's pinned volumes rule out, whatever else rules them out: the scheduler's taint
     # or selector reasons on such a node cannot be why the pod is pending (the volume is).
     off_volumes: frozenset[str] = frozenset()

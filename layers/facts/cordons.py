@@ -7,7 +7,8 @@ and who removed it, what the platform does after a cordon, and the words of a re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from layers.facts import objects as o
 from layers.facts.owners import Held, holders_of
@@ -20,8 +21,7 @@ CORDONED_AT_ANNOTATION = "gpubot/cordoned-at"
 GPUBOT_FIELD_MANAGER = "gpubot"
 
 
-@dataclass(frozen=True)
-class FieldOwner:
+class FieldOwner(msgspec.Struct, frozen=True):
     manager: str
     time: str | None
 

@@ -18,8 +18,9 @@ JSON is the text before that line, from its first `{`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 EXIT_MARK = "gpubot-dcgmi-exit="
 _STATUSES = {"pass": "Pass", "fail": "Fail", "warn": "Warn", "skip": "Skip", "not run": "Not Run"}
@@ -30,16 +31,14 @@ class DiagOutputError(ValueError):
     """The log holds no readable `dcgmi diag -j` output; the message says what was there."""
 
 
-@dataclass(frozen=True)
-class DiagWarning:
+class DiagWarning(msgspec.Struct, frozen=True):
     text: str
     error_id: int | None = None
     category: int | None = None
     severity: int | None = None
 
 
-@dataclass(frozen=True)
-class EntityResult:
+class EntityResult(msgspec.Struct, frozen=True):
     """One test's result on one entity (a GPU, a CPU, a switch)."""
 
     category: str
@@ -50,11 +49,10 @@ class EntityResult:
     warnings: tuple[DiagWarning, ...] = ()
 
 
-@dataclass
-class DiagReport:
-    results: list[EntityResult] = field(default_factory=list)
-    summaries: dict[str, str] = field(default_factory=dict)  # test -> its test_summary status
-    serials: dict[int, str] = field(default_factory=dict)  # GPU entity id -> serial
+class DiagReport(msgspec.Struct):
+    results: list[EntityResult] = msgspec.field(default_factory=list)
+    summaries: dict[str, str] = msgspec.field(default_factory=dict)  # test -> its test_summary status
+    serials: dict[int, str] = msgspec.field(default_factory=dict)  # GPU entity id -> serial
     version: str = ""
     driver: str = ""
     runtime_error: str = ""

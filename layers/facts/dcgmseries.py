@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+import msgspec
 
 from layers.facts.hosts import PodRef, promql_matcher
 
@@ -69,8 +70,7 @@ def clock_event_name(raw: str) -> str:
 # --- per-GPU facts -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class GpuFacts:
+class GpuFacts(msgspec.Struct, frozen=True):
     """What telemetry says about one GPU (or one MIG instance). None = not exported."""
 
     node: str | None
@@ -86,16 +86,22 @@ class GpuFacts:
     last_xid_message: str | None = None  # the exporter's err_msg label, where exported
     # The gauge changed in the last 24 h or its series began then: only then is last_xid news.
     last_xid_recent: bool = False
-    xid_counts_24h: Mapping[int, float] = field(default_factory=dict)  # peak windowed count per Xid
-    xid_totals_24h: Mapping[int, float] = field(default_factory=dict)  # since-start counter: changes in 24 h
+    xid_counts_24h: Mapping[int, float] = msgspec.field(default_factory=dict)  # peak windowed count per Xid
+    xid_totals_24h: Mapping[int, float] = msgspec.field(
+        default_factory=dict
+    )  # since-start counter: changes in 24 h
     correctable_rows: float | None = None
     uncorrectable_rows: float | None = None
     correctable_rows_24h: float | None = None  # increase over 24 h
     uncorrectable_rows_24h: float | None = None
     row_remap_failure: float | None = None  # max over 24 h
     row_remap_pending: float | None = None  # now; None where the exporter does not export it
-    clock_events_24h: Mapping[str, float] = field(default_factory=dict)  # canonical name -> peak count
-    clock_totals_24h: Mapping[str, float] = field(default_factory=dict)  # canonical name -> changes in 24 h
+    clock_events_24h: Mapping[str, float] = msgspec.field(
+        default_factory=dict
+    )  # canonical name -> peak count
+    clock_totals_24h: Mapping[str, float] = msgspec.field(
+        default_factory=dict
+    )  # canonical name -> changes in 24 h
     pods: tuple[PodRef, ...] = ()
 
     @property

@@ -9,14 +9,13 @@ server applies, never by listing every pod.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from layers.facts import objects as o
 from layers.sources import K8sObject
 
 
-@dataclass(frozen=True)
-class Deployment:
+class Deployment(msgspec.Struct, frozen=True):
     """One way a GPU device plugin runs: how its pods are labelled and which container logs."""
 
     name: str  # how a person calls it

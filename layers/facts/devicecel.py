@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import msgspec
+
 from layers.facts import kubecel
 from layers.facts.kubequantity import (
     QUANTITY_TAG,
@@ -111,8 +113,7 @@ def _compile_text(raw: str) -> str:
 Value = str | int | bool | tuple[str, str]  # a typed attribute; semver as (SEMVER_TAG, text)
 
 
-@dataclass(frozen=True)
-class DeviceFacts:
+class DeviceFacts(msgspec.Struct, frozen=True):
     """What a selector can see of one device: typed attributes and capacity, by qualified name."""
 
     driver: str

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import msgspec
+
 from layers.facts import objects as o
 from layers.facts.devicecel import CelError, Selector, compile_selector
 from layers.facts.draslices import DRIVER, Device, DeviceTaint, as_int
@@ -29,8 +31,7 @@ EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
 Mode = Literal["ExactCount", "All"]
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(msgspec.Struct, frozen=True):
     """One device request of a claim (a `firstAvailable` alternative is a Request too)."""
 
     name: str
@@ -97,8 +98,7 @@ def requests_of(spec: Mapping[str, Any]) -> tuple[Request, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class Allocated:
+class Allocated(msgspec.Struct, frozen=True):
     request: str
     driver: str
     pool: str
@@ -185,8 +185,7 @@ def read_claim(obj: K8sObject) -> Claim:
     )
 
 
-@dataclass(frozen=True)
-class PodClaim:
+class PodClaim(msgspec.Struct, frozen=True):
     """One entry of a pod's spec.resourceClaims and the ResourceClaim it resolves to."""
 
     name: str
@@ -227,8 +226,7 @@ def extended_dra_requests(pod: K8sObject) -> dict[str, int]:
     return out
 
 
-@dataclass(frozen=True)
-class DeviceClass:
+class DeviceClass(msgspec.Struct, frozen=True):
     name: str
     selectors: tuple[str, ...]
     extended_resource: str | None = None
@@ -260,17 +258,16 @@ def is_gpu_class(name: str, classes: Mapping[str, DeviceClass]) -> bool:
 # --- matching ----------------------------------------------------------------------------------
 
 
-@dataclass
-class Matcher:
+class Matcher(msgspec.Struct):
     """Evaluates class and request selectors on devices, once per distinct device a selector can see.
 
     Errors are kept by expression: the first device an expression fails on is enough to say why.
     """
 
     classes: Mapping[str, DeviceClass]
-    errors: dict[str, str] = field(default_factory=dict)
-    _memo: dict[tuple[str, object], bool] = field(default_factory=dict)
-    _compiled: dict[str, Selector] = field(default_factory=dict)
+    errors: dict[str, str] = msgspec.field(default_factory=dict)
+    _memo: dict[tuple[str, object], bool] = msgspec.field(default_factory=dict)
+    _compiled: dict[str, Selector] = msgspec.field(default_factory=dict)
 
     def selector(self, expression: str, device: Device) -> bool:
         sel = self._compiled.get(expression)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from layers.facts import dra, draslices
 from layers.facts import objects as o
@@ -76,8 +77,7 @@ def _named(ctx: ReadCache, kind: str, namespace: str, name: str) -> K8sObject | 
     return ctx.cached(("dra_named", kind, namespace, name), read)
 
 
-@dataclass(frozen=True)
-class PodClaimState:
+class PodClaimState(msgspec.Struct, frozen=True):
     """One of the pod's claims: the entry, the ResourceClaim (None: not created, or not found), and the
     requests it makes (the claim's, else its template's)."""
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
+
+import msgspec
 
 from layers.facts import objects as o
 from layers.facts.devicecel import SEMVER_TAG, DeviceFacts, Value, parse_quantity, semver_text
@@ -28,8 +29,7 @@ TAINT_GPU_LOST = f"{DRIVER}/gpu-lost"
 TAINT_UNMONITORED = f"{DRIVER}/unmonitored"
 
 
-@dataclass(frozen=True)
-class DeviceTaint:
+class DeviceTaint(msgspec.Struct, frozen=True):
     key: str
     value: str
     effect: str
@@ -51,8 +51,7 @@ class DeviceTaint:
         return taint_text(self.fields)
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(msgspec.Struct, frozen=True):
     slice: str
     pool: str
     node: str | None  # None: a device not local to one node (allNodes / nodeSelector)
@@ -82,8 +81,7 @@ class Device:
         return tuple(t for t in self.taints if t.blocking)
 
 
-@dataclass(frozen=True)
-class Inventory:
+class Inventory(msgspec.Struct, frozen=True, dict=True):  # dict: for its cached_property
     """The current devices of driver gpu.nvidia.com: the highest complete generation of each pool."""
 
     devices: tuple[Device, ...]

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from layers.facts import dra, drareads, podstatus
 from layers.facts import logsigs as sig
@@ -58,8 +59,7 @@ _PLUGIN_PREFIX = re.compile(
 MAX_LOG_LINES = 3
 
 
-@dataclass(frozen=True)
-class DraStart:
+class DraStart(msgspec.Struct, frozen=True):
     """The claim behind one refused start, and the kubelet plugin on the node that prepares it."""
 
     kind: str  # "cdi-claim", "cdi-device", "prepare", "not-registered", "rpc", "api-version"

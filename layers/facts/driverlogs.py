@@ -12,22 +12,22 @@ CRLF endings and terminal colour codes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+
+import msgspec
 
 from layers.facts.logsigs import EVIDENCE_CHARS, Signature, clip, lines_of, strip_prefixes
 
 
 def _sig(name: str, *phrases: str) -> Signature:
     """A case-insensitive signature; a space in a phrase matches any run of whitespace."""
-    return Signature(name, tuple(re.compile(p.replace(" ", r"\s+"), re.IGNORECASE) for p in phrases))
+    return Signature(name, tuple(p.replace(" ", r"\s+") for p in phrases))
 
 
 _Q = r"""["'‘’`]?"""
 MAX_LINE = EVIDENCE_CHARS  # per line: progress bars and glued messages can run to kilobytes
 
 
-@dataclass(frozen=True)
-class Cause:
+class Cause(msgspec.Struct, frozen=True):
     """One reason a driver could not be built or loaded, and what a person does about it."""
 
     name: str
@@ -178,17 +178,16 @@ MANAGER_PROBLEM = re.compile(
 def excerpt(line: str, sig: Signature | None = None) -> str:
     """The line as evidence: whole when short, else a window around what the signature matched."""
     # Signature.search would apply `unless`; the line already matched, only where matters here.
-    at = next((m.start() for p in (sig.patterns if sig else ()) if (m := p.search(line))), 0)
+    at = next((m.start() for p in (sig.compiled if sig else ()) if (m := p.search(line))), 0)
     return clip(line, at)
 
 
-@dataclass
-class DriverLogScan:
+class DriverLogScan(msgspec.Struct):
     """What one driver container log says after its last ready marker."""
 
-    failures: list[tuple[str, str]] = field(default_factory=list)  # (advice, line) in log order
-    soft: list[str] = field(default_factory=list)  # apt warnings about unreachable mirrors
-    host_driver: list[str] = field(default_factory=list)
+    failures: list[tuple[str, str]] = msgspec.field(default_factory=list)  # (advice, line) in log order
+    soft: list[str] = msgspec.field(default_factory=list)  # apt warnings about unreachable mirrors
+    host_driver: list[str] = msgspec.field(default_factory=list)
     kernel: str | None = None  # the kernel the driver was built for, anywhere in the log
 
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import functools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from layers.facts import drareads
 from layers.facts import objects as o
@@ -41,8 +42,7 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 NVIDIADRIVER = "NVIDIADriver"
 
 
-@dataclass(frozen=True)
-class Pool:
+class Pool(msgspec.Struct, frozen=True):
     """One driver pool: how it was found, said so a person can find it again."""
 
     key: tuple[str, ...]
@@ -53,16 +53,15 @@ class Pool:
     wide: bool = False
 
 
-@dataclass(frozen=True)
-class DriverPools:
+class DriverPools(msgspec.Struct, frozen=True):
     """Every GPU node's pool, and the reads that could not be made (said beside a skew)."""
 
     by_node: Mapping[str, Pool]
     notes: tuple[str, ...] = ()
-    members_of: Mapping[Pool, tuple[str, ...]] = field(default_factory=dict)
+    members_of: Mapping[Pool, tuple[str, ...]] = msgspec.field(default_factory=dict)
     # node -> every NVIDIADriver whose nodeSelector selects it, where more than one does (sorted)
-    overlaps: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    how: Mapping[str, str] = field(default_factory=dict)  # overlapping node -> what decided its pool
+    overlaps: Mapping[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
+    how: Mapping[str, str] = msgspec.field(default_factory=dict)  # overlapping node -> what decided its pool
 
     def of(self, node: str) -> Pool | None:
         return self.by_node.get(node)

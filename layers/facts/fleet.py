@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
+
+import msgspec
 
 from layers.facts import drareads, draslices, owners
 from layers.facts import objects as o
@@ -108,15 +109,16 @@ def os_image(node: K8sObject) -> str | None:
     return str(o.node_info(node).get("osImage") or "").strip() or None
 
 
-@dataclass(frozen=True)
-class Spread:
+class Spread(msgspec.Struct, frozen=True, dict=True):  # dict: for its cached_property
     """How one attribute is spread over the GPU nodes that have it."""
 
     what: str
     counts: tuple[tuple[str, int], ...]  # value → nodes, most common first
     by_node: dict[str, str]
     dra_read: frozenset[str] = frozenset()  # nodes whose value is a DRA device attribute, not a label
-    read_as: Mapping[str, str] = field(default_factory=dict)  # a node's own spelling, where by_node's differs
+    read_as: Mapping[str, str] = msgspec.field(
+        default_factory=dict
+    )  # a node's own spelling, where by_node's differs
     pool: str = ""  # the driver pool it was computed over ("" : every GPU node)
 
     def value(self, node: str) -> str | None:

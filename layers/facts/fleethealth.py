@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from layers.facts.dcgmseries import (
     CORRECTABLE_ROWS,
@@ -21,8 +22,7 @@ from layers.facts.rowgrowth import verified_growth
 from layers.sources import Read, Selector, Telemetry, read_all
 
 
-@dataclass(frozen=True)
-class NodeHealth:
+class NodeHealth(msgspec.Struct, frozen=True):
     """One node's hardware-health signals over 24 h, for the digest."""
 
     node: str

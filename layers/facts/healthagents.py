@@ -18,14 +18,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from layers.sources import K8sObject
 
 
-@dataclass(frozen=True)
-class Agent:
+class Agent(msgspec.Struct, frozen=True):
     name: str
     types: tuple[str, ...]  # condition types; empty: any type whose reason ends with reason_suffix
     fault_status: str
@@ -94,8 +94,7 @@ _AKS_XID = re.compile(r"\b[Xx][Ii][Dd][ :=]{0,3}(\d{1,4})\b")
 _ACTION = re.compile(r"Recommended ?Action[=:] ?([A-Z_]{1,40})")
 
 
-@dataclass(frozen=True)
-class AgentCondition:
+class AgentCondition(msgspec.Struct, frozen=True):
     agent: str
     type: str
     status: str

@@ -9,7 +9,8 @@ The selectors here are what every fleet-wide read sends (layers/facts/gpufacts.p
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+
+import msgspec
 
 from layers.facts import objects as o
 from layers.sources import K8sObject, Selector
@@ -31,12 +32,11 @@ ClaimRef = tuple[str, str]  # (namespace, ResourceClaim)
 DRA_CLAIM_LABELS = ("dra_claim_namespace", "dra_claim_name")
 
 
-@dataclass(frozen=True)
-class HostMap:
+class HostMap(msgspec.Struct, frozen=True):
     """Resolves a series' Hostname/hostname label to a node name."""
 
     nodes: frozenset[str] = frozenset()
-    exporters: Mapping[str, str] = field(default_factory=dict)  # exporter pod name -> node
+    exporters: Mapping[str, str] = msgspec.field(default_factory=dict)  # exporter pod name -> node
 
     def node_of(self, labels: Mapping[str, str]) -> str | None:
         """The node a series belongs to, or None when it names no host."""

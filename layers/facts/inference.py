@@ -14,7 +14,8 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+
+import msgspec
 
 from layers.facts import objects as o
 from layers.sources import K8sObject, SourceError
@@ -36,21 +37,19 @@ _WORD_SPLIT = re.compile(r"[\s;&|()<>`'\"=]+")
 _SCRIPT_CAP = 256 * 1024  # a script read from a ConfigMap is scanned up to this many characters
 
 
-@dataclass(frozen=True)
-class Server:
+class Server(msgspec.Struct, frozen=True):
     """A recognised inference server: which one, and the evidence that says so."""
 
     name: str
     why: str
 
 
-@dataclass
-class Recognition:
+class Recognition(msgspec.Struct):
     """What `recognise` concluded, and what it could not read on the way (evidence for the layer)."""
 
     server: Server | None = None
-    notes: list[str] = field(default_factory=list)
-    reservation: list[str] = field(default_factory=list)  # `mem_fraction_static = 0.9 (…)` lines
+    notes: list[str] = msgspec.field(default_factory=list)
+    reservation: list[str] = msgspec.field(default_factory=list)  # `mem_fraction_static = 0.9 (…)` lines
 
 
 ConfigMapRead = Callable[[str, str], K8sObject | None]
@@ -110,8 +109,7 @@ def recognise(
 # --- script files from ConfigMaps ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Source:
+class _Source(msgspec.Struct, frozen=True):
     """Where a container finds ConfigMap files: a directory (key -> relative path) or one file."""
 
     configmap: str

@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
+
+import msgspec
+from msgspec.structs import replace
 
 DAY_S = 86400
 WEEK_S = 7 * DAY_S
@@ -48,8 +50,7 @@ def iso(at: float) -> str:
     return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(msgspec.Struct, frozen=True):
     """One ledger entry. `gpu` is the GPU's UUID ("" for a node's own event: a cordon, a bundle)."""
 
     node: str
@@ -175,8 +176,7 @@ def coalesce(events: Iterable[Event]) -> list[Event]:
     return kept
 
 
-@dataclass(frozen=True)
-class WindowCount:
+class WindowCount(msgspec.Struct, frozen=True):
     """What Prometheus counted for one GPU and Xid over the per-GPU rules' window (`increase(…[24h])`): it
     fills what the bot did not witness, never adds to what it did, and is never summed over a node."""
 

@@ -21,8 +21,9 @@ and RMA"):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import pairwise
+
+import msgspec
 
 from layers.facts import logsigs as sig
 from layers.facts.context import WalkContext
@@ -52,23 +53,21 @@ ROWS_STEP_S = 3600
 STATE_WINDOW_S = 3600  # the digest's look at the remap flags: states held until a reset or a new card
 
 
-@dataclass(frozen=True)
-class GpuId:
+class GpuId(msgspec.Struct, frozen=True):
     uuid: str
     index: str = ""
     serial: str = ""
     model: str = ""
 
 
-@dataclass
-class Observation:
+class Observation(msgspec.Struct):
     """One node's ledger as its sources show it now."""
 
     node: str
-    gpus: dict[str, GpuId] = field(default_factory=dict)  # uuid -> identity
-    events: list[Event] = field(default_factory=list)
-    windows: list[WindowCount] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    gpus: dict[str, GpuId] = msgspec.field(default_factory=dict)  # uuid -> identity
+    events: list[Event] = msgspec.field(default_factory=list)
+    windows: list[WindowCount] = msgspec.field(default_factory=list)
+    problems: list[str] = msgspec.field(default_factory=list)
     present: set[str] | None = None  # the GPUs on the node now (None: DCGM's series did not say)
 
     def gpu(self, labels: Mapping[str, str]) -> str:

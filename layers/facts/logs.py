@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
+
 from layers.facts import objects as o
 from layers.facts.context import WalkContext
 from layers.facts.fold import shown
@@ -30,15 +32,13 @@ DAY_S = 24 * 3600
 _SHOWN_PER_CAUSE = 3
 
 
-@dataclass
-class _Refusal:
+class _Refusal(msgspec.Struct):
     whats: list[str]
     error: SourceError
     node: str | None
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(msgspec.Struct, frozen=True):
     """A log read by time and size: its texts in order, and what the byte cap left unread."""
 
     texts: tuple[str, ...] = ()
@@ -47,7 +47,9 @@ class Window:
 
 @dataclass
 class LogReads:
-    """One layer's log reads through the walk's cache; what could not be read, once per cause."""
+    """One layer's log reads through the walk's cache; what could not be read, once per cause.
+
+    A dataclass, not a Struct: each layer subclasses it with its own `__init__`."""
 
     ctx: WalkContext
     layer: int

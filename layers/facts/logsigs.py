@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
+
+import msgspec
 
 # --- prefixes --------------------------------------------------------------------
 
@@ -128,18 +130,29 @@ def tail(text: str | None, n: int = 5) -> list[str]:
     return lines_of(text)[-n:] if n > 0 else []
 
 
-@dataclass(frozen=True)
-class Signature:
-    """A failure recognised by any of `patterns`, unless a line also matches `unless`."""
+class Signature(msgspec.Struct, frozen=True, dict=True):  # dict: for the compiled patterns
+    """A failure recognised by any of `patterns`, unless a line also matches `unless`.
+
+    The patterns are kept as their source and compiled when the signature is first searched
+    (case-insensitive): a walk searches a few of the ~150 patterns, and compiling all of them
+    cost every `gpubot why` ~10 ms at start-up."""
 
     name: str
-    patterns: tuple[re.Pattern[str], ...]
-    unless: tuple[re.Pattern[str], ...] = field(default=())
+    patterns: tuple[str, ...]
+    unless: tuple[str, ...] = ()
+
+    @cached_property
+    def compiled(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(p, re.IGNORECASE) for p in self.patterns)
+
+    @cached_property
+    def compiled_unless(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(p, re.IGNORECASE) for p in self.unless)
 
     def search(self, line: str) -> re.Match[str] | None:
         """Where the signature matches the line, or None (also when an `unless` pattern matches)."""
-        hit = next((m for p in self.patterns if (m := p.search(line))), None)
-        if hit is None or any(u.search(line) for u in self.unless):
+        hit = next((m for p in self.compiled if (m := p.search(line))), None)
+        if hit is None or any(u.search(line) for u in self.compiled_unless):
             return None
         return hit
 
@@ -165,8 +178,8 @@ class Signature:
         return None
 
 
-def _re(*patterns: str) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
+def _re(*patterns: str) -> tuple[str, ...]:
+    return patterns
 
 
 # Quotes around "nvidia" may be ", ', escaped \" (kubelet journal, JSON), &#34; or typographic

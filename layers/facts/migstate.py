@@ -11,8 +11,9 @@ with its logrus time, and no "Successfully updated" since).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
+
+import msgspec
 
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
@@ -60,8 +61,7 @@ def _time(line: str, now: float) -> float | None:
     return sig.line_time(line, now)
 
 
-@dataclass(frozen=True)
-class ManagerLog:
+class ManagerLog(msgspec.Struct, frozen=True):
     """What the MIG manager's log says about its last reconfiguration."""
 
     pending_since: float | None  # when the reconfiguration still unfinished began; None: none unfinished

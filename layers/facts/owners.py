@@ -14,10 +14,11 @@ Who set `spec.unschedulable` is read from `metadata.managedFields` (the field ma
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import methodcaller
 from typing import Any, Literal
+
+import msgspec
 
 from layers.facts import healthagents as ha
 from layers.facts import objects as o
@@ -34,8 +35,7 @@ Phase = Literal["queued", "running", "gave-up"]
 Role = Literal["holder", "reporter"]
 
 
-@dataclass(frozen=True)
-class Mark:
+class Mark(msgspec.Struct, frozen=True):
     """One mark an owner leaves. `key` ending in `*` matches any key with that prefix; starting
     with `*`, any key with that suffix (NVSentinel's `<prefix>cordon-by`, its prefix configurable).
     A taint's `values` are matched against the taint's value."""
@@ -48,8 +48,7 @@ class Mark:
     state: str = ""  # the state to say when the mark's value is not one (NVSentinel without its label)
 
 
-@dataclass(frozen=True)
-class OwnerSpec:
+class OwnerSpec(msgspec.Struct, frozen=True):
     name: str
     kind: Kind
     marks: tuple[Mark, ...]
@@ -149,8 +148,7 @@ OWNERS: tuple[OwnerSpec, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Held:
+class Held(msgspec.Struct, frozen=True):
     """A node in an owner's flow: who, in which state, since when and why."""
 
     owner: str

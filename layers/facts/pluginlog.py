@@ -8,7 +8,8 @@ has had; the log itself is read by time and size through layers/facts/logs.py.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+
+import msgspec
 
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
@@ -87,16 +88,19 @@ def xid_event(line: str) -> tuple[int, str | None] | None:
     return int(m.group("xid")), device
 
 
-@dataclass
-class PluginLog:
+class PluginLog(msgspec.Struct):
     """What the device plugin's log says about one node."""
 
-    unhealthy: dict[str, tuple[int | None, str]] = field(default_factory=dict)  # device -> (xid, line)
-    xids: dict[int, list[str]] = field(default_factory=dict)  # Xid -> lines within 24 h
-    xid_devices: dict[int, set[str]] = field(default_factory=dict)  # Xid -> devices named within 24 h
-    read: list[str] = field(default_factory=list)  # "pod/container[ previous]" read
-    gaps: list[str] = field(default_factory=list)  # what a byte cap left unread (layers/facts/logs.py)
-    commands: list[str] = field(default_factory=list)
+    unhealthy: dict[str, tuple[int | None, str]] = msgspec.field(
+        default_factory=dict
+    )  # device -> (xid, line)
+    xids: dict[int, list[str]] = msgspec.field(default_factory=dict)  # Xid -> lines within 24 h
+    xid_devices: dict[int, set[str]] = msgspec.field(default_factory=dict)  # Xid -> devices named within 24 h
+    read: list[str] = msgspec.field(default_factory=list)  # "pod/container[ previous]" read
+    gaps: list[str] = msgspec.field(
+        default_factory=list
+    )  # what a byte cap left unread (layers/facts/logs.py)
+    commands: list[str] = msgspec.field(default_factory=list)
 
     def scan(self, text: str, where: str, now: float, previous: bool, seen: set[str] | None = None) -> None:
         """Add one text's marks and Xids; `seen` skips lines an overlapping read of the same log gave."""

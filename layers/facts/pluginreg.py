@@ -11,8 +11,9 @@ start (the `Ready` condition's `KubeletReady` transition, a `Starting` "Starting
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
+
+import msgspec
 
 from layers.facts import logsigs as sig
 from layers.facts import objects as o
@@ -32,8 +33,7 @@ _STARTING_KUBELET = re.compile(r"\bStarting kubelet\b|\brebooted\b", re.IGNORECA
 MAX_NODES = 10  # plugin logs read per walk for this check
 
 
-@dataclass(frozen=True)
-class Unregistered:
+class Unregistered(msgspec.Struct, frozen=True):
     node: str
     capacity: dict[str, int]
     registered: str  # the plugin's last registration line

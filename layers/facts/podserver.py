@@ -7,7 +7,7 @@ GPU of the pod is at the framebuffer ceiling (or its own spec already names a se
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from layers.facts import hosts
 from layers.facts import inference as inf
@@ -17,8 +17,7 @@ from layers.facts.context import WalkContext
 from layers.sources import K8sObject, SourceError, TelemetryError
 
 
-@dataclass
-class PodServer:
+class PodServer(msgspec.Struct):
     """What layer 4 knows of one pod as an inference server: its recognition and own overload series."""
 
     ref: hosts.PodRef

@@ -8,8 +8,9 @@ is reported by each layer that needed it, not retried by each.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
+
+import msgspec
 
 from layers.facts import objects as o
 from layers.findings import Target
@@ -18,8 +19,7 @@ from layers.sources import Cluster, K8sObject, SourceError, Telemetry
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(msgspec.Struct, frozen=True):
     operator_namespace: str | None = None
     log_tail_lines: int = 500
     # The byte cap of a log read by time (layers/facts/logs.py, window): ~5,000 lines of the

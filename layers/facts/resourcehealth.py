@@ -10,7 +10,7 @@ device marked unhealthy, on device-plugin and DRA pods alike; `Unknown` is evide
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from layers.facts import objects as o
 from layers.sources import K8sObject
@@ -18,8 +18,7 @@ from layers.sources import K8sObject
 FIELD = "allocatedResourcesStatus"
 
 
-@dataclass(frozen=True)
-class DeviceHealth:
+class DeviceHealth(msgspec.Struct, frozen=True):
     pod: tuple[str, str]
     container: str
     resource: str  # nvidia.com/gpu, or claim:<claim>/<request>

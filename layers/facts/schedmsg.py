@@ -10,7 +10,8 @@ before it (reference/real-control-plane.md §4): notes, not per-node reasons.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 _AVAILABLE = re.compile(r"(?<!\d)(\d+)\s*/\s*(\d+)\s+nodes?\s+(?:are|is)\s+available\s*:?\s*", re.IGNORECASE)
 _PREEMPTION = re.compile(r"(?:\.|(?<![\s.]))\s*preemption\s*:", re.IGNORECASE)
@@ -45,14 +46,12 @@ _VOLUME = re.compile(
 _SPREAD = re.compile(r"didn'?t\s+match\s+pod\s+topology\s+spread\s+constraints", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class SchedulerReason:
+class SchedulerReason(msgspec.Struct, frozen=True):
     count: int | None
     text: str
 
 
-@dataclass(frozen=True)
-class SchedulingFailure:
+class SchedulingFailure(msgspec.Struct, frozen=True):
     """A parsed `0/N nodes are available: …` message (kube-scheduler framework/types.go)."""
 
     message: str

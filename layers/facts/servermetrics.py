@@ -13,7 +13,8 @@ Four calls for any number of pods, made only when a pod's GPU is at the framebuf
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+
+import msgspec
 
 from layers.facts import hosts
 from layers.sources import Selector, Telemetry
@@ -26,15 +27,14 @@ SGLANG_QUEUE = "sglang:num_queue_reqs"
 TGI_QUEUE = "tgi_queue_size"
 
 
-@dataclass
-class ServerSignals:
+class ServerSignals(msgspec.Struct):
     """One pod's SGLang/TGI overload series. `servers`: whose series it has, in read order."""
 
     pod: hosts.PodRef
-    servers: list[str] = field(default_factory=list)
+    servers: list[str] = msgspec.field(default_factory=list)
     retraction_rate: float | None = None  # rate(sglang:num_retracted_requests_total[5m])
     retracted_peak: float | None = None  # max_over_time(sglang:num_retracted_reqs[5m])
-    queue_min: dict[str, float] = field(default_factory=dict)  # metric -> its lowest value over 5 m
+    queue_min: dict[str, float] = msgspec.field(default_factory=dict)  # metric -> its lowest value over 5 m
 
     def saw(self, server: str) -> None:
         if server not in self.servers:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
 from typing import Any
+
+import msgspec
+from msgspec.structs import replace
 
 from layers.facts import objects as o
 from layers.facts.context import WalkContext, component
@@ -86,8 +88,7 @@ DRIVER_CAUSES = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Requirement:
+class Requirement(msgspec.Struct, frozen=True):
     """What the image asks of the node, e.g. cuda >= 12.9 (from NVIDIA_REQUIRE_CUDA)."""
 
     what: str  # "cuda", "driver", "brand", "arch"
@@ -102,8 +103,7 @@ class Requirement:
         return f"{self.what}{self.op}{self.value}"
 
 
-@dataclass(frozen=True)
-class StartFailure:
+class StartFailure(msgspec.Struct, frozen=True):
     """One container the NVIDIA runtime hook or CDI refused."""
 
     namespace: str
@@ -219,8 +219,7 @@ def start_failures(pod: K8sObject, events: Iterable[K8sObject] = ()) -> list[Sta
 # --- what a walk reads ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class WalkStartFailures:
+class WalkStartFailures(msgspec.Struct, frozen=True):
     """The start failures a walk concerns, read once and shared by layers 2 and 3."""
 
     failures: tuple[StartFailure, ...]

@@ -22,7 +22,8 @@ Pure: the caller reads the ClusterPolicies and DaemonSets once per walk.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from layers.facts import objects as o
 from layers.sources import K8sObject
@@ -36,8 +37,7 @@ _VALIDATOR_WORKLOADS = frozenset({"cuda-validator", "plugin-validator"})
 OPERATOR_OWNER_KINDS = frozenset({"ClusterPolicy", "NVIDIADriver"})
 
 
-@dataclass(frozen=True)
-class Trust:
+class Trust(msgspec.Struct, frozen=True):
     """Where the GPU Operator's operands run, and how that was found (None: nothing says)."""
 
     namespace: str | None

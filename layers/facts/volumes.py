@@ -11,8 +11,9 @@ with them (layers/facts/candidates.py), not as a special case of a layer. A clai
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 from layers.facts import objects as o
 from layers.facts.placement import terms_match, terms_miss, terms_text
@@ -27,8 +28,7 @@ class VolumeReads(Protocol):
     def get_persistent_volume(self, name: str) -> K8sObject: ...
 
 
-@dataclass(frozen=True)
-class PinnedVolume:
+class PinnedVolume(msgspec.Struct, frozen=True):
     claim: str  # namespace/name
     volume: str  # the PersistentVolume
     terms: tuple[Mapping[str, Any], ...]  # its required nodeSelectorTerms
@@ -38,8 +38,7 @@ class PinnedVolume:
         return f"PersistentVolume {self.volume} (claim {self.claim}) node affinity: {terms_text(self.terms)}"
 
 
-@dataclass(frozen=True)
-class PodVolumes:
+class PodVolumes(msgspec.Struct, frozen=True):
     """The pod's pinned volumes, and the reads that were refused (said as `unknown` by layer 1)."""
 
     pinned: tuple[PinnedVolume, ...] = ()

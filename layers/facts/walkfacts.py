@@ -8,8 +8,9 @@ Layers 4 and 5 read the same series; `walk_facts` reads them once per walk
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
+
+import msgspec
 
 from layers.facts import dra, drareads, hosts
 from layers.facts import gpufacts as gf
@@ -21,8 +22,7 @@ from layers.sources import K8sObject, Selector, SourceError, Telemetry, Telemetr
 # --- vLLM ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class VllmFacts:
+class VllmFacts(msgspec.Struct, frozen=True):
     pod: hosts.PodRef
     preemption_rate: float | None  # rate(vllm:num_preemptions_total[5m]); None when not computable
     gpu_memory_utilization: str | None
@@ -32,11 +32,10 @@ class VllmFacts:
 _UTILIZATION_LABELS = ("gpu_memory_utilization", "cache_config_gpu_memory_utilization")
 
 
-@dataclass
-class _VllmSeen:
+class _VllmSeen(msgspec.Struct):
     util: str | None = None
     rate: float | None = None
-    models: set[str] = field(default_factory=set)
+    models: set[str] = msgspec.field(default_factory=set)
 
 
 def read_vllm(telemetry: Telemetry, pods: Sequence[hosts.PodRef]) -> dict[hosts.PodRef, VllmFacts]:
@@ -71,8 +70,7 @@ def read_vllm(telemetry: Telemetry, pods: Sequence[hosts.PodRef]) -> dict[hosts.
 # --- the walk's cached read ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class WalkFacts:
+class WalkFacts(msgspec.Struct, frozen=True, dict=True):  # dict: for its cached_property
     """Telemetry facts for a walk's examined nodes, read once and shared by layers 4 and 5."""
 
     nodes: tuple[str, ...]
@@ -81,7 +79,7 @@ class WalkFacts:
     source: str
     error: str | None = None  # why telemetry could not be read
     notes: tuple[str, ...] = ()  # what limited the read (e.g. exporter pods not listable)
-    vllm: Mapping[hosts.PodRef, VllmFacts] = field(default_factory=dict)
+    vllm: Mapping[hosts.PodRef, VllmFacts] = msgspec.field(default_factory=dict)
 
     def on(self, node: str) -> list[gf.GpuFacts]:
         return list(self._by_node.get(node, ()))
