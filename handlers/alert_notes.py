@@ -10,17 +10,23 @@ once an hour, and count them (`decision="truncated"`).
 
 from __future__ import annotations
 
+import logging
+
 from handlers.ports import SlackPoster, StateStore
 
+log = logging.getLogger("gpubot.alerts")
 NOTE_EVERY_S = 3600
 
 
 def say_hourly(state: StateStore, poster: SlackPoster, channel: str, key: str, text: str) -> None:
     """Post `text` in the alert channel unless `key` was said within the hour (the store decides, so
     replicas and gateways say it once between them)."""
+    # Logged either way: a note that was not said again looks, in the channel alone, like one lost.
     if not state.set_if_absent(key, 1, NOTE_EVERY_S):
+        log.info("note %s not said again: said within the hour", key)
         return
     poster.post(channel, text, [{"type": "section", "text": {"type": "mrkdwn", "text": text}}])
+    log.info("note %s said in the alert channel", key)
 
 
 def tell_left_out(state: StateStore, poster: SlackPoster, channel: str, count: int, prefix: str) -> None:

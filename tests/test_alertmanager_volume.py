@@ -191,6 +191,10 @@ def test_max_alerts_as_the_docs_say_cuts_the_notification_and_the_rest_is_counte
         am.stop()
         bot.stop()  # SIGTERM drains the pool: the work on that notification is done
         assert notes() == said, f"notes: {notes()}\nbot:\n{bot.log()}"
+        # The log says both: the note said once, and not said again for the second notification.
+        log = bot.log()
+        assert len(re.findall(r"note \S*left-out-note said in the alert channel", log)) == 1, log
+        assert re.search(r"note \S*left-out-note not said again: said within the hour", log), log
     finally:
         am.stop()
         bot.stop()
