@@ -9,6 +9,7 @@ healthy GPU nodes so one cordon stays inside the 25 % breaker.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import hmac
@@ -297,6 +298,20 @@ def bot_env(slack_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
+# Bots started and not yet stopped: at the test process's exit, a fixture that failed half-way
+# (its agent never became ready, say) leaves no `gpubot serve` behind to load the machine for
+# the rest of the run.
+_LIVE: set[BotProcess] = set()
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    for bot in list(_LIVE):
+        if bot.proc.poll() is None:
+            bot.proc.kill()
+            bot.proc.wait(timeout=5)
+
+
 class BotProcess:
     """`gpubot serve` (HTTP by default here) in a subprocess on 127.0.0.1 and a free port."""
 
@@ -312,9 +327,14 @@ class BotProcess:
         self._log = log_path.open("ab")
         root = Path(__file__).resolve().parents[1]
         self.proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=self._log, stderr=subprocess.STDOUT)
+        _LIVE.add(self)
         self._terminated = False
         if ready:
-            self.wait_ready()
+            try:
+                self.wait_ready()
+            except BaseException:
+                self.stop()  # the caller never gets this bot to stop it
+                raise
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         # Generous: a start-up is seconds alone, far more on a loaded 2-core CI machine.
@@ -349,6 +369,7 @@ class BotProcess:
 
     def stop(self) -> int:
         """SIGTERM, as Kubernetes does; the exit status says whether it stopped cleanly."""
+        _LIVE.discard(self)
         if self.proc.poll() is None:
             self.terminate()
             try:
