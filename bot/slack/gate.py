@@ -158,8 +158,13 @@ class SlackGate:
 
     def _seen(self, ids: list[str]) -> bool | None:
         """Record each id; True when any was already recorded (the request is a replay), None when the
-        store did not answer."""
-        seen = False
+        store did not answer.
+
+        The first id found recorded ends the look: two copies delivered at once (Slack's redelivery
+        of one envelope, worked concurrently by the Socket Mode client) take the ids in the same
+        order, so the one that lost the first id claims none of the rest, and the winner runs. Going
+        on past it let each copy claim an id the other then found: both were refused, and the
+        command was acknowledged empty and never run."""
         # This request's own mark: a write whose answer was lost is sent again (the connection's
         # retry, or the redo on a new master after a failover) and then finds the key set by this
         # very request, which is no replay (both copies of a redelivery were refused that way).
@@ -172,5 +177,6 @@ class SlackGate:
                 # The walk itself will say the store is down; refusing here would hide that.
                 log.warning("replay check skipped, state store unreachable: %s", err)
                 return None
-            seen = seen or not fresh
-        return seen
+            if not fresh:
+                return True
+        return False
