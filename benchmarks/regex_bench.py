@@ -86,20 +86,20 @@ def _re2_against_re() -> None:
         lines.read_text() if lines.exists() else "I0624 22:58:05.486697 1 health.go:185] XidCriticalError\n"
     )
     sample = (text.splitlines() * 2000)[:20000]
-    pats = [p for p in logsigs.NO_RUNTIME_NVIDIA.patterns + logsigs.APP_SEES_NO_GPU.patterns]
+    pats = [*logsigs.NO_RUNTIME_NVIDIA.compiled, *logsigs.APP_SEES_NO_GPU.compiled]
     opts = re2.Options()
     opts.case_sensitive = False
     compiled = []
     for p in pats:
         try:
             compiled.append((p, re2.compile(p.pattern, opts)))
-        except re2.error:
-            continue  # lookarounds, \uXXXX escapes: re2 refuses them
+        except (re2.error, UnicodeEncodeError):
+            continue  # lookarounds, \uXXXX escapes, lone surrogates: re2 refuses them
     refused = 0
     for _, p in patterns():
         try:
             re2.compile(p.pattern, opts)
-        except re2.error:
+        except (re2.error, UnicodeEncodeError):  # a lone surrogate cannot be UTF-8 for re2
             refused += 1
     std = timed(lambda: [p.search(ln) for ln in sample for p, _ in compiled])
     lin = timed(lambda: [q.search(ln) for ln in sample for _, q in compiled])
