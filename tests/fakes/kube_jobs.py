@@ -74,7 +74,7 @@ class JobController:
                     f'jobs.batch "{name}" already exists',
                     {"name": name, "kind": "jobs"},
                 )
-            self.created.append(copy.deepcopy(job))
+            posted = copy.deepcopy(job)
             uid = str(uuid.uuid4())
             meta.update(namespace=ns, uid=uid, creationTimestamp=_now())
             job.setdefault("apiVersion", "batch/v1")
@@ -82,6 +82,9 @@ class JobController:
             job["status"] = {"active": 1, "startTime": _now()}
             self.snapshot.add(job)
             self.snapshot.add(self._pod(ns, job, uid))
+            # Recorded last: a test thread that sees it (playing the kubelet) finds the Job and its
+            # pod stored; recorded first, it once looked the Job up in between and failed.
+            self.created.append(posted)
         return 201, job
 
     def _pod(self, ns: str, job: K8sObject, uid: str) -> K8sObject:
